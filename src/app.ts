@@ -1,0 +1,71 @@
+// buildApp: the Fastify application over a set of services. No listening, no process state,
+// so tests build as many as they like and drive them with inject() or listen(0).
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
+import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import { installAuth } from './http/auth.ts';
+import { installErrorHandling } from './http/errors.ts';
+import { healthRoutes } from './http/routes/health.ts';
+import { sourceRoutes } from './http/routes/sources.ts';
+import { ErrorBody, Source } from './http/schemas.ts';
+import type { Services } from './services/container.ts';
+
+/** Header and body paths that must never reach a log line. */
+export const REDACT_PATHS = [
+  'req.headers.authorization',
+  'req.headers["x-api-key"]',
+  'req.headers.cookie',
+  'headers.authorization',
+  'headers["x-api-key"]',
+  '*.configuration.access_key',
+  '*.configuration.secret_key',
+  '*.configuration.connection_string',
+  '*.configuration.service_account_json',
+];
+
+export interface AppOptions {
+  logger?: FastifyServerOptions['logger'];
+}
+
+export async function buildApp(services: Services, opts: AppOptions = {}): Promise<FastifyInstance> {
+  const { config } = services;
+  const app = Fastify({
+    logger: opts.logger ?? { level: config.logLevel, redact: { paths: REDACT_PATHS, censor: '[redacted]' } },
+    bodyLimit: config.jsonBodyLimit,
+    trustProxy: false,
+    ajv: { customOptions: { removeAdditional: false, coerceTypes: 'array', useDefaults: true, allErrors: false } },
+    // Request ids for log correlation; honour an incoming one from a proxy.
+    requestIdHeader: 'x-request-id',
+  });
+
+  // Only JSON bodies are parsed here; anything else is 415 (uploads add their own parsers).
+  app.removeContentTypeParser('text/plain');
+
+  app.addSchema(ErrorBody);
+  app.addSchema(Source);
+
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.0.3',
+      info: { title: 'Stowage API', version: '1.0.0', description: 'Media asset uploads, sources and delivery. See README.md.' },
+      components: {
+        securitySchemes: {
+          bearer: { type: 'http', scheme: 'bearer', description: 'Authorization: Bearer <API key>' },
+          apiKey: { type: 'apiKey', in: 'header', name: 'x-api-key' },
+        },
+      },
+      security: [{ bearer: [] }, { apiKey: [] }],
+    },
+    refResolver: { buildLocalReference: (json, _base, _fragment, i) => String(json.$id ?? `def-${i}`) },
+  });
+  await app.register(swaggerUi, { routePrefix: '/docs' });
+
+  installErrorHandling(app);
+  installAuth(app, services.workspaces);
+
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+  await app.register(healthRoutes, { db: services.db, storage: services.storage });
+  await app.register(sourceRoutes, { sources: services.sources });
+
+  return app;
+}

@@ -1,0 +1,167 @@
+// Configuration is read once, at start, from the environment into one typed object that is
+// passed to everything that needs it. Nothing else in the code reads process.env.
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { isAbsolute, join, resolve } from 'node:path';
+
+export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+
+export interface Config {
+  host: string;
+  port: number;
+  /** Base of every URL the service hands out, without a trailing slash. */
+  publicUrl: string;
+  dataDir: string;
+  /** postgres://... or undefined for the embedded SQLite database in dataDir. */
+  databaseUrl?: string;
+  /** 32 bytes; encrypts source secrets and webhook secrets at rest. */
+  masterKey: Buffer;
+  /** Older master keys still accepted for decryption while secrets are re-encrypted. */
+  previousMasterKeys: Buffer[];
+  logLevel: LogLevel;
+  /** Largest JSON body accepted, in bytes. */
+  jsonBodyLimit: number;
+  /** CIDRs and host names exempt from the outbound address checks. */
+  outboundAllow: string[];
+  /** Timeout of one outbound request (source tests, origin fetches), in milliseconds. */
+  outboundTimeoutMs: number;
+}
+
+export class ConfigError extends Error {
+  constructor(public readonly problems: string[]) {
+    super(`Invalid configuration:\n  - ${problems.join('\n  - ')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+type Env = Record<string, string | undefined>;
+
+const LOG_LEVELS: LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+/**
+ * Reads the configuration from `env`. Every variable may instead be given as `NAME_FILE`, the
+ * path of a file holding the value (for secrets mounted by an orchestrator). All problems are
+ * collected and reported together, each naming its variable.
+ */
+export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config {
+  const problems: string[] = [];
+
+  const read = (name: string): string | undefined => {
+    const direct = env[name];
+    const file = env[`${name}_FILE`];
+    if (direct !== undefined && direct !== '' && file) {
+      problems.push(`${name} and ${name}_FILE are both set; set only one`);
+      return undefined;
+    }
+    if (file) {
+      try {
+        return readFileSync(file, 'utf8').trim();
+      } catch (err) {
+        problems.push(`${name}_FILE: cannot read ${file} (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+        return undefined;
+      }
+    }
+    return direct === '' ? undefined : direct;
+  };
+
+  const integer = (name: string, fallback: number, min: number, max: number): number => {
+    const raw = read(name);
+    if (raw === undefined) return fallback;
+    if (!/^\d+$/.test(raw) || Number(raw) < min || Number(raw) > max) {
+      problems.push(`${name} must be a whole number from ${min} to ${max} (got "${raw}")`);
+      return fallback;
+    }
+    return Number(raw);
+  };
+
+  const host = read('HOST') ?? '127.0.0.1';
+  const port = integer('PORT', 3000, 0, 65535);
+
+  const dataDirRaw = read('STOWAGE_DATA_DIR') ?? './data';
+  const dataDir = isAbsolute(dataDirRaw) ? dataDirRaw : resolve(cwd, dataDirRaw);
+
+  let publicUrl = read('STOWAGE_PUBLIC_URL') ?? `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+  try {
+    const u = new URL(publicUrl);
+    if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error('scheme');
+    if (u.search || u.hash) throw new Error('query');
+    publicUrl = publicUrl.replace(/\/+$/, '');
+  } catch {
+    problems.push(`STOWAGE_PUBLIC_URL must be an http(s) URL without query or fragment (got "${publicUrl}")`);
+  }
+
+  const databaseUrl = read('DATABASE_URL');
+  if (databaseUrl !== undefined && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
+    // Never echo the value: it usually carries a password.
+    problems.push('DATABASE_URL must start with postgres:// or postgresql:// (unset it to use the embedded SQLite database)');
+  }
+
+  const logLevel = (read('LOG_LEVEL') ?? 'info') as LogLevel;
+  if (!LOG_LEVELS.includes(logLevel)) problems.push(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')} (got "${logLevel}")`);
+
+  const jsonBodyLimit = integer('STOWAGE_JSON_BODY_LIMIT', 1024 * 1024, 1024, 64 * 1024 * 1024);
+  const outboundTimeoutMs = integer('STOWAGE_OUTBOUND_TIMEOUT_MS', 10_000, 100, 600_000);
+  const outboundAllow = (read('STOWAGE_OUTBOUND_ALLOW') ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+
+  let masterKey: Buffer | undefined;
+  const masterRaw = read('STOWAGE_MASTER_KEY');
+  if (masterRaw !== undefined) {
+    masterKey = parseMasterKey(masterRaw);
+    if (!masterKey) problems.push('STOWAGE_MASTER_KEY must be 32 bytes, as 64 hex characters or base64');
+  }
+  const previousMasterKeys: Buffer[] = [];
+  for (const part of (read('STOWAGE_MASTER_KEY_PREVIOUS') ?? '').split(',').map((s) => s.trim()).filter(Boolean)) {
+    const key = parseMasterKey(part);
+    if (key) previousMasterKeys.push(key);
+    else problems.push('STOWAGE_MASTER_KEY_PREVIOUS must be a comma-separated list of 32-byte keys (hex or base64)');
+  }
+
+  if (problems.length > 0) throw new ConfigError(problems);
+
+  return {
+    host,
+    port,
+    publicUrl,
+    dataDir,
+    databaseUrl,
+    masterKey: masterKey ?? loadOrCreateMasterKey(dataDir),
+    previousMasterKeys,
+    logLevel,
+    jsonBodyLimit,
+    outboundAllow,
+    outboundTimeoutMs,
+  };
+}
+
+export function parseMasterKey(raw: string): Buffer | undefined {
+  const text = raw.trim();
+  if (/^[0-9a-fA-F]{64}$/.test(text)) return Buffer.from(text, 'hex');
+  if (/^[A-Za-z0-9+/_-]+={0,2}$/.test(text)) {
+    const buf = Buffer.from(text.replace(/-/g, '+').replace(/_/g, '/'), 'base64');
+    if (buf.length === 32) return buf;
+  }
+  return undefined;
+}
+
+/**
+ * Without STOWAGE_MASTER_KEY the key is generated once into the data directory, readable by
+ * the owner only. Several nodes sharing a database must be given the same key explicitly.
+ */
+function loadOrCreateMasterKey(dataDir: string): Buffer {
+  const path = join(dataDir, 'master.key');
+  mkdirSync(dataDir, { recursive: true });
+  try {
+    writeFileSync(path, randomBytes(32).toString('base64') + '\n', { mode: 0o600, flag: 'wx' });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  }
+  const key = parseMasterKey(readFileSync(path, 'utf8'));
+  if (!key) throw new ConfigError([`${path} does not hold a 32-byte key; restore it from a backup or remove it only if no secrets were stored under it`]);
+  if ((statSync(path).mode & 0o077) !== 0) {
+    throw new ConfigError([`${path} is readable by other users; run: chmod 600 ${path}`]);
+  }
+  return key;
+}

@@ -1,0 +1,42 @@
+// Domain errors with stable codes. Services throw these; one error handler (http/errors.ts)
+// turns them into `{success:false, error, errorCode, message}` with the given status.
+export class AppError extends Error {
+  constructor(
+    public readonly status: number,
+    public readonly errorCode: string,
+    /** The `error` member of the body: short, and for documented cases the exact text. */
+    public readonly error: string,
+    message?: string,
+    /** Extra members of the body (e.g. retryAfterSeconds), and headers to send. */
+    public readonly extra: { body?: Record<string, unknown>; headers?: Record<string, string> } = {},
+  ) {
+    super(message ?? error);
+    this.name = 'AppError';
+  }
+
+  toBody(): Record<string, unknown> {
+    return { success: false, error: this.error, errorCode: this.errorCode, message: this.message, ...this.extra.body };
+  }
+}
+
+export const INVALID_CONFIGURATION_MESSAGE = 'Configuration is invalid for the specified type';
+
+export const errors = {
+  validation: (message: string) => new AppError(400, 'VALIDATION_FAILED', 'Validation failed', message),
+  invalidConfiguration: () => new AppError(400, 'VALIDATION_FAILED', 'Validation failed', INVALID_CONFIGURATION_MESSAGE),
+  unauthorized: () => new AppError(401, 'UNAUTHORIZED', 'Unauthorized', 'Invalid or missing API key'),
+  /** The texts list sources answers with (INTERFACE.md part 7). */
+  invalidApiKey: () =>
+    new AppError(401, 'INVALID_API_KEY', 'Invalid API key.', 'The provided API key is invalid, inactive, or has been deleted'),
+  privateKeyRequired: () =>
+    new AppError(403, 'PRIVATE_KEY_REQUIRED', 'Forbidden', 'This endpoint requires a private API key; public keys may only upload'),
+  sourceNotFound: () => new AppError(404, 'SOURCE_NOT_FOUND', 'Source not found', 'No source with this id exists in this workspace'),
+  sourceNameTaken: () =>
+    new AppError(409, 'SOURCE_NAME_TAKEN', 'Origin name already exists in this workspace', 'Choose another name for this source'),
+  workspaceNotFound: (id: string) => new AppError(404, 'WORKSPACE_NOT_FOUND', 'Workspace not found', `No workspace ${id}`),
+  keyNotFound: (id: string) => new AppError(404, 'KEY_NOT_FOUND', 'Key not found', `No API key ${id}`),
+  serviceUnavailable: (what: string) =>
+    new AppError(503, 'SERVICE_UNAVAILABLE', 'Service unavailable', `${what} is not answering; try again shortly`, {
+      headers: { 'retry-after': '5' },
+    }),
+};

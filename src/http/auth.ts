@@ -1,0 +1,48 @@
+// API key authentication (INTERFACE.md part 5): `Authorization: Bearer <key>` or `x-api-key`.
+// Each route declares what it needs in its config: 'none', 'any' (public or private key) or
+// 'private'. The principal is attached to the request for the handler.
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { errors } from '../errors.ts';
+import type { Principal, WorkspaceService } from '../services/workspaces.ts';
+
+export type AuthRequirement = 'none' | 'any' | 'private';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    auth?: AuthRequirement;
+    /** List sources answers 401 with its own texts (INTERFACE.md part 7). */
+    authErrorStyle?: 'list-sources';
+  }
+  interface FastifyRequest {
+    principal?: Principal;
+  }
+}
+
+export function presentedKey(request: FastifyRequest): string | undefined {
+  const header = request.headers.authorization;
+  if (typeof header === 'string' && header.length > 0) {
+    const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
+    return match ? match[1] : '';
+  }
+  const x = request.headers['x-api-key'];
+  return typeof x === 'string' ? x.trim() : undefined;
+}
+
+export function installAuth(app: FastifyInstance, workspaces: WorkspaceService): void {
+  app.decorateRequest('principal', undefined);
+  app.addHook('onRequest', async (request) => {
+    const config = request.routeOptions.config;
+    const need = config?.auth ?? 'none';
+    if (need === 'none') return;
+    const principal = await workspaces.authenticate(presentedKey(request));
+    if (!principal) throw config.authErrorStyle === 'list-sources' ? errors.invalidApiKey() : errors.unauthorized();
+    if (need === 'private' && principal.keyType !== 'private') throw errors.privateKeyRequired();
+    request.principal = principal;
+  });
+}
+
+/** The authenticated principal; routes that declare auth always have one. */
+export function principalOf(request: FastifyRequest): Principal {
+  if (!request.principal) throw errors.unauthorized();
+  return request.principal;
+}

@@ -1,0 +1,82 @@
+// One place that turns anything thrown into the documented error shape
+// `{success:false, error, errorCode, message}`. Unknown errors become 500 without internals;
+// an unreachable database becomes 503.
+import type { FastifyError, FastifyInstance } from 'fastify';
+import FindMyWay from 'find-my-way';
+import { AppError } from '../errors.ts';
+
+const body = (error: string, errorCode: string, message: string) => ({ success: false, error, errorCode, message });
+
+const FASTIFY_CODES: Record<string, [number, string, string, string]> = {
+  FST_ERR_CTP_BODY_TOO_LARGE: [413, 'PAYLOAD_TOO_LARGE', 'Payload too large', 'The request body is larger than this endpoint accepts'],
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: [415, 'UNSUPPORTED_MEDIA_TYPE', 'Unsupported media type', 'Send the body as application/json'],
+  FST_ERR_CTP_EMPTY_JSON_BODY: [400, 'INVALID_JSON', 'Invalid JSON', 'The body is empty but Content-Type says JSON'],
+  FST_ERR_CTP_INVALID_JSON_BODY: [400, 'INVALID_JSON', 'Invalid JSON', 'The body is not valid JSON'],
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: [400, 'INVALID_CONTENT_LENGTH', 'Bad request', 'Content-Length does not match the body'],
+  FST_ERR_CTP_INVALID_TYPE: [400, 'INVALID_CONTENT_TYPE', 'Bad request', 'The Content-Type header is not valid'],
+};
+
+/** Errors that mean a dependency (database, storage) is down rather than a bug. */
+const UNAVAILABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', '57P01', '57P02', '57P03', '53300', 'SQLITE_BUSY']);
+
+export function isUnavailable(err: unknown): boolean {
+  const e = err as { code?: string; message?: string } | undefined;
+  if (e?.code && UNAVAILABLE_CODES.has(e.code)) return true;
+  return /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error/.test(e?.message ?? '');
+}
+
+export function installErrorHandling(app: FastifyInstance): void {
+  app.setErrorHandler((err: FastifyError, request, reply) => {
+    if (err instanceof AppError) {
+      if (err.extra.headers) reply.headers(err.extra.headers);
+      return reply.code(err.status).send(err.toBody());
+    }
+    if (err.validation) {
+      const first = err.validation[0];
+      const where = `${err.validationContext ?? 'request'}${first?.instancePath?.replace(/\//g, '.') ?? ''}`;
+      const message = first ? `${where} ${first.message}` : err.message;
+      return reply.code(400).send(body('Validation failed', 'VALIDATION_FAILED', message));
+    }
+    const mapped = err.code ? FASTIFY_CODES[err.code] : undefined;
+    if (mapped) return reply.code(mapped[0]).send(body(mapped[2], mapped[1], mapped[3]));
+    if (err instanceof SyntaxError && err.statusCode === 400) {
+      return reply.code(400).send(body('Invalid JSON', 'INVALID_JSON', 'The body is not valid JSON'));
+    }
+    if (typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500) {
+      return reply.code(err.statusCode).send(body('Bad request', err.code ?? 'BAD_REQUEST', err.message));
+    }
+    if (isUnavailable(err)) {
+      request.log.warn({ code: (err as { code?: string }).code }, 'dependency unavailable');
+      reply.header('retry-after', '5');
+      return reply.code(503).send(body('Service unavailable', 'SERVICE_UNAVAILABLE', 'A backing service is not answering; try again shortly'));
+    }
+    request.log.error({ err }, 'unhandled error');
+    return reply.code(500).send(body('Internal server error', 'INTERNAL_ERROR', 'Something went wrong on our side; it has been logged'));
+  });
+
+  // Wrong method on a known path is 405 with Allow, not 404: keep a second router that knows
+  // every path with its methods.
+  const known = FindMyWay({ ignoreTrailingSlash: true });
+  const methodsByPath = new Map<string, Set<string>>();
+  app.addHook('onRoute', (route) => {
+    const methods = Array.isArray(route.method) ? route.method : [route.method];
+    let set = methodsByPath.get(route.url);
+    if (!set) {
+      set = new Set();
+      methodsByPath.set(route.url, set);
+      known.on('GET', route.url, () => {}, { methods: set });
+    }
+    for (const m of methods) set.add(m.toUpperCase());
+  });
+
+  app.setNotFoundHandler((request, reply) => {
+    const path = request.url.split('?')[0];
+    const match = known.find('GET', path) as { store?: { methods: Set<string> } } | null;
+    if (match?.store && !match.store.methods.has(request.method)) {
+      const allow = [...match.store.methods].filter((m) => m !== 'HEAD').sort().join(', ');
+      reply.header('allow', allow);
+      return reply.code(405).send(body('Method not allowed', 'METHOD_NOT_ALLOWED', `${request.method} is not allowed here; use ${allow}`));
+    }
+    return reply.code(404).send(body('Not found', 'ROUTE_NOT_FOUND', `No route ${request.method} ${path}`));
+  });
+}

@@ -1,0 +1,41 @@
+// JSON Schemas shared by routes; they validate requests and generate /openapi.json.
+import { Type } from 'typebox';
+
+export const ErrorBody = Type.Object(
+  {
+    success: Type.Literal(false),
+    error: Type.String(),
+    errorCode: Type.Optional(Type.String()),
+    message: Type.Optional(Type.String()),
+    retryAfterSeconds: Type.Optional(Type.Number()),
+  },
+  { $id: 'ErrorBody', description: 'Every error: INTERFACE.md 2.4' },
+);
+
+export const errorResponses = (...statuses: number[]) =>
+  Object.fromEntries(statuses.map((s) => [s, Type.Ref('ErrorBody')]));
+
+export const SourceTypeSchema = Type.Union(
+  [Type.Literal('s3'), Type.Literal('azure'), Type.Literal('google_cloud'), Type.Literal('image_source')],
+  { description: 'One of s3, azure, google_cloud, image_source' },
+);
+
+export const ConfigurationSchema = Type.Record(Type.String(), Type.Union([Type.String(), Type.Boolean()]), {
+  description:
+    'Type-specific. s3: access_key*, secret_key*, region, bucket, endpoint; azure: connection_string*, container_name; ' +
+    'google_cloud: service_account_json*, bucket_name; image_source: base_url, canonical_header, forward_header. ' +
+    '* secret: shown as "********".',
+});
+
+export const Source = Type.Object(
+  {
+    id: Type.String({ format: 'uuid' }),
+    name: Type.String(),
+    type: SourceTypeSchema,
+    configuration: ConfigurationSchema,
+    is_active: Type.Boolean(),
+    created_at: Type.String({ format: 'date-time' }),
+    updated_at: Type.String({ format: 'date-time' }),
+  },
+  { $id: 'Source' },
+);

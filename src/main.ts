@@ -1,0 +1,62 @@
+// `npm start`: read the configuration, prepare the database, create the first workspace on an
+// empty database, listen, and shut down cleanly on SIGTERM/SIGINT.
+import { buildApp } from './app.ts';
+import { ConfigError, loadConfig } from './config.ts';
+import { createServices } from './services/container.ts';
+
+async function main(): Promise<void> {
+  let config;
+  try {
+    config = loadConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`stowage: ${err.message}\n`);
+      process.exit(78);
+    }
+    throw err;
+  }
+  const services = await createServices(config);
+  const created = await services.workspaces.bootstrapIfEmpty();
+  const app = await buildApp(services);
+  await app.listen({ host: config.host, port: config.port });
+
+  if (created) {
+    // Printed once, straight to the terminal and not through the logger, so keys never land
+    // in log files. They cannot be shown again: only their hashes are stored.
+    process.stdout.write(
+      [
+        '',
+        'Stowage created your first workspace. Keep these keys; they will not be shown again.',
+        `  workspace_id:   ${created.workspace_id}`,
+        `  public_key:     ${created.public_key}`,
+        `  private_key:    ${created.private_key}`,
+        `  webhook_secret: ${created.webhook_secret}`,
+        '',
+      ].join('\n') + '\n',
+    );
+  }
+
+  let closing = false;
+  const shutdown = (signal: string) => {
+    if (closing) return;
+    closing = true;
+    app.log.info({ signal }, 'shutting down');
+    app
+      .close()
+      .then(() => services.close())
+      .then(
+        () => process.exit(0),
+        (err) => {
+          app.log.error({ err }, 'shutdown failed');
+          process.exit(1);
+        },
+      );
+  };
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+  process.on('SIGINT', () => shutdown('SIGINT'));
+}
+
+main().catch((err) => {
+  process.stderr.write(`stowage: failed to start: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,59 @@
+// Builds every service from the configuration, once. Tests build their own with a test config.
+import { join } from 'node:path';
+import type { Config } from '../config.ts';
+import { SecretBox } from '../crypto/secret-box.ts';
+import { type Db, openDatabase } from '../db/database.ts';
+import { migrateToLatest } from '../db/migrations.ts';
+import { OutboundGuard, type Resolver } from '../outbound/guard.ts';
+import type { StorageDriver } from '../storage/driver.ts';
+import { LocalStorage } from '../storage/local.ts';
+import { SourceService } from './sources.ts';
+import { WorkspaceService } from './workspaces.ts';
+
+export interface Services {
+  config: Config;
+  db: Db;
+  box: SecretBox;
+  guard: OutboundGuard;
+  storage: StorageDriver;
+  workspaces: WorkspaceService;
+  sources: SourceService;
+  close(): Promise<void>;
+}
+
+export interface ServiceOptions {
+  /** Replaces DNS for outbound checks (tests). */
+  resolver?: Resolver;
+  /** Receives debug notes such as which configuration field was refused. */
+  debug?: (why: string) => void;
+  gcsApiEndpoint?: string;
+}
+
+export async function createServices(config: Config, opts: ServiceOptions = {}): Promise<Services> {
+  const db = openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+  try {
+    await migrateToLatest(db.kysely);
+  } catch (err) {
+    await db.close();
+    throw err;
+  }
+  const box = new SecretBox(config.masterKey, config.previousMasterKeys);
+  const guard = new OutboundGuard(config.outboundAllow, opts.resolver);
+  const storage = new LocalStorage(join(config.dataDir, 'storage'));
+  await storage.init();
+  const workspaces = new WorkspaceService(db, box);
+  const sources = new SourceService(db, box, { guard, timeoutMs: config.outboundTimeoutMs, gcsApiEndpoint: opts.gcsApiEndpoint }, opts.debug);
+  return {
+    config,
+    db,
+    box,
+    guard,
+    storage,
+    workspaces,
+    sources,
+    async close() {
+      guard.destroy();
+      await db.close();
+    },
+  };
+}

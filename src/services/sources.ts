@@ -1,0 +1,200 @@
+// Sources: named external origins of a workspace. The configuration is stored in two parts:
+// the visible fields as JSON, the secret fields sealed with the master key.
+import { sql } from 'kysely';
+import { isUuid, newUuid } from '../crypto/ids.ts';
+import type { SecretBox } from '../crypto/secret-box.ts';
+import { type Db, isUniqueViolation, nowIso } from '../db/database.ts';
+import type { SourceRow } from '../db/schema.ts';
+import { errors } from '../errors.ts';
+import { type ProbeDeps, type ProbeResult, probeSource } from '../sources/probe.ts';
+import {
+  type Configuration,
+  isSourceType,
+  maskConfiguration,
+  mergeConfiguration,
+  SOURCE_TYPES,
+  type SourceType,
+  splitSecrets,
+  validateConfiguration,
+} from '../sources/source-types.ts';
+
+export interface SourceView {
+  id: string;
+  name: string;
+  type: SourceType;
+  configuration: Configuration;
+  is_active: boolean;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface ListQuery {
+  page: number;
+  limit: number;
+  search?: string;
+  type?: string;
+}
+
+export const SOURCE_NAME_RE = /^[A-Za-z0-9_-]{1,64}$/;
+
+/** Escapes LIKE's metacharacters so that a search for "%" or "_" finds exactly that. */
+export const likeContains = (text: string) => `%${text.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+
+export class SourceService {
+  constructor(
+    private readonly db: Db,
+    private readonly box: SecretBox,
+    private readonly probeDeps: ProbeDeps,
+    /** Receives why a configuration was refused (a field name, never a value). */
+    private readonly debug: (why: string) => void = () => {},
+  ) {}
+
+  async create(workspaceId: string, input: { name?: unknown; type?: unknown; configuration?: unknown }): Promise<SourceView> {
+    const name = checkName(input.name);
+    if (!isSourceType(input.type)) {
+      this.debug(`type must be one of ${SOURCE_TYPES.join(', ')}`);
+      throw errors.invalidConfiguration();
+    }
+    const type = input.type;
+    const config = validateConfiguration(type, input.configuration, this.debug);
+    const id = newUuid();
+    const now = nowIso();
+    const { visible, secret } = splitSecrets(type, config);
+    const row: SourceRow = {
+      id,
+      workspace_id: workspaceId,
+      name,
+      type,
+      configuration: JSON.stringify(visible),
+      secrets: this.sealSecrets(id, secret),
+      is_active: 1,
+      created_at: now,
+      updated_at: now,
+    };
+    try {
+      await this.db.kysely.insertInto('sources').values(row).execute();
+    } catch (err) {
+      if (isUniqueViolation(err)) throw errors.sourceNameTaken();
+      throw err;
+    }
+    return this.view(row);
+  }
+
+  async list(workspaceId: string, q: ListQuery): Promise<{ sources: SourceView[]; meta: { page: number; limit: number; total: number; hasMore: boolean } }> {
+    let base = this.db.kysely.selectFrom('sources').where('workspace_id', '=', workspaceId);
+    if (q.type !== undefined) base = base.where('type', '=', q.type);
+    if (q.search) base = base.where(sql<boolean>`lower(${sql.ref('name')}) like ${likeContains(q.search)} escape '\\'`);
+    const [{ total }, rows] = await Promise.all([
+      base.select((eb) => eb.fn.countAll<number>().as('total')).executeTakeFirstOrThrow(),
+      base
+        .selectAll()
+        .orderBy('created_at', 'desc')
+        .orderBy('id', 'desc')
+        .limit(q.limit)
+        .offset((q.page - 1) * q.limit)
+        .execute(),
+    ]);
+    const count = Number(total);
+    return {
+      sources: rows.map((r) => this.view(r)),
+      meta: { page: q.page, limit: q.limit, total: count, hasMore: q.page * q.limit < count },
+    };
+  }
+
+  async get(workspaceId: string, id: string): Promise<SourceView> {
+    return this.view(await this.row(workspaceId, id));
+  }
+
+  async update(workspaceId: string, id: string, input: { name?: unknown; configuration?: unknown; is_active?: unknown; type?: unknown }): Promise<SourceView> {
+    const row = await this.row(workspaceId, id);
+    const type = row.type as SourceType;
+    if (input.type !== undefined && input.type !== type) throw errors.validation('type cannot be changed; create a new source instead');
+    const changes: Partial<SourceRow> = {};
+    if (input.name !== undefined) changes.name = checkName(input.name);
+    if (input.is_active !== undefined) {
+      if (typeof input.is_active !== 'boolean') throw errors.validation('is_active must be a boolean');
+      changes.is_active = input.is_active ? 1 : 0;
+    }
+    if (input.configuration !== undefined) {
+      const merged = mergeConfiguration(this.configuration(row), input.configuration);
+      const config = validateConfiguration(type, merged, this.debug);
+      const { visible, secret } = splitSecrets(type, config);
+      changes.configuration = JSON.stringify(visible);
+      changes.secrets = this.sealSecrets(row.id, secret);
+    }
+    // updated_at always moves forward, even within the same millisecond as the last write.
+    changes.updated_at = new Date(Math.max(Date.now(), Date.parse(row.updated_at) + 1)).toISOString();
+    try {
+      await this.db.kysely.updateTable('sources').set(changes).where('id', '=', row.id).where('workspace_id', '=', workspaceId).execute();
+    } catch (err) {
+      if (isUniqueViolation(err)) throw errors.sourceNameTaken();
+      throw err;
+    }
+    return this.view({ ...row, ...changes });
+  }
+
+  async delete(workspaceId: string, id: string): Promise<void> {
+    if (!isUuid(id)) throw errors.sourceNotFound();
+    const res = await this.db.kysely.deleteFrom('sources').where('id', '=', id).where('workspace_id', '=', workspaceId).executeTakeFirst();
+    if (Number(res.numDeletedRows) === 0) throw errors.sourceNotFound();
+  }
+
+  async test(workspaceId: string, id: string): Promise<ProbeResult> {
+    const row = await this.row(workspaceId, id);
+    return probeSource(row.type as SourceType, this.configuration(row), this.probeDeps);
+  }
+
+  /** The full configuration, secrets included; for origin fetches and probes, never for responses. */
+  configuration(row: SourceRow): Configuration {
+    const visible = JSON.parse(row.configuration) as Configuration;
+    const secret = row.secrets ? (JSON.parse(this.box.open(row.secrets, sourceAad(row.id))) as Configuration) : {};
+    return { ...visible, ...secret };
+  }
+
+  /** Re-seals every source secret under the current master key; returns how many changed. */
+  async resealAll(): Promise<number> {
+    const rows = await this.db.kysely.selectFrom('sources').select(['id', 'secrets']).where('secrets', 'is not', null).execute();
+    let changed = 0;
+    for (const row of rows) {
+      if (!row.secrets || !this.box.isStale(row.secrets)) continue;
+      const resealed = this.box.seal(this.box.open(row.secrets, sourceAad(row.id)), sourceAad(row.id));
+      await this.db.kysely.updateTable('sources').set({ secrets: resealed }).where('id', '=', row.id).where('secrets', '=', row.secrets).execute();
+      changed++;
+    }
+    return changed;
+  }
+
+  private async row(workspaceId: string, id: string): Promise<SourceRow> {
+    if (!isUuid(id)) throw errors.sourceNotFound();
+    const row = await this.db.kysely.selectFrom('sources').selectAll().where('id', '=', id.toLowerCase()).where('workspace_id', '=', workspaceId).executeTakeFirst();
+    if (!row) throw errors.sourceNotFound();
+    return row;
+  }
+
+  private sealSecrets(id: string, secret: Configuration): string | null {
+    return Object.keys(secret).length > 0 ? this.box.seal(JSON.stringify(secret), sourceAad(id)) : null;
+  }
+
+  private view(row: SourceRow): SourceView {
+    const type = row.type as SourceType;
+    const secretKeys = row.secrets ? Object.keys(JSON.parse(this.box.open(row.secrets, sourceAad(row.id)))) : [];
+    return {
+      id: row.id,
+      name: row.name,
+      type,
+      configuration: maskConfiguration(type, JSON.parse(row.configuration), secretKeys),
+      is_active: Boolean(row.is_active),
+      created_at: row.created_at,
+      updated_at: row.updated_at,
+    };
+  }
+}
+
+function checkName(name: unknown): string {
+  if (typeof name !== 'string' || !SOURCE_NAME_RE.test(name)) {
+    throw errors.validation('name must be 1 to 64 letters, digits, underscores or hyphens');
+  }
+  return name;
+}
+
+export const sourceAad = (id: string) => `source:${id}`;

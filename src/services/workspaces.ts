@@ -1,0 +1,143 @@
+// Workspaces and their API keys. Keys are random, typed by prefix and stored only as hashes.
+import { type KeyType, KEY_PREFIX, hashApiKey, keyHint, newApiKey, newShortId, newUuid, newWebhookSecret } from '../crypto/ids.ts';
+import type { SecretBox } from '../crypto/secret-box.ts';
+import { type Db, isUniqueViolation, nowIso } from '../db/database.ts';
+import { errors } from '../errors.ts';
+
+export interface Principal {
+  workspaceId: string;
+  keyId: string;
+  keyType: KeyType;
+}
+
+export interface CreatedWorkspace {
+  workspace_id: string;
+  public_key: string;
+  private_key: string;
+  webhook_secret: string;
+}
+
+export interface KeyInfo {
+  id: string;
+  workspace_id: string;
+  type: KeyType;
+  hint: string;
+  created_at: string;
+  revoked_at: string | null;
+}
+
+const KEY_SHAPE = new RegExp(`^(${KEY_PREFIX.public}|${KEY_PREFIX.private})[0-9A-Za-z]{43}$`);
+
+export class WorkspaceService {
+  constructor(
+    private readonly db: Db,
+    private readonly box: SecretBox,
+  ) {}
+
+  async create(name: string): Promise<CreatedWorkspace> {
+    const trimmed = name.trim();
+    if (!trimmed || trimmed.length > 255) throw errors.validation('name must be 1 to 255 characters');
+    const id = newShortId();
+    const webhookSecret = newWebhookSecret();
+    const now = nowIso();
+    const publicKey = newApiKey('public');
+    const privateKey = newApiKey('private');
+    await this.db.kysely.transaction().execute(async (trx) => {
+      await trx
+        .insertInto('workspaces')
+        .values({
+          id,
+          name: trimmed,
+          webhook_secret: this.box.seal(webhookSecret, webhookAad(id)),
+          quota_bytes: null,
+          max_file_size: null,
+          created_at: now,
+          updated_at: now,
+        })
+        .execute();
+      for (const [type, key] of [['public', publicKey], ['private', privateKey]] as const) {
+        await trx
+          .insertInto('api_keys')
+          .values({ id: newUuid(), workspace_id: id, type, key_hash: hashApiKey(key), key_hint: keyHint(key), created_at: now, revoked_at: null })
+          .execute();
+      }
+    });
+    return { workspace_id: id, public_key: publicKey, private_key: privateKey, webhook_secret: webhookSecret };
+  }
+
+  /**
+   * On the very first start, creates a workspace so the service is usable at once. Safe when
+   * several nodes start together: the settings row decides which one does it.
+   */
+  async bootstrapIfEmpty(): Promise<CreatedWorkspace | null> {
+    try {
+      await this.db.kysely.insertInto('settings').values({ key: 'bootstrapped_at', value: nowIso() }).execute();
+    } catch (err) {
+      if (isUniqueViolation(err)) return null;
+      throw err;
+    }
+    const row = await this.db.kysely.selectFrom('workspaces').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
+    if (Number(row.n) > 0) return null;
+    return this.create('Default workspace');
+  }
+
+  async get(id: string) {
+    const ws = await this.db.kysely.selectFrom('workspaces').selectAll().where('id', '=', id).executeTakeFirst();
+    if (!ws) throw errors.workspaceNotFound(id);
+    return ws;
+  }
+
+  async list() {
+    return this.db.kysely.selectFrom('workspaces').select(['id', 'name', 'created_at']).orderBy('created_at').orderBy('id').execute();
+  }
+
+  async webhookSecret(workspaceId: string): Promise<string> {
+    const ws = await this.get(workspaceId);
+    return this.box.open(ws.webhook_secret, webhookAad(workspaceId));
+  }
+
+  async createKey(workspaceId: string, type: KeyType): Promise<KeyInfo & { key: string }> {
+    await this.get(workspaceId);
+    const key = newApiKey(type);
+    const info: KeyInfo = { id: newUuid(), workspace_id: workspaceId, type, hint: keyHint(key), created_at: nowIso(), revoked_at: null };
+    await this.db.kysely
+      .insertInto('api_keys')
+      .values({ id: info.id, workspace_id: workspaceId, type, key_hash: hashApiKey(key), key_hint: info.hint, created_at: info.created_at, revoked_at: null })
+      .execute();
+    return { ...info, key };
+  }
+
+  async listKeys(workspaceId: string): Promise<KeyInfo[]> {
+    await this.get(workspaceId);
+    const rows = await this.db.kysely
+      .selectFrom('api_keys')
+      .select(['id', 'workspace_id', 'type', 'key_hint', 'created_at', 'revoked_at'])
+      .where('workspace_id', '=', workspaceId)
+      .orderBy('created_at')
+      .orderBy('id')
+      .execute();
+    return rows.map(({ key_hint, ...r }) => ({ ...r, hint: key_hint }));
+  }
+
+  async revokeKey(keyId: string): Promise<KeyInfo> {
+    const now = nowIso();
+    await this.db.kysely.updateTable('api_keys').set({ revoked_at: now }).where('id', '=', keyId).where('revoked_at', 'is', null).executeTakeFirst();
+    const row = await this.db.kysely.selectFrom('api_keys').selectAll().where('id', '=', keyId).executeTakeFirst();
+    if (!row) throw errors.keyNotFound(keyId);
+    return { id: row.id, workspace_id: row.workspace_id, type: row.type, hint: row.key_hint, created_at: row.created_at, revoked_at: row.revoked_at };
+  }
+
+  /** The principal a raw key stands for, or null when it is malformed, unknown or revoked. */
+  async authenticate(rawKey: string | undefined): Promise<Principal | null> {
+    if (!rawKey || !KEY_SHAPE.test(rawKey)) return null;
+    const row = await this.db.kysely
+      .selectFrom('api_keys')
+      .select(['id', 'workspace_id', 'type'])
+      .where('key_hash', '=', hashApiKey(rawKey))
+      .where('revoked_at', 'is', null)
+      .executeTakeFirst();
+    return row ? { workspaceId: row.workspace_id, keyId: row.id, keyType: row.type } : null;
+  }
+}
+
+export const webhookAad = (workspaceId: string) => `workspace:${workspaceId}:webhook`;

@@ -1,0 +1,196 @@
+// The four source types: which configuration fields each takes, which are secret, and how each
+// is checked. Every configuration problem answers with the one documented message; which field
+// was wrong is logged at debug level only (values are never logged).
+import { createPrivateKey } from 'node:crypto';
+import { errors } from '../errors.ts';
+
+export const SOURCE_TYPES = ['s3', 'azure', 'google_cloud', 'image_source'] as const;
+export type SourceType = (typeof SOURCE_TYPES)[number];
+export const isSourceType = (t: unknown): t is SourceType => typeof t === 'string' && (SOURCE_TYPES as readonly string[]).includes(t);
+
+/** What every response shows in place of a stored secret. */
+export const MASK = '********';
+
+export type ConfigValue = string | boolean;
+export type Configuration = Record<string, ConfigValue>;
+
+interface FieldSpec {
+  kind: 'string' | 'boolean';
+  required?: boolean;
+  secret?: boolean;
+  /** Returns the normalised value, or undefined when the value is not acceptable. */
+  check?: (value: any) => ConfigValue | undefined;
+}
+
+const MAX_STRING = 64 * 1024;
+
+const httpUrl = (allowPath: boolean) => (value: string) => {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return undefined;
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') return undefined;
+  // Credentials in a URL would be shown unmasked; query and fragment have no meaning here.
+  if (url.username || url.password || url.search || url.hash || value.includes('?') || value.includes('#')) return undefined;
+  if (!allowPath && url.pathname !== '/') return undefined;
+  if (value.endsWith('/')) return undefined;
+  return value;
+};
+
+const pattern = (re: RegExp) => (value: string) => (re.test(value) ? value : undefined);
+
+/** key=value;key=value as Azure writes it (a value may itself contain '='). */
+export function parseConnectionString(value: string): Record<string, string> | undefined {
+  const out: Record<string, string> = {};
+  for (const part of value.split(';')) {
+    if (!part.trim()) continue;
+    const eq = part.indexOf('=');
+    if (eq <= 0) return undefined;
+    out[part.slice(0, eq).trim()] = part.slice(eq + 1).trim();
+  }
+  return out;
+}
+
+const azureConnectionString = (value: string) => {
+  const cs = parseConnectionString(value);
+  if (!cs) return undefined;
+  if (cs.UseDevelopmentStorage === 'true') return value;
+  const hasKey = Boolean(cs.AccountName && cs.AccountKey);
+  const hasSas = Boolean(cs.SharedAccessSignature && cs.BlobEndpoint);
+  if (!hasKey && !hasSas) return undefined;
+  if (cs.AccountKey && !/^[A-Za-z0-9+/]+={0,2}$/.test(cs.AccountKey)) return undefined;
+  if (cs.BlobEndpoint && httpUrl(true)(cs.BlobEndpoint.replace(/\/+$/, '')) === undefined) return undefined;
+  return value;
+};
+
+export interface ServiceAccount {
+  type: 'service_account';
+  project_id?: string;
+  client_email: string;
+  private_key: string;
+}
+
+export function parseServiceAccount(value: string): ServiceAccount | undefined {
+  let parsed: any;
+  try {
+    parsed = JSON.parse(value);
+  } catch {
+    return undefined;
+  }
+  if (!parsed || typeof parsed !== 'object' || parsed.type !== 'service_account') return undefined;
+  if (typeof parsed.client_email !== 'string' || !parsed.client_email.includes('@')) return undefined;
+  if (typeof parsed.private_key !== 'string') return undefined;
+  try {
+    createPrivateKey(parsed.private_key);
+  } catch {
+    return undefined;
+  }
+  return parsed as ServiceAccount;
+}
+
+const FIELDS: Record<SourceType, Record<string, FieldSpec>> = {
+  s3: {
+    access_key: { kind: 'string', secret: true, check: pattern(/^\S{1,256}$/) },
+    secret_key: { kind: 'string', secret: true, check: pattern(/^\S{1,512}$/) },
+    region: { kind: 'string', required: true, check: pattern(/^[A-Za-z0-9_-]{1,64}$/) },
+    bucket: { kind: 'string', required: true, check: pattern(/^[A-Za-z0-9][A-Za-z0-9._-]{1,254}$/) },
+    endpoint: { kind: 'string', check: httpUrl(true) },
+  },
+  azure: {
+    connection_string: { kind: 'string', required: true, secret: true, check: azureConnectionString },
+    container_name: { kind: 'string', required: true, check: pattern(/^(\$root|[a-z0-9](?!.*--)[a-z0-9-]{1,61}[a-z0-9])$/) },
+  },
+  google_cloud: {
+    service_account_json: {
+      kind: 'string',
+      required: true,
+      secret: true,
+      // Accepted as the JSON text or as the object itself; stored as text.
+      check: (v) => {
+        const text = typeof v === 'string' ? v : v && typeof v === 'object' && !Array.isArray(v) ? JSON.stringify(v) : undefined;
+        return text !== undefined && parseServiceAccount(text) ? text : undefined;
+      },
+    },
+    bucket_name: { kind: 'string', required: true, check: pattern(/^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$/) },
+  },
+  image_source: {
+    base_url: { kind: 'string', required: true, check: httpUrl(true) },
+    canonical_header: { kind: 'boolean' },
+    forward_header: { kind: 'boolean' },
+  },
+};
+
+export const secretFields = (type: SourceType): string[] =>
+  Object.entries(FIELDS[type])
+    .filter(([, f]) => f.secret)
+    .map(([k]) => k);
+
+/** The fields of every type that are masked in responses. */
+export const ALL_SECRET_FIELDS = [...new Set(SOURCE_TYPES.flatMap(secretFields))];
+
+/**
+ * Checks a complete configuration for `type` and returns it normalised. Throws the documented
+ * 400 ("Configuration is invalid for the specified type") on any problem; `reason` receives
+ * the field at fault (never its value) for debug logs.
+ */
+export function validateConfiguration(type: SourceType, input: unknown, reason?: (why: string) => void): Configuration {
+  const fail = (why: string) => {
+    reason?.(why);
+    return errors.invalidConfiguration();
+  };
+  if (!input || typeof input !== 'object' || Array.isArray(input)) throw fail('configuration is not an object');
+  const spec = FIELDS[type];
+  const out: Configuration = {};
+  for (const [key, value] of Object.entries(input as Record<string, unknown>)) {
+    const field = spec[key];
+    if (!field) throw fail(`unknown field ${key} for type ${type}`);
+    if (value === undefined || value === null) continue;
+    if (field.secret && value === MASK) throw fail(`${key} holds the mask, not a value`);
+    const isObjectAllowed = key === 'service_account_json' && typeof value === 'object';
+    if (!isObjectAllowed && typeof value !== field.kind) throw fail(`${key} must be a ${field.kind}`);
+    if (typeof value === 'string' && value.length > MAX_STRING) throw fail(`${key} is too long`);
+    const normalised = field.check ? field.check(value) : (value as ConfigValue);
+    if (normalised === undefined) throw fail(`${key} is not valid`);
+    out[key] = normalised;
+  }
+  for (const [key, field] of Object.entries(spec)) {
+    if (field.required && out[key] === undefined) throw fail(`${key} is required`);
+  }
+  if (type === 's3' && (out.access_key === undefined) !== (out.secret_key === undefined)) {
+    throw fail('access_key and secret_key go together');
+  }
+  return out;
+}
+
+/** Splits a configuration into what may be stored in the clear and what must be sealed. */
+export function splitSecrets(type: SourceType, config: Configuration): { visible: Configuration; secret: Configuration } {
+  const secrets = new Set(secretFields(type));
+  const visible: Configuration = {};
+  const secret: Configuration = {};
+  for (const [k, v] of Object.entries(config)) (secrets.has(k) ? secret : visible)[k] = v;
+  return { visible, secret };
+}
+
+/** The configuration as responses show it: every stored secret replaced by the mask. */
+export function maskConfiguration(type: SourceType, visible: Configuration, secretKeys: string[]): Configuration {
+  const out: Configuration = { ...visible };
+  for (const key of secretFields(type)) if (secretKeys.includes(key)) out[key] = MASK;
+  return out;
+}
+
+/**
+ * PATCH semantics: fields of `patch` replace stored ones, `null` removes an optional field, and
+ * a secret sent back as the mask keeps the stored value.
+ */
+export function mergeConfiguration(stored: Configuration, patch: unknown): Record<string, unknown> {
+  if (!patch || typeof patch !== 'object' || Array.isArray(patch)) throw errors.invalidConfiguration();
+  const merged: Record<string, unknown> = { ...stored };
+  for (const [key, value] of Object.entries(patch as Record<string, unknown>)) {
+    if (value === MASK && key in stored && ALL_SECRET_FIELDS.includes(key)) continue;
+    if (value === null) delete merged[key];
+    else merged[key] = value;
+  }
+  return merged;
+}
