@@ -5,6 +5,7 @@ import swaggerUi from '@fastify/swagger-ui';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import { installAuth } from './http/auth.ts';
 import { installErrorHandling } from './http/errors.ts';
+import { installValidation } from './http/validation.ts';
 import { healthRoutes } from './http/routes/health.ts';
 import { sourceRoutes } from './http/routes/sources.ts';
 import { ErrorBody, Source } from './http/schemas.ts';
@@ -33,7 +34,6 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
     logger: opts.logger ?? { level: config.logLevel, redact: { paths: REDACT_PATHS, censor: '[redacted]' } },
     bodyLimit: config.jsonBodyLimit,
     trustProxy: false,
-    ajv: { customOptions: { removeAdditional: false, coerceTypes: 'array', useDefaults: true, allErrors: false } },
     // Request ids for log correlation; honour an incoming one from a proxy.
     requestIdHeader: 'x-request-id',
   });
@@ -60,6 +60,7 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
   });
   await app.register(swaggerUi, { routePrefix: '/docs' });
 
+  installValidation(app);
   installErrorHandling(app);
   installAuth(app, services.workspaces);
 

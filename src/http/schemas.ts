@@ -27,6 +27,9 @@ export const ConfigurationSchema = Type.Record(Type.String(), Type.Union([Type.S
     '* secret: shown as "********".',
 });
 
+/** What requests may send: the service checks the fields per type (and null removes one in PATCH). */
+export const ConfigurationInput = Type.Object({}, { additionalProperties: true, description: (ConfigurationSchema as { description?: string }).description });
+
 export const Source = Type.Object(
   {
     id: Type.String({ format: 'uuid' }),

@@ -3,7 +3,7 @@ import { Type } from 'typebox';
 import { errors, INVALID_CONFIGURATION_MESSAGE } from '../../errors.ts';
 import type { SourceService } from '../../services/sources.ts';
 import { principalOf } from '../auth.ts';
-import { ConfigurationSchema, errorResponses, SourceTypeSchema } from '../schemas.ts';
+import { ConfigurationInput, errorResponses, SourceTypeSchema } from '../schemas.ts';
 
 const tags = ['sources'];
 const SourceRef = Type.Ref('Source');
@@ -37,7 +37,7 @@ export async function sourceRoutes(app: FastifyInstance, opts: { sources: Source
         tags,
         summary: 'Create a source',
         description: `Validates the configuration against the type. Invalid: 400 "Validation failed" / "${INVALID_CONFIGURATION_MESSAGE}".`,
-        body: Type.Object({ name: NAME, type: SourceTypeSchema, configuration: ConfigurationSchema }),
+        body: Type.Object({ name: NAME, type: SourceTypeSchema, configuration: ConfigurationInput }),
         response: { 201: Envelope, ...errorResponses(400, 401, 403, 409) },
       },
     },
@@ -101,7 +101,7 @@ export async function sourceRoutes(app: FastifyInstance, opts: { sources: Source
         params: Params,
         body: Type.Object({
           name: Type.Optional(NAME),
-          configuration: Type.Optional(Type.Record(Type.String(), Type.Union([Type.String(), Type.Boolean(), Type.Null()]))),
+          configuration: Type.Optional(ConfigurationInput),
           is_active: Type.Optional(Type.Boolean()),
         }),
         response: { 200: Envelope, ...errorResponses(400, 401, 403, 404, 409) },

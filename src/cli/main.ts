@@ -1,0 +1,125 @@
+// `stowage`: the admin CLI. It acts on the configured database directly (same environment as
+// the service), so it needs no running server and no API key.
+import { Command, InvalidArgumentError } from 'commander';
+import { ConfigError, loadConfig } from '../config.ts';
+import { AppError } from '../errors.ts';
+import { createServices, type Services } from '../services/container.ts';
+
+
+interface Io {
+  out: (text: string) => void;
+  err: (text: string) => void;
+}
+
+const keyType = (value: string) => {
+  if (value !== 'public' && value !== 'private') throw new InvalidArgumentError('must be "public" or "private"');
+  return value as 'public' | 'private';
+};
+
+/** Runs the CLI with `argv` (without node and script); returns the exit code. */
+export async function runCli(argv: string[], env: Record<string, string | undefined> = process.env, io: Io = defaultIo): Promise<number> {
+  let services: Services | undefined;
+  const withServices = async <T>(fn: (s: Services) => Promise<T>): Promise<T> => {
+    if (!services) services = await createServices(loadConfig(env));
+    return fn(services);
+  };
+  const print = (json: boolean, value: unknown, human: () => string) => io.out(json ? JSON.stringify(value) + '\n' : human() + '\n');
+
+  const program = new Command()
+    .name('stowage')
+    .description('Stowage admin commands. They act on the database configured by DATABASE_URL / STOWAGE_DATA_DIR.')
+    .exitOverride()
+    .configureOutput({ writeOut: io.out, writeErr: io.err });
+
+  const workspace = program.command('workspace').description('Manage workspaces');
+  workspace
+    .command('create')
+    .description('Create a workspace with a public key, a private key and a webhook secret')
+    .requiredOption('--name <name>', 'workspace name')
+    .option('--json', 'print exactly one JSON object')
+    .action(async (opts: { name: string; json?: boolean }) => {
+      const created = await withServices((s) => s.workspaces.create(opts.name));
+      print(Boolean(opts.json), created, () =>
+        [
+          `Workspace created. Keep these keys; they will not be shown again.`,
+          `  workspace_id:   ${created.workspace_id}`,
+          `  public_key:     ${created.public_key}`,
+          `  private_key:    ${created.private_key}`,
+          `  webhook_secret: ${created.webhook_secret}`,
+        ].join('\n'),
+      );
+    });
+  workspace
+    .command('list')
+    .description('List workspaces')
+    .option('--json', 'print JSON')
+    .action(async (opts: { json?: boolean }) => {
+      const list = await withServices((s) => s.workspaces.list());
+      print(Boolean(opts.json), list, () => (list.length ? list.map((w) => `${w.id}  ${w.created_at}  ${w.name}`).join('\n') : 'No workspaces.'));
+    });
+
+  const key = program.command('key').description('Manage API keys');
+  key
+    .command('create')
+    .description('Create an API key; it is printed once')
+    .requiredOption('--workspace <id>', 'workspace id')
+    .requiredOption('--type <type>', 'public or private', keyType)
+    .option('--json', 'print JSON')
+    .action(async (opts: { workspace: string; type: 'public' | 'private'; json?: boolean }) => {
+      const created = await withServices((s) => s.workspaces.createKey(opts.workspace, opts.type));
+      print(Boolean(opts.json), created, () => `Created ${created.type} key ${created.id}. Keep it; it will not be shown again:\n  ${created.key}`);
+    });
+  key
+    .command('list')
+    .description('List the keys of a workspace (hints only; keys are stored as hashes)')
+    .requiredOption('--workspace <id>', 'workspace id')
+    .option('--json', 'print JSON')
+    .action(async (opts: { workspace: string; json?: boolean }) => {
+      const keys = await withServices((s) => s.workspaces.listKeys(opts.workspace));
+      print(Boolean(opts.json), keys, () =>
+        keys.map((k) => `${k.id}  ${k.type.padEnd(7)}  ${k.hint}  created ${k.created_at}${k.revoked_at ? `  REVOKED ${k.revoked_at}` : ''}`).join('\n') || 'No keys.',
+      );
+    });
+  key
+    .command('revoke')
+    .description('Revoke a key; requests with it get 401 at once')
+    .argument('<key_id>', 'id of the key (see key list)')
+    .option('--json', 'print JSON')
+    .action(async (keyId: string, opts: { json?: boolean }) => {
+      const revoked = await withServices((s) => s.workspaces.revokeKey(keyId));
+      print(Boolean(opts.json), revoked, () => `Revoked ${revoked.type} key ${revoked.id} (${revoked.hint}).`);
+    });
+
+  try {
+    await program.parseAsync(argv, { from: 'user' });
+    return 0;
+  } catch (err) {
+    const e = err as { code?: string; exitCode?: number; message?: string };
+    if (e.code === 'commander.helpDisplayed' || e.code === 'commander.version' || e.code === 'commander.help') return 0;
+    if (e.code?.startsWith('commander.')) return 2;
+    if (err instanceof ConfigError) {
+      io.err(`stowage: ${err.message}\n`);
+      return 78;
+    }
+    if (err instanceof AppError) {
+      io.err(`stowage: ${err.message}\n`);
+      return err.status === 404 ? 3 : 1;
+    }
+    io.err(`stowage: ${e.message ?? String(err)}\n`);
+    return 1;
+  } finally {
+    await services?.close();
+  }
+}
+
+const defaultIo: Io = {
+  out: (t) => process.stdout.write(t),
+  err: (t) => process.stderr.write(t),
+};
+
+const isMain = process.argv[1] && /(cli[\\/]main\.ts|bin[\\/]stowage(\.js)?)$/.test(process.argv[1]);
+if (isMain) {
+  runCli(process.argv.slice(2)).then((code) => {
+    process.exitCode = code;
+  });
+}

@@ -1,0 +1,12 @@
+// Two validators: query strings and params arrive as text and are coerced to the schema's
+// types; JSON bodies are checked as sent, so `5` is never silently read as `"5"`.
+import Ajv, { type Options } from 'ajv';
+import addFormats from 'ajv-formats';
+import type { FastifyInstance } from 'fastify';
+
+export function installValidation(app: FastifyInstance): void {
+  const base: Options = { removeAdditional: false, useDefaults: true, allErrors: false, strict: false };
+  const strictAjv = addFormats.default(new Ajv.default({ ...base, coerceTypes: false }));
+  const coercingAjv = addFormats.default(new Ajv.default({ ...base, coerceTypes: 'array' }));
+  app.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? strictAjv : coercingAjv).compile(schema));
+}

@@ -1,0 +1,103 @@
+// Builds a complete app over a fresh database (SQLite file or a new PostgreSQL database) with
+// a test configuration, a first workspace, and every log line captured.
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import pg from 'pg';
+import { buildApp, REDACT_PATHS } from '../../src/app.ts';
+import type { Config } from '../../src/config.ts';
+import { createServices, type ServiceOptions, type Services } from '../../src/services/container.ts';
+import type { CreatedWorkspace } from '../../src/services/workspaces.ts';
+import { externalService } from './services.ts';
+
+export type DialectName = 'sqlite' | 'postgres';
+
+const pgGate = externalService('STOWAGE_TEST_DATABASE_URL', 'PostgreSQL');
+
+/** The dialects a data-layer suite runs on: SQLite always, PostgreSQL when configured. */
+export const DIALECTS: { name: DialectName; skip: string | false }[] = [
+  { name: 'sqlite', skip: false },
+  { name: 'postgres', skip: pgGate.skip },
+];
+
+/** Creates an empty PostgreSQL database for one suite; returns its URL and a drop function. */
+export async function freshPostgres(): Promise<{ url: string; drop(): Promise<void> }> {
+  const admin = pgGate.value!;
+  const name = `stowage_test_${randomBytes(6).toString('hex')}`;
+  const client = new pg.Client({ connectionString: admin });
+  await client.connect();
+  await client.query(`CREATE DATABASE ${name}`);
+  await client.end();
+  const url = new URL(admin);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    async drop() {
+      const c = new pg.Client({ connectionString: admin });
+      await c.connect();
+      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await c.end();
+    },
+  };
+}
+
+export function testConfig(dataDir: string, overrides: Partial<Config> = {}): Config {
+  return {
+    host: '127.0.0.1',
+    port: 0,
+    publicUrl: 'http://127.0.0.1:3000',
+    dataDir,
+    databaseUrl: undefined,
+    masterKey: randomBytes(32),
+    previousMasterKeys: [],
+    logLevel: 'debug',
+    jsonBodyLimit: 1024 * 1024,
+    outboundAllow: [],
+    outboundTimeoutMs: 5000,
+    ...overrides,
+  };
+}
+
+export interface Harness {
+  app: FastifyInstance;
+  services: Services;
+  config: Config;
+  /** Every log line the app wrote, raw. */
+  logs: string[];
+  ws: CreatedWorkspace;
+  /** Headers with the first workspace's private key. */
+  auth: Record<string, string>;
+  close(): Promise<void>;
+}
+
+export async function makeHarness(
+  dialect: DialectName,
+  opts: { config?: Partial<Config>; services?: ServiceOptions } = {},
+): Promise<Harness> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'stowage-test-'));
+  const pgDb = dialect === 'postgres' ? await freshPostgres() : undefined;
+  const config = testConfig(dataDir, { databaseUrl: pgDb?.url, ...opts.config });
+  const logs: string[] = [];
+  const services = await createServices(config, { ...opts.services, debug: (why) => logs.push(`debug: ${why}`) });
+  const app = await buildApp(services, {
+    logger: { level: 'trace', stream: { write: (line: string) => logs.push(line) }, redact: { paths: REDACT_PATHS, censor: '[redacted]' } },
+  });
+  await app.ready();
+  const ws = await services.workspaces.create('Test workspace');
+  return {
+    app,
+    services,
+    config,
+    logs,
+    ws,
+    auth: { authorization: `Bearer ${ws.private_key}` },
+    async close() {
+      await app.close();
+      await services.close();
+      await pgDb?.drop();
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
