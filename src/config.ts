@@ -25,6 +25,8 @@ export interface Config {
   outboundAllow: string[];
   /** Timeout of one outbound request (source tests, origin fetches), in milliseconds. */
   outboundTimeoutMs: number;
+  /** Google Cloud Storage JSON API endpoint; unset = Google's. Set for an emulator. */
+  gcsApiEndpoint?: string;
 }
 
 export class ConfigError extends Error {
@@ -106,6 +108,9 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     .map((s) => s.trim())
     .filter(Boolean);
 
+  const gcsApiEndpoint = read('STOWAGE_GCS_API_ENDPOINT');
+  if (gcsApiEndpoint !== undefined && !/^https?:\/\/[^\s]+$/.test(gcsApiEndpoint)) problems.push(`STOWAGE_GCS_API_ENDPOINT must be an http(s) URL (got "${gcsApiEndpoint}")`);
+
   let masterKey: Buffer | undefined;
   const masterRaw = read('STOWAGE_MASTER_KEY');
   if (masterRaw !== undefined) {
@@ -133,6 +138,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     jsonBodyLimit,
     outboundAllow,
     outboundTimeoutMs,
+    gcsApiEndpoint: gcsApiEndpoint?.replace(/\/+$/, ''),
   };
 }
 

@@ -26,7 +26,6 @@ export interface ServiceOptions {
   resolver?: Resolver;
   /** Receives debug notes such as which configuration field was refused. */
   debug?: (why: string) => void;
-  gcsApiEndpoint?: string;
 }
 
 export async function createServices(config: Config, opts: ServiceOptions = {}): Promise<Services> {
@@ -42,7 +41,7 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
   const storage = new LocalStorage(join(config.dataDir, 'storage'));
   await storage.init();
   const workspaces = new WorkspaceService(db, box);
-  const sources = new SourceService(db, box, { guard, timeoutMs: config.outboundTimeoutMs, gcsApiEndpoint: opts.gcsApiEndpoint }, opts.debug);
+  const sources = new SourceService(db, box, { guard, timeoutMs: config.outboundTimeoutMs, gcsApiEndpoint: config.gcsApiEndpoint }, opts.debug);
   return {
     config,
     db,

@@ -115,7 +115,14 @@ async function probeGoogleCloud(config: Configuration, deps: ProbeDeps): Promise
     return 'the private_key of the service account cannot sign';
   }
   const apiEndpoint = deps.gcsApiEndpoint ?? 'https://storage.googleapis.com';
-  if (!deps.gcsApiEndpoint) await deps.guard.checkUrl(apiEndpoint);
+  const unreachable = (err: unknown) =>
+    `the service account key is valid (checked by signing locally), but Google Cloud Storage could not be reached: ${describeNetworkError(err)}`;
+  try {
+    // The operator's own emulator endpoint is trusted; Google's is checked like any origin.
+    if (!deps.gcsApiEndpoint) await deps.guard.checkUrl(apiEndpoint);
+  } catch (err) {
+    return unreachable(err);
+  }
   const storage = new Storage({
     apiEndpoint,
     projectId: account.project_id,
@@ -130,7 +137,7 @@ async function probeGoogleCloud(config: Configuration, deps: ProbeDeps): Promise
     if (status === 401 || status === 403) return 'the service account key is valid, but Google Cloud Storage refused it access to the bucket';
     if (status === 404) return `the service account key is valid, but bucket "${config.bucket_name}" does not exist`;
     if (typeof status === 'number') return `the service account key is valid, but Google Cloud Storage answered HTTP ${status}`;
-    return `the service account key is valid (checked by signing locally), but Google Cloud Storage could not be reached: ${describeNetworkError(err)}`;
+    return unreachable(err);
   }
 }
 
