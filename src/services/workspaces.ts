@@ -2,7 +2,9 @@
 import { type KeyType, KEY_PREFIX, hashApiKey, keyHint, newApiKey, newShortId, newUuid, newWebhookSecret } from '../crypto/ids.ts';
 import type { SecretBox } from '../crypto/secret-box.ts';
 import { type Db, isUniqueViolation, nowIso } from '../db/database.ts';
+import type { Database } from '../db/schema.ts';
 import { errors } from '../errors.ts';
+import type { Kysely } from 'kysely';
 
 export interface Principal {
   workspaceId: string;
@@ -35,6 +37,10 @@ export class WorkspaceService {
   ) {}
 
   async create(name: string): Promise<CreatedWorkspace> {
+    return this.db.kysely.transaction().execute((trx) => this.createIn(trx, name));
+  }
+
+  private async createIn(trx: Kysely<Database>, name: string): Promise<CreatedWorkspace> {
     const trimmed = name.trim();
     if (!trimmed || trimmed.length > 255) throw errors.validation('name must be 1 to 255 characters');
     const id = newShortId();
@@ -42,8 +48,7 @@ export class WorkspaceService {
     const now = nowIso();
     const publicKey = newApiKey('public');
     const privateKey = newApiKey('private');
-    await this.db.kysely.transaction().execute(async (trx) => {
-      await trx
+    await trx
         .insertInto('workspaces')
         .values({
           id,
@@ -61,7 +66,6 @@ export class WorkspaceService {
           .values({ id: newUuid(), workspace_id: id, type, key_hash: hashApiKey(key), key_hint: keyHint(key), created_at: now, revoked_at: null })
           .execute();
       }
-    });
     return { workspace_id: id, public_key: publicKey, private_key: privateKey, webhook_secret: webhookSecret };
   }
 
@@ -71,14 +75,17 @@ export class WorkspaceService {
    */
   async bootstrapIfEmpty(): Promise<CreatedWorkspace | null> {
     try {
-      await this.db.kysely.insertInto('settings').values({ key: 'bootstrapped_at', value: nowIso() }).execute();
+      // One transaction: a node that dies half-way leaves the bootstrap to the next start.
+      return await this.db.kysely.transaction().execute(async (trx) => {
+        await trx.insertInto('settings').values({ key: 'bootstrapped_at', value: nowIso() }).execute();
+        const row = await trx.selectFrom('workspaces').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
+        if (Number(row.n) > 0) return null;
+        return this.createIn(trx, 'Default workspace');
+      });
     } catch (err) {
       if (isUniqueViolation(err)) return null;
       throw err;
     }
-    const row = await this.db.kysely.selectFrom('workspaces').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
-    if (Number(row.n) > 0) return null;
-    return this.create('Default workspace');
   }
 
   async get(id: string) {

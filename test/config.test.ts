@@ -1,0 +1,94 @@
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { chmodSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, test } from 'node:test';
+import { ConfigError, loadConfig } from '../src/config.ts';
+
+const tmp = () => mkdtempSync(join(tmpdir(), 'stowage-config-'));
+
+function problems(env: Record<string, string>): string[] {
+  try {
+    loadConfig({ STOWAGE_DATA_DIR: tmp(), ...env });
+  } catch (err) {
+    assert.ok(err instanceof ConfigError);
+    return err.problems;
+  }
+  assert.fail('expected a ConfigError');
+}
+
+describe('configuration', () => {
+  test('embedded defaults: 127.0.0.1:3000, SQLite under the data dir, a generated master key with mode 0600', () => {
+    const dir = tmp();
+    const c = loadConfig({ STOWAGE_DATA_DIR: dir });
+    assert.equal(c.host, '127.0.0.1');
+    assert.equal(c.port, 3000);
+    assert.equal(c.publicUrl, 'http://127.0.0.1:3000');
+    assert.equal(c.databaseUrl, undefined);
+    assert.equal(c.masterKey.length, 32);
+    const keyFile = join(dir, 'master.key');
+    assert.equal(statSync(keyFile).mode & 0o777, 0o600);
+    const again = loadConfig({ STOWAGE_DATA_DIR: dir });
+    assert.deepEqual(again.masterKey, c.masterKey, 'the generated key is reused');
+    assert.ok(readFileSync(keyFile, 'utf8').trim().length >= 43);
+  });
+
+  test('a master key readable by others stops the start with the fix in the message', () => {
+    const dir = tmp();
+    loadConfig({ STOWAGE_DATA_DIR: dir });
+    chmodSync(join(dir, 'master.key'), 0o644);
+    assert.throws(() => loadConfig({ STOWAGE_DATA_DIR: dir }), /chmod 600/);
+  });
+
+  test('values are read and typed', () => {
+    const key = randomBytes(32);
+    const c = loadConfig({
+      STOWAGE_DATA_DIR: tmp(),
+      HOST: '0.0.0.0',
+      PORT: '8080',
+      STOWAGE_PUBLIC_URL: 'https://media.example.com/',
+      DATABASE_URL: 'postgres://u:p@db/stowage',
+      STOWAGE_MASTER_KEY: key.toString('hex'),
+      STOWAGE_OUTBOUND_ALLOW: '10.0.0.0/8, intranet.local',
+      LOG_LEVEL: 'warn',
+    });
+    assert.equal(c.port, 8080);
+    assert.equal(c.publicUrl, 'https://media.example.com');
+    assert.equal(c.databaseUrl, 'postgres://u:p@db/stowage');
+    assert.deepEqual(c.masterKey, key);
+    assert.deepEqual(c.outboundAllow, ['10.0.0.0/8', 'intranet.local']);
+    assert.equal(c.logLevel, 'warn');
+    assert.deepEqual(loadConfig({ STOWAGE_DATA_DIR: tmp(), STOWAGE_MASTER_KEY: key.toString('base64') }).masterKey, key);
+  });
+
+  test('*_FILE variants read secrets from files', () => {
+    const dir = tmp();
+    const key = randomBytes(32);
+    writeFileSync(join(dir, 'mk'), key.toString('base64') + '\n');
+    writeFileSync(join(dir, 'db'), 'postgres://app:s3cret@db:5432/stowage\n');
+    const c = loadConfig({ STOWAGE_DATA_DIR: dir, STOWAGE_MASTER_KEY_FILE: join(dir, 'mk'), DATABASE_URL_FILE: join(dir, 'db') });
+    assert.deepEqual(c.masterKey, key);
+    assert.equal(c.databaseUrl, 'postgres://app:s3cret@db:5432/stowage');
+  });
+
+  test('every bad value is reported at once, each naming its variable', () => {
+    const p = problems({ PORT: '70000', STOWAGE_PUBLIC_URL: 'ftp://x', LOG_LEVEL: 'loud', STOWAGE_MASTER_KEY: 'short' });
+    assert.equal(p.length, 4);
+    assert.ok(p.some((x) => x.startsWith('PORT')));
+    assert.ok(p.some((x) => x.startsWith('STOWAGE_PUBLIC_URL')));
+    assert.ok(p.some((x) => x.startsWith('LOG_LEVEL')));
+    assert.ok(p.some((x) => x.startsWith('STOWAGE_MASTER_KEY')));
+  });
+
+  test('secrets are never echoed in configuration errors', () => {
+    const p = problems({ DATABASE_URL: 'mysql://root:hunter2@db/x', STOWAGE_MASTER_KEY: 'hunter3hunter3' });
+    assert.ok(p.some((x) => x.startsWith('DATABASE_URL')));
+    assert.ok(!p.join(' ').includes('hunter2') && !p.join(' ').includes('hunter3'));
+  });
+
+  test('a variable and its _FILE together, or an unreadable file, are errors', () => {
+    assert.ok(problems({ PORT: '1', PORT_FILE: '/x' })[0].includes('PORT and PORT_FILE'));
+    assert.ok(problems({ STOWAGE_MASTER_KEY_FILE: '/nonexistent/key' })[0].startsWith('STOWAGE_MASTER_KEY_FILE'));
+  });
+});

@@ -1,0 +1,132 @@
+// The error model of INTERFACE.md 2.4 / EXTENSIONS.md "Conventions" for requests that never
+// reach a handler: unknown routes, wrong methods, bad bodies; plus health and API docs.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { buildApp } from '../src/app.ts';
+import { createServices } from '../src/services/container.ts';
+import { type Harness, makeHarness, testConfig } from './helpers/harness.ts';
+import { call } from './helpers/http.ts';
+
+function assertShape(res: { status: number; body: any }, status: number, errorCode: string) {
+  assert.equal(res.status, status, JSON.stringify(res.body));
+  assert.equal(res.body.success, false);
+  assert.equal(typeof res.body.error, 'string');
+  assert.equal(typeof res.body.message, 'string');
+  assert.equal(res.body.errorCode, errorCode);
+}
+
+describe('HTTP error model', () => {
+  let h: Harness;
+  before(async () => {
+    h = await makeHarness('sqlite', { config: { jsonBodyLimit: 4096 } });
+  });
+  after(() => h?.close());
+
+  test('unknown routes are 404 in the error shape', async () => {
+    assertShape(await call(h.app, 'GET', '/api/v1/nothing-here'), 404, 'ROUTE_NOT_FOUND');
+    assertShape(await call(h.app, 'POST', '/nope', { body: {} }), 404, 'ROUTE_NOT_FOUND');
+  });
+
+  test('a wrong method on a known path is 405 with Allow', async () => {
+    const res = await call(h.app, 'PUT', '/api/v1/sources', { headers: h.auth, body: {} });
+    assertShape(res, 405, 'METHOD_NOT_ALLOWED');
+    assert.equal(res.headers.allow, 'GET, POST');
+    const one = await call(h.app, 'POST', '/api/v1/sources/00000000-0000-4000-8000-000000000000', { headers: h.auth });
+    assertShape(one, 405, 'METHOD_NOT_ALLOWED');
+    assert.equal(one.headers.allow, 'DELETE, GET, PATCH');
+  });
+
+  test('malformed JSON is 400, an empty JSON body is 400', async () => {
+    for (const raw of ['{bad', '{"name":', '[1,2', '\u0000']) {
+      assertShape(await call(h.app, 'POST', '/api/v1/sources', { headers: { ...h.auth, 'content-type': 'application/json' }, rawBody: raw }), 400, 'INVALID_JSON');
+    }
+    assertShape(await call(h.app, 'POST', '/api/v1/sources', { headers: { ...h.auth, 'content-type': 'application/json' }, rawBody: '' }), 400, 'INVALID_JSON');
+  });
+
+  test('prototype-polluting JSON is refused', async () => {
+    const res = await call(h.app, 'POST', '/api/v1/sources', {
+      headers: { ...h.auth, 'content-type': 'application/json' },
+      rawBody: '{"name":"p","type":"image_source","configuration":{"base_url":"https://x.example.com"},"__proto__":{"polluted":true}}',
+    });
+    assert.equal(res.status, 400);
+    assert.equal(({} as any).polluted, undefined);
+  });
+
+  test('an unsupported content type is 415', async () => {
+    for (const type of ['text/plain', 'application/xml', 'application/x-www-form-urlencoded']) {
+      assertShape(await call(h.app, 'POST', '/api/v1/sources', { headers: { ...h.auth, 'content-type': type }, rawBody: 'name=x' }), 415, 'UNSUPPORTED_MEDIA_TYPE');
+    }
+  });
+
+  test('a body over the limit is 413 and creates nothing', async () => {
+    const body = { name: 'big', type: 'image_source', configuration: { base_url: 'https://x.example.com/' + 'a'.repeat(8000) } };
+    assertShape(await call(h.app, 'POST', '/api/v1/sources', { headers: h.auth, body }), 413, 'PAYLOAD_TOO_LARGE');
+    const list = await call(h.app, 'GET', '/api/v1/sources', { headers: h.auth });
+    assert.equal(list.body.meta.total, 0);
+  });
+
+  test('auth comes before body parsing: no key and a bad body is still 401', async () => {
+    const res = await call(h.app, 'POST', '/api/v1/sources', { headers: { 'content-type': 'application/json' }, rawBody: '{bad' });
+    assertShape(res, 401, 'UNAUTHORIZED');
+  });
+
+  test('healthz and readyz', async () => {
+    assert.deepEqual((await call(h.app, 'GET', '/healthz')).body, { status: 'ok' });
+    const ready = await call(h.app, 'GET', '/readyz');
+    assert.equal(ready.status, 200);
+    assert.deepEqual(ready.body, { status: 'ready', checks: { database: 'ok', storage: 'ok' } });
+  });
+
+  test('/openapi.json is an OpenAPI 3 document generated from the routes; /docs serves Swagger UI', async () => {
+    const doc = (await call(h.app, 'GET', '/openapi.json')).body;
+    assert.match(doc.openapi, /^3\./);
+    for (const path of ['/api/v1/sources', '/api/v1/sources/{sourceId}', '/api/v1/sources/{sourceId}/test']) assert.ok(doc.paths[path], path);
+    assert.deepEqual(Object.keys(doc.paths['/api/v1/sources/{sourceId}']).sort(), ['delete', 'get', 'patch']);
+    const create = doc.paths['/api/v1/sources'].post;
+    assert.ok(create.responses['201'] && create.responses['409'] && create.responses['400']);
+    assert.ok(doc.components.schemas.Source && doc.components.schemas.ErrorBody);
+    const ui = await h.app.inject({ method: 'GET', url: '/docs/' });
+    assert.equal(ui.statusCode, 200);
+    assert.match(ui.body, /swagger/i);
+  });
+});
+
+describe('unexpected errors', () => {
+  test('a thrown bug becomes a 500 with no internals, and is logged', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'stowage-test-'));
+    const services = await createServices(testConfig(dataDir));
+    const logs: string[] = [];
+    const app = await buildApp(services, { logger: { level: 'info', stream: { write: (l: string) => logs.push(l) } } });
+    app.get('/__boom', async () => {
+      throw new Error('secret internal detail');
+    });
+    try {
+      const res = await call(app, 'GET', '/__boom');
+      assertShape(res, 500, 'INTERNAL_ERROR');
+      assert.ok(!res.raw.includes('secret internal detail'));
+      assert.ok(logs.some((l) => l.includes('secret internal detail')), 'the cause is in the log for operators');
+    } finally {
+      await app.close();
+      await services.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('readiness reflects the database', () => {
+  test('readyz is 503 when the database is gone; healthz stays 200', async () => {
+    const h = await makeHarness('sqlite');
+    try {
+      await h.services.db.close();
+      const res = await call(h.app, 'GET', '/readyz');
+      assert.equal(res.status, 503);
+      assert.equal(res.body.checks.database, 'unavailable');
+      assert.equal((await call(h.app, 'GET', '/healthz')).status, 200);
+    } finally {
+      await h.app.close();
+    }
+  });
+});
