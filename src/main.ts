@@ -17,8 +17,6 @@ async function main(): Promise<void> {
   }
   const services = await createServices(config);
   const created = await services.workspaces.bootstrapIfEmpty();
-  const app = await buildApp(services);
-  await app.listen({ host: config.host, port: config.port });
 
   if (created) {
     // Printed once, straight to the terminal and not through the logger, so keys never land
@@ -35,6 +33,9 @@ async function main(): Promise<void> {
       ].join('\n') + '\n',
     );
   }
+
+  const app = await buildApp(services);
+  await app.listen({ host: config.host, port: config.port });
 
   let closing = false;
   const shutdown = (signal: string) => {
