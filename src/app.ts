@@ -4,7 +4,7 @@ import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import { installAuth } from './http/auth.ts';
-import { installErrorHandling } from './http/errors.ts';
+import { frameworkErrors, installErrorHandling } from './http/errors.ts';
 import { installValidation } from './http/validation.ts';
 import { healthRoutes } from './http/routes/health.ts';
 import { sourceRoutes } from './http/routes/sources.ts';
@@ -36,6 +36,7 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
     trustProxy: false,
     // Request ids for log correlation; honour an incoming one from a proxy.
     requestIdHeader: 'x-request-id',
+    frameworkErrors: frameworkErrors as any,
   });
 
   // Only JSON bodies are parsed here; anything else is 415 (uploads add their own parsers).

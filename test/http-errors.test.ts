@@ -39,6 +39,13 @@ describe('HTTP error model', () => {
     assert.equal(one.headers.allow, 'DELETE, GET, PATCH');
   });
 
+  test('router-level errors keep the shape: an over-long id is 414, a malformed URL 400', async () => {
+    const long = await call(h.app, 'GET', `/api/v1/sources/${'a'.repeat(500)}`, { headers: h.auth });
+    assertShape(long, 414, 'URI_TOO_LONG');
+    assert.ok(!long.raw.includes('aaaa'), 'the URL is not echoed');
+    assertShape(await call(h.app, 'GET', '/api/v1/sources/%E0%A4%A', { headers: h.auth }), 400, 'BAD_URL');
+  });
+
   test('malformed JSON is 400, an empty JSON body is 400', async () => {
     for (const raw of ['{bad', '{"name":', '[1,2', '\u0000']) {
       assertShape(await call(h.app, 'POST', '/api/v1/sources', { headers: { ...h.auth, 'content-type': 'application/json' }, rawBody: raw }), 400, 'INVALID_JSON');

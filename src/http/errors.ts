@@ -25,6 +25,20 @@ export function isUnavailable(err: unknown): boolean {
   return /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error/.test(e?.message ?? '');
 }
 
+/**
+ * Errors Fastify raises before routing (a malformed URL, a path parameter over its length
+ * limit): answered in the same shape, without echoing the URL.
+ */
+export function frameworkErrors(err: FastifyError, _request: unknown, reply: { code(n: number): { send(b: unknown): unknown } }): void {
+  if (err.code === 'FST_ERR_MAX_PARAM_LENGTH') {
+    reply.code(414).send(body('URI too long', 'URI_TOO_LONG', 'A path segment is longer than any valid id'));
+  } else if (err.code === 'FST_ERR_BAD_URL') {
+    reply.code(400).send(body('Bad request', 'BAD_URL', 'The request URL is malformed'));
+  } else {
+    reply.code(400).send(body('Bad request', 'BAD_REQUEST', 'The request could not be routed'));
+  }
+}
+
 export function installErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((err: FastifyError, request, reply) => {
     if (err instanceof AppError) {

@@ -57,7 +57,7 @@ export async function sourceRoutes(app: FastifyInstance, opts: { sources: Source
         summary: 'List sources',
         description: 'Newest first (created_at descending, ties by id).',
         querystring: Type.Object({
-          page: Type.Integer({ minimum: 1, default: 1 }),
+          page: Type.Integer({ minimum: 1, maximum: 10_000_000, default: 1 }),
           limit: Type.Integer({ minimum: 1, maximum: 100, default: 10 }),
           search: Type.Optional(Type.String({ maxLength: 256, description: 'Case-insensitive substring of the name' })),
           type: Type.Optional(SourceTypeSchema),
