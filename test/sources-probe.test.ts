@@ -154,6 +154,45 @@ describe('source test: azure against Azurite', { skip: azure.skip }, () => {
   });
 });
 
+describe('source test: SDK connections go only to checked addresses (DNS rebinding)', () => {
+  let h: Harness;
+  const calls = new Map<string, number>();
+  before(async () => {
+    // The first answer (the check) is public; every later one (the connection) is loopback.
+    h = await makeHarness('sqlite', {
+      services: {
+        resolver: async (host) => {
+          const n = (calls.get(host) ?? 0) + 1;
+          calls.set(host, n);
+          return [{ address: n === 1 ? '93.184.216.34' : '127.0.0.1', family: 4 }];
+        },
+      },
+    });
+  });
+  after(() => h?.close());
+
+  test('s3: the endpoint rebinding to loopback is refused at connect time', async () => {
+    const r = await probe(h, 's3', { endpoint: 'http://s3.rebind.test:18080', region: 'us-east-1', bucket: 'media-bucket', access_key: 'a', secret_key: 'b' });
+    assert.equal(r.ok, false);
+    assert.match(r.error!, /address refused/);
+    assert.ok((calls.get('s3.rebind.test') ?? 0) >= 2, 'the connection asked the guard again');
+  });
+
+  test('azure: the blob endpoint rebinding to loopback is refused at connect time', async () => {
+    const cs = `DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=${Buffer.alloc(64, 1).toString('base64')};BlobEndpoint=http://blob.rebind.test:10000/devstoreaccount1;`;
+    const r = await probe(h, 'azure', { connection_string: cs, container_name: 'media' });
+    assert.equal(r.ok, false);
+    assert.match(r.error!, /address refused/);
+    assert.ok((calls.get('blob.rebind.test') ?? 0) >= 2, 'the connection asked the guard again');
+  });
+
+  test('image_source: the origin rebinding to loopback is refused at connect time', async () => {
+    const r = await probe(h, 'image_source', { base_url: 'http://img.rebind.test:9' });
+    assert.equal(r.ok, false);
+    assert.match(r.error!, /address refused/);
+  });
+});
+
 describe('source test: google_cloud (a local stub of the GCS JSON API: no emulator runs here)', () => {
   const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048, privateKeyEncoding: { type: 'pkcs8', format: 'pem' }, publicKeyEncoding: { type: 'spki', format: 'pem' } });
   const account = JSON.stringify({ type: 'service_account', project_id: 'demo', client_email: 'svc@demo.iam.gserviceaccount.com', private_key: privateKey });

@@ -123,6 +123,11 @@ export class OutboundGuard {
     );
   };
 
+  /** The guarded agent for a URL's scheme, for SDKs that take one (AWS, Azure). */
+  agentFor(url: string | URL): http.Agent {
+    return new URL(url).protocol === 'https:' ? this.httpsAgent : this.httpAgent;
+  }
+
   destroy(): void {
     this.httpAgent.destroy();
     this.httpsAgent.destroy();

@@ -88,7 +88,12 @@ async function probeAzure(config: Configuration, deps: ProbeDeps): Promise<strin
       ? 'http://127.0.0.1:10000/devstoreaccount1'
       : cs.BlobEndpoint ?? `${cs.DefaultEndpointsProtocol ?? 'https'}://${cs.AccountName}.blob.${cs.EndpointSuffix ?? 'core.windows.net'}`;
   await deps.guard.checkUrl(endpoint);
-  const service = BlobServiceClient.fromConnectionString(String(config.connection_string), { retryOptions: { maxTries: 1, tryTimeoutInMs: deps.timeoutMs } });
+  // storage-blob hands its options to the core pipeline, whose `agent` carries the guard's
+  // lookup: the connection goes only to addresses that passed the checks.
+  const service = BlobServiceClient.fromConnectionString(String(config.connection_string), {
+    retryOptions: { maxTries: 1, tryTimeoutInMs: deps.timeoutMs },
+    agent: deps.guard.agentFor(endpoint),
+  } as Parameters<typeof BlobServiceClient.fromConnectionString>[1]);
   try {
     await service.getContainerClient(String(config.container_name)).getProperties({ abortSignal: AbortSignal.timeout(deps.timeoutMs) });
     return undefined;
