@@ -34,6 +34,7 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
     logger: opts.logger ?? { level: config.logLevel, redact: { paths: REDACT_PATHS, censor: '[redacted]' } },
     bodyLimit: config.jsonBodyLimit,
     trustProxy: false,
+    routerOptions: { ignoreTrailingSlash: true },
     // Request ids for log correlation; honour an incoming one from a proxy.
     requestIdHeader: 'x-request-id',
     frameworkErrors: frameworkErrors as any,

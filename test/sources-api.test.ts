@@ -328,9 +328,16 @@ for (const dialect of DIALECTS) {
         assert.equal(still.body.data.name, 'foreign', 'the other workspace source is untouched');
       });
 
+      test('ids match case-insensitively and a trailing slash is accepted', async () => {
+        const res = await call(h.app, 'GET', `/api/v1/sources/${id.toUpperCase()}/`, { headers: h.auth });
+        assert.equal(res.status, 200);
+        assert.equal(res.body.data.id, id);
+        assert.equal((await call(h.app, 'GET', '/api/v1/sources/', { headers: h.auth })).status, 200);
+      });
+
       test('DELETE answers {success:true}; the source is gone', async () => {
         const victim = (await create('victim', 'image_source', VALID.image_source)).body.data.id;
-        const res = await call(h.app, 'DELETE', `/api/v1/sources/${victim}`, { headers: h.auth });
+        const res = await call(h.app, 'DELETE', `/api/v1/sources/${victim.toUpperCase()}`, { headers: h.auth });
         assert.equal(res.status, 200);
         assert.deepEqual(res.body, { success: true });
         assertError(await call(h.app, 'GET', `/api/v1/sources/${victim}`, { headers: h.auth }), 404, 'Source not found');

@@ -135,7 +135,7 @@ export class SourceService {
 
   async delete(workspaceId: string, id: string): Promise<void> {
     if (!isUuid(id)) throw errors.sourceNotFound();
-    const res = await this.db.kysely.deleteFrom('sources').where('id', '=', id).where('workspace_id', '=', workspaceId).executeTakeFirst();
+    const res = await this.db.kysely.deleteFrom('sources').where('id', '=', id.toLowerCase()).where('workspace_id', '=', workspaceId).executeTakeFirst();
     if (Number(res.numDeletedRows) === 0) throw errors.sourceNotFound();
   }
 
