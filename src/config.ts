@@ -4,6 +4,10 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { isAbsolute, join, resolve } from 'node:path';
 
+import type { S3Settings } from './storage/s3.ts';
+
+export type StorageConfig = { driver: 'local' } | { driver: 's3'; s3: S3Settings };
+
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 
 export interface Config {
@@ -27,6 +31,8 @@ export interface Config {
   outboundTimeoutMs: number;
   /** Google Cloud Storage JSON API endpoint; unset = Google's. Set for an emulator. */
   gcsApiEndpoint?: string;
+  /** Where file bytes go: local disk under dataDir/storage, or an S3-compatible bucket. */
+  storage: StorageConfig;
 }
 
 export class ConfigError extends Error {
@@ -111,6 +117,8 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
   const gcsApiEndpoint = read('STOWAGE_GCS_API_ENDPOINT');
   if (gcsApiEndpoint !== undefined && !/^https?:\/\/[^\s]+$/.test(gcsApiEndpoint)) problems.push(`STOWAGE_GCS_API_ENDPOINT must be an http(s) URL (got "${gcsApiEndpoint}")`);
 
+  const storage = readStorage(read, problems);
+
   let masterKey: Buffer | undefined;
   const masterRaw = read('STOWAGE_MASTER_KEY');
   if (masterRaw !== undefined) {
@@ -139,6 +147,39 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     outboundAllow,
     outboundTimeoutMs,
     gcsApiEndpoint: gcsApiEndpoint?.replace(/\/+$/, ''),
+    storage,
+  };
+}
+
+function readStorage(read: (name: string) => string | undefined, problems: string[]): StorageConfig {
+  const driver = read('STOWAGE_STORAGE') ?? 'local';
+  if (driver === 'local') return { driver: 'local' };
+  if (driver !== 's3') {
+    problems.push(`STOWAGE_STORAGE must be "local" or "s3" (got "${driver}")`);
+    return { driver: 'local' };
+  }
+  const endpoint = read('S3_ENDPOINT');
+  if (endpoint !== undefined && !/^https?:\/\/[^\s/]+(\/[^\s]*)?$/.test(endpoint)) problems.push(`S3_ENDPOINT must be an http(s) URL (got "${endpoint}")`);
+  const bucket = read('S3_BUCKET');
+  if (!bucket) problems.push('S3_BUCKET is required when STOWAGE_STORAGE=s3');
+  const accessKeyId = read('S3_ACCESS_KEY_ID');
+  const secretAccessKey = read('S3_SECRET_ACCESS_KEY');
+  if ((accessKeyId === undefined) !== (secretAccessKey === undefined)) {
+    problems.push('S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY go together (leave both unset to use the AWS default credential chain)');
+  }
+  const pathStyle = read('S3_FORCE_PATH_STYLE');
+  if (pathStyle !== undefined && pathStyle !== 'true' && pathStyle !== 'false') problems.push(`S3_FORCE_PATH_STYLE must be true or false (got "${pathStyle}")`);
+  return {
+    driver: 's3',
+    s3: {
+      endpoint: endpoint?.replace(/\/+$/, ''),
+      region: read('S3_REGION') ?? 'us-east-1',
+      bucket: bucket ?? '',
+      accessKeyId,
+      secretAccessKey,
+      // Path-style by default for a custom endpoint (MinIO, Swift); virtual-hosted for AWS.
+      forcePathStyle: pathStyle === undefined ? endpoint !== undefined : pathStyle === 'true',
+    },
   };
 }
 

@@ -87,6 +87,19 @@ describe('configuration', () => {
     assert.ok(!p.join(' ').includes('hunter2') && !p.join(' ').includes('hunter3'));
   });
 
+  test('storage: local by default; s3 with its settings; s3 without a bucket is an error', () => {
+    assert.deepEqual(loadConfig({ STOWAGE_DATA_DIR: tmp() }).storage, { driver: 'local' });
+    const c = loadConfig({ STOWAGE_DATA_DIR: tmp(), STOWAGE_STORAGE: 's3', S3_ENDPOINT: 'http://127.0.0.1:9000/', S3_BUCKET: 'media', S3_ACCESS_KEY_ID: 'id', S3_SECRET_ACCESS_KEY: 'secret' });
+    assert.deepEqual(c.storage, { driver: 's3', s3: { endpoint: 'http://127.0.0.1:9000', region: 'us-east-1', bucket: 'media', accessKeyId: 'id', secretAccessKey: 'secret', forcePathStyle: true } });
+    const aws = loadConfig({ STOWAGE_DATA_DIR: tmp(), STOWAGE_STORAGE: 's3', S3_BUCKET: 'media', S3_REGION: 'eu-west-1' });
+    assert.equal(aws.storage.driver === 's3' && aws.storage.s3.forcePathStyle, false);
+    const p = problems({ STOWAGE_STORAGE: 's3', S3_ACCESS_KEY_ID: 'id', S3_FORCE_PATH_STYLE: 'maybe' });
+    assert.ok(p.some((x) => x.startsWith('S3_BUCKET is required')));
+    assert.ok(p.some((x) => x.startsWith('S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY')));
+    assert.ok(p.some((x) => x.startsWith('S3_FORCE_PATH_STYLE')));
+    assert.ok(problems({ STOWAGE_STORAGE: 'ftp' })[0].startsWith('STOWAGE_STORAGE'));
+  });
+
   test('a variable and its _FILE together, or an unreadable file, are errors', () => {
     assert.ok(problems({ PORT: '1', PORT_FILE: '/x' })[0].includes('PORT and PORT_FILE'));
     assert.ok(problems({ STOWAGE_MASTER_KEY_FILE: '/nonexistent/key' })[0].startsWith('STOWAGE_MASTER_KEY_FILE'));

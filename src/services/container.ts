@@ -7,6 +7,7 @@ import { migrateToLatest } from '../db/migrations.ts';
 import { OutboundGuard, type Resolver } from '../outbound/guard.ts';
 import type { StorageDriver } from '../storage/driver.ts';
 import { LocalStorage } from '../storage/local.ts';
+import { S3Storage } from '../storage/s3.ts';
 import { SourceService } from './sources.ts';
 import { WorkspaceService } from './workspaces.ts';
 
@@ -38,8 +39,7 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
   }
   const box = new SecretBox(config.masterKey, config.previousMasterKeys);
   const guard = new OutboundGuard(config.outboundAllow, opts.resolver);
-  const storage = new LocalStorage(join(config.dataDir, 'storage'));
-  await storage.init();
+  const storage = await openStorage(config);
   const workspaces = new WorkspaceService(db, box);
   const sources = new SourceService(db, box, { guard, timeoutMs: config.outboundTimeoutMs, gcsApiEndpoint: config.gcsApiEndpoint }, opts.debug);
   return {
@@ -52,7 +52,15 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
     sources,
     async close() {
       guard.destroy();
+      if (storage instanceof S3Storage) storage.destroy();
       await db.close();
     },
   };
+}
+
+async function openStorage(config: Config): Promise<StorageDriver> {
+  if (config.storage.driver === 's3') return new S3Storage(config.storage.s3);
+  const local = new LocalStorage(join(config.dataDir, 'storage'));
+  await local.init();
+  return local;
 }

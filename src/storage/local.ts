@@ -1,19 +1,247 @@
-import { mkdir, rm, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
-import type { StorageDriver } from './driver.ts';
+// Local disk. Layout under the root:
+//   objects/<key>                 finished objects
+//   tmp/<uuid>                    puts in progress (renamed into objects/ when complete)
+//   multipart/<uploadId>/data     the multipart file, each part written at its own offset
+//   multipart/<uploadId>/meta.json, part-<n>.json   what is known and which parts are done
+// Every finished object appears by rename(2), so a crash never leaves half a file visible,
+// and completing a multipart upload is a rename, never a copy.
+import { createHash, randomUUID } from 'node:crypto';
+import { createWriteStream, type Dirent } from 'node:fs';
+import { mkdir, open, readdir, readFile, rename, rm, stat, truncate, writeFile } from 'node:fs/promises';
+import { dirname, join, relative, sep } from 'node:path';
+import { type Readable, Transform } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import {
+  assertKey,
+  type ByteRange,
+  type MultipartStorage,
+  type ObjectInfo,
+  ObjectNotFoundError,
+  type PartInfo,
+  type StorageDriver,
+} from './driver.ts';
 
-/** Files under a root folder on local disk. */
-export class LocalStorage implements StorageDriver {
-  readonly name = 'local';
-  constructor(private readonly root: string) {}
+export class PartLengthError extends Error {
+  readonly code = 'EPARTLENGTH';
+  constructor(
+    public readonly expected: number,
+    public readonly received: number,
+  ) {
+    super(`part must be exactly ${expected} bytes; ${received > expected ? 'more' : `only ${received}`} arrived`);
+    this.name = 'PartLengthError';
+  }
+}
+
+interface UploadMeta {
+  key: string;
+  size: number;
+  partSize: number;
+}
+
+const UPLOAD_ID_RE = /^[0-9a-f-]{36}$/;
+
+export class LocalStorage implements StorageDriver, MultipartStorage {
+  readonly name = 'local' as const;
+  private readonly objects: string;
+  private readonly tmp: string;
+  private readonly multipart: string;
+
+  constructor(private readonly root: string) {
+    this.objects = join(root, 'objects');
+    this.tmp = join(root, 'tmp');
+    this.multipart = join(root, 'multipart');
+  }
 
   async init(): Promise<void> {
-    await mkdir(join(this.root, 'tmp'), { recursive: true });
+    await Promise.all([this.objects, this.tmp, this.multipart].map((d) => mkdir(d, { recursive: true })));
   }
 
   async check(): Promise<void> {
-    const probe = join(this.root, 'tmp', `.ready-${process.pid}`);
+    const probe = join(this.tmp, `.ready-${randomUUID()}`);
     await writeFile(probe, '');
     await rm(probe, { force: true });
   }
+
+  private path(key: string): string {
+    assertKey(key);
+    return join(this.objects, ...key.split('/'));
+  }
+
+  async put(key: string, body: Readable, opts: { signal?: AbortSignal } = {}): Promise<{ size: number }> {
+    const target = this.path(key);
+    const temp = join(this.tmp, randomUUID());
+    let size = 0;
+    const counter = new Transform({
+      transform(chunk: Buffer, _enc, cb) {
+        size += chunk.length;
+        cb(null, chunk);
+      },
+    });
+    try {
+      // flush: fsync before close, so the rename below never publishes unwritten bytes.
+      await pipeline(body, counter, createWriteStream(temp, { flags: 'wx', mode: 0o640, flush: true }), { signal: opts.signal });
+      await mkdir(dirname(target), { recursive: true });
+      await rename(temp, target);
+      return { size };
+    } catch (err) {
+      await rm(temp, { force: true });
+      throw err;
+    }
+  }
+
+  async get(key: string, range?: ByteRange): Promise<Readable> {
+    const path = this.path(key);
+    // Open first, so a missing object is an error here rather than on the stream.
+    const fh = await open(path, 'r').catch((err) => {
+      if (err.code === 'ENOENT') throw new ObjectNotFoundError(key);
+      throw err;
+    });
+    return fh.createReadStream(range ? { start: range.start, end: range.end } : {});
+  }
+
+  async stat(key: string): Promise<ObjectInfo | null> {
+    try {
+      const s = await stat(this.path(key));
+      return s.isFile() ? { key, size: s.size, lastModified: s.mtime } : null;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
+      throw err;
+    }
+  }
+
+  async delete(key: string): Promise<void> {
+    await rm(this.path(key), { force: true });
+  }
+
+  async *list(prefix: string): AsyncIterable<ObjectInfo> {
+    const walk = async function* (this: LocalStorage, dir: string): AsyncIterable<ObjectInfo> {
+      let entries: Dirent[];
+      try {
+        entries = await readdir(dir, { withFileTypes: true });
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
+        throw err;
+      }
+      for (const entry of entries.sort((a, b) => a.name.localeCompare(b.name))) {
+        const full = join(dir, entry.name);
+        if (entry.isDirectory()) yield* walk.call(this, full);
+        else if (entry.isFile()) {
+          const key = relative(this.objects, full).split(sep).join('/');
+          if (key.startsWith(prefix)) {
+            const s = await stat(full);
+            yield { key, size: s.size, lastModified: s.mtime };
+          }
+        }
+      }
+    };
+    yield* walk.call(this, this.objects);
+  }
+
+  // --- multipart -------------------------------------------------------------------------
+
+  private uploadDir(uploadId: string): string {
+    if (!UPLOAD_ID_RE.test(uploadId)) throw new ObjectNotFoundError(`multipart ${uploadId}`);
+    return join(this.multipart, uploadId);
+  }
+
+  private async meta(uploadId: string): Promise<UploadMeta> {
+    try {
+      return JSON.parse(await readFile(join(this.uploadDir(uploadId), 'meta.json'), 'utf8')) as UploadMeta;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new ObjectNotFoundError(`multipart ${uploadId}`);
+      throw err;
+    }
+  }
+
+  async createMultipart(key: string, opts: { size: number; partSize: number }): Promise<string> {
+    assertKey(key);
+    const uploadId = randomUUID();
+    const dir = this.uploadDir(uploadId);
+    await mkdir(dir, { recursive: true });
+    // A sparse file of the final size: each part lands at its own offset.
+    const fh = await open(join(dir, 'data'), 'w', 0o640);
+    await fh.truncate(opts.size);
+    await fh.close();
+    await writeAtomic(join(dir, 'meta.json'), JSON.stringify({ key, size: opts.size, partSize: opts.partSize } satisfies UploadMeta));
+    return uploadId;
+  }
+
+  async writePart(key: string, uploadId: string, partNumber: number, body: Readable, length: number, signal?: AbortSignal): Promise<PartInfo> {
+    const meta = await this.meta(uploadId);
+    if (meta.key !== key) throw new ObjectNotFoundError(`multipart ${uploadId}`);
+    const dir = this.uploadDir(uploadId);
+    const offset = (partNumber - 1) * meta.partSize;
+    if (partNumber < 1 || offset + length > meta.size) throw new PartLengthError(Math.max(0, meta.size - offset), length);
+    // The part is not done until its record is written again, so a failed re-upload never
+    // leaves an old record describing new, half-written bytes.
+    await rm(join(dir, `part-${partNumber}.json`), { force: true });
+    const md5 = createHash('md5');
+    let received = 0;
+    const limiter = new Transform({
+      transform(chunk: Buffer, _enc, cb) {
+        received += chunk.length;
+        if (received > length) return cb(new PartLengthError(length, received));
+        md5.update(chunk);
+        cb(null, chunk);
+      },
+    });
+    await pipeline(body, limiter, createWriteStream(join(dir, 'data'), { flags: 'r+', start: offset, flush: true }), { signal });
+    if (received !== length) throw new PartLengthError(length, received);
+    const part: PartInfo = { partNumber, size: length, etag: `"${md5.digest('hex')}"` };
+    await writeAtomic(join(dir, `part-${partNumber}.json`), JSON.stringify(part));
+    return part;
+  }
+
+  async listParts(_key: string, uploadId: string): Promise<PartInfo[]> {
+    const dir = this.uploadDir(uploadId);
+    await this.meta(uploadId);
+    const names = (await readdir(dir)).filter((n) => /^part-\d+\.json$/.test(n));
+    const parts = await Promise.all(names.map(async (n) => JSON.parse(await readFile(join(dir, n), 'utf8')) as PartInfo));
+    return parts.sort((a, b) => a.partNumber - b.partNumber);
+  }
+
+  async completeMultipart(key: string, uploadId: string, parts: PartInfo[]): Promise<void> {
+    const meta = await this.meta(uploadId);
+    if (meta.key !== key) throw new ObjectNotFoundError(`multipart ${uploadId}`);
+    const total = parts.reduce((n, p) => n + p.size, 0);
+    if (total !== meta.size) throw new Error(`parts hold ${total} bytes, expected ${meta.size}`);
+    const dir = this.uploadDir(uploadId);
+    const target = this.path(key);
+    await truncate(join(dir, 'data'), meta.size);
+    await mkdir(dirname(target), { recursive: true });
+    await rename(join(dir, 'data'), target);
+    await rm(dir, { recursive: true, force: true });
+  }
+
+  async abortMultipart(_key: string, uploadId: string): Promise<void> {
+    await rm(this.uploadDir(uploadId), { recursive: true, force: true });
+  }
+
+  /** Removes temporary files older than `olderThanMs` (left by a crash mid-put). */
+  async sweepTemp(olderThanMs: number): Promise<number> {
+    let removed = 0;
+    const cutoff = Date.now() - olderThanMs;
+    for (const name of await readdir(this.tmp)) {
+      const path = join(this.tmp, name);
+      const s = await stat(path).catch(() => null);
+      if (s && s.mtimeMs < cutoff) {
+        await rm(path, { force: true });
+        removed++;
+      }
+    }
+    return removed;
+  }
 }
+
+async function writeAtomic(path: string, text: string): Promise<void> {
+  const temp = `${path}.${randomUUID()}.tmp`;
+  const fh = await open(temp, 'w', 0o640);
+  try {
+    await fh.writeFile(text);
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+  await rename(temp, path);
+}
+

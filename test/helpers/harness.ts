@@ -56,6 +56,7 @@ export function testConfig(dataDir: string, overrides: Partial<Config> = {}): Co
     jsonBodyLimit: 1024 * 1024,
     outboundAllow: [],
     outboundTimeoutMs: 5000,
+    storage: { driver: 'local' },
     ...overrides,
   };
 }

@@ -1,0 +1,190 @@
+// Any S3-compatible service (AWS S3, MinIO, R2, OpenStack Swift's S3 layer). Puts stream
+// through @aws-sdk/lib-storage (bounded memory, multipart above one part); multipart uploads
+// hand out presigned UploadPart URLs and complete from ListParts, so clients never need to
+// read an ETag.
+import {
+  AbortMultipartUploadCommand,
+  CompleteMultipartUploadCommand,
+  CreateMultipartUploadCommand,
+  DeleteObjectCommand,
+  GetObjectCommand,
+  HeadBucketCommand,
+  HeadObjectCommand,
+  ListObjectsV2Command,
+  ListPartsCommand,
+  NoSuchKey,
+  NotFound,
+  S3Client,
+  UploadPartCommand,
+} from '@aws-sdk/client-s3';
+import { Upload } from '@aws-sdk/lib-storage';
+import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
+import type { Readable } from 'node:stream';
+import {
+  assertKey,
+  type ByteRange,
+  type MultipartStorage,
+  type ObjectInfo,
+  ObjectNotFoundError,
+  type PartInfo,
+  type StorageDriver,
+} from './driver.ts';
+
+export interface S3Settings {
+  endpoint?: string;
+  region: string;
+  bucket: string;
+  accessKeyId?: string;
+  secretAccessKey?: string;
+  forcePathStyle: boolean;
+}
+
+const isMissing = (err: unknown) =>
+  err instanceof NoSuchKey || err instanceof NotFound || (err as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode === 404;
+
+export class S3Storage implements StorageDriver, MultipartStorage {
+  readonly name = 's3' as const;
+  readonly client: S3Client;
+  private readonly bucket: string;
+
+  constructor(settings: S3Settings) {
+    this.bucket = settings.bucket;
+    this.client = new S3Client({
+      endpoint: settings.endpoint,
+      region: settings.region,
+      forcePathStyle: settings.forcePathStyle,
+      credentials: settings.accessKeyId ? { accessKeyId: settings.accessKeyId, secretAccessKey: settings.secretAccessKey ?? '' } : undefined,
+      // Presigned part URLs must not carry checksum parameters a browser cannot compute.
+      requestChecksumCalculation: 'WHEN_REQUIRED',
+      responseChecksumValidation: 'WHEN_REQUIRED',
+    });
+  }
+
+  async check(): Promise<void> {
+    await this.client.send(new HeadBucketCommand({ Bucket: this.bucket }));
+  }
+
+  async put(key: string, body: Readable, opts: { contentType?: string; signal?: AbortSignal } = {}): Promise<{ size: number }> {
+    assertKey(key);
+    let size = 0;
+    body.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+    });
+    // 8 MiB parts, 4 in flight: at most ~32 MiB buffered whatever the file size. S3 makes the
+    // object visible only when the upload completes; lib-storage aborts it on failure.
+    const upload = new Upload({
+      client: this.client,
+      params: { Bucket: this.bucket, Key: key, Body: body, ContentType: opts.contentType },
+      partSize: 8 * 1024 * 1024,
+      queueSize: 4,
+      leavePartsOnError: false,
+    });
+    const onAbort = () => void upload.abort().catch(() => {});
+    opts.signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      await upload.done();
+    } finally {
+      opts.signal?.removeEventListener('abort', onAbort);
+    }
+    return { size };
+  }
+
+  async get(key: string, range?: ByteRange): Promise<Readable> {
+    assertKey(key);
+    try {
+      const res = await this.client.send(
+        new GetObjectCommand({ Bucket: this.bucket, Key: key, Range: range ? `bytes=${range.start}-${range.end}` : undefined }),
+      );
+      return res.Body as Readable;
+    } catch (err) {
+      if (isMissing(err)) throw new ObjectNotFoundError(key);
+      throw err;
+    }
+  }
+
+  async stat(key: string): Promise<ObjectInfo | null> {
+    assertKey(key);
+    try {
+      const res = await this.client.send(new HeadObjectCommand({ Bucket: this.bucket, Key: key }));
+      return { key, size: res.ContentLength ?? 0, lastModified: res.LastModified ?? new Date(0) };
+    } catch (err) {
+      if (isMissing(err)) return null;
+      throw err;
+    }
+  }
+
+  async delete(key: string): Promise<void> {
+    assertKey(key);
+    await this.client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: key }));
+  }
+
+  async *list(prefix: string): AsyncIterable<ObjectInfo> {
+    let token: string | undefined;
+    do {
+      const res = await this.client.send(new ListObjectsV2Command({ Bucket: this.bucket, Prefix: prefix, ContinuationToken: token }));
+      for (const o of res.Contents ?? []) {
+        if (o.Key) yield { key: o.Key, size: o.Size ?? 0, lastModified: o.LastModified ?? new Date(0) };
+      }
+      token = res.IsTruncated ? res.NextContinuationToken : undefined;
+    } while (token);
+  }
+
+  async createMultipart(key: string, opts: { contentType?: string }): Promise<string> {
+    assertKey(key);
+    const res = await this.client.send(new CreateMultipartUploadCommand({ Bucket: this.bucket, Key: key, ContentType: opts.contentType }));
+    if (!res.UploadId) throw new Error('storage returned no UploadId');
+    return res.UploadId;
+  }
+
+  async presignPart(key: string, uploadId: string, partNumber: number, contentLength: number, expiresInSeconds: number): Promise<string> {
+    assertKey(key);
+    return getSignedUrl(
+      this.client,
+      new UploadPartCommand({ Bucket: this.bucket, Key: key, UploadId: uploadId, PartNumber: partNumber, ContentLength: contentLength }),
+      // The length is signed: storage refuses a part of any other size.
+      { expiresIn: expiresInSeconds, signableHeaders: new Set(['content-length']) },
+    );
+  }
+
+  async listParts(key: string, uploadId: string): Promise<PartInfo[]> {
+    assertKey(key);
+    const parts: PartInfo[] = [];
+    let marker: string | undefined;
+    try {
+      do {
+        const res = await this.client.send(new ListPartsCommand({ Bucket: this.bucket, Key: key, UploadId: uploadId, PartNumberMarker: marker }));
+        for (const p of res.Parts ?? []) parts.push({ partNumber: p.PartNumber!, size: p.Size ?? 0, etag: p.ETag ?? '' });
+        marker = res.IsTruncated ? res.NextPartNumberMarker : undefined;
+      } while (marker);
+    } catch (err) {
+      if (isMissing(err)) throw new ObjectNotFoundError(`multipart ${uploadId}`);
+      throw err;
+    }
+    return parts.sort((a, b) => a.partNumber - b.partNumber);
+  }
+
+  async completeMultipart(key: string, uploadId: string, parts: PartInfo[]): Promise<void> {
+    assertKey(key);
+    await this.client.send(
+      new CompleteMultipartUploadCommand({
+        Bucket: this.bucket,
+        Key: key,
+        UploadId: uploadId,
+        MultipartUpload: { Parts: parts.map((p) => ({ PartNumber: p.partNumber, ETag: p.etag })) },
+      }),
+    );
+  }
+
+  async abortMultipart(key: string, uploadId: string): Promise<void> {
+    assertKey(key);
+    try {
+      await this.client.send(new AbortMultipartUploadCommand({ Bucket: this.bucket, Key: key, UploadId: uploadId }));
+    } catch (err) {
+      if (!isMissing(err)) throw err;
+    }
+  }
+
+  destroy(): void {
+    this.client.destroy();
+  }
+}
