@@ -8,7 +8,8 @@ import { frameworkErrors, installErrorHandling } from './http/errors.ts';
 import { installValidation } from './http/validation.ts';
 import { healthRoutes } from './http/routes/health.ts';
 import { sourceRoutes } from './http/routes/sources.ts';
-import { ErrorBody, Source } from './http/schemas.ts';
+import { ErrorBody, FileRecord, Source } from './http/schemas.ts';
+import { uploadRoutes } from './http/routes/uploads.ts';
 import type { Services } from './services/container.ts';
 
 /** Header and body paths that must never reach a log line. */
@@ -45,6 +46,7 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
 
   app.addSchema(ErrorBody);
   app.addSchema(Source);
+  app.addSchema(FileRecord);
 
   await app.register(swagger, {
     openapi: {
@@ -69,6 +71,7 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   await app.register(healthRoutes, { db: services.db, storage: services.storage });
   await app.register(sourceRoutes, { sources: services.sources });
+  await app.register(uploadRoutes, { uploads: services.uploads });
 
   return app;
 }

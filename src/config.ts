@@ -33,6 +33,10 @@ export interface Config {
   gcsApiEndpoint?: string;
   /** Where file bytes go: local disk under dataDir/storage, or an S3-compatible bucket. */
   storage: StorageConfig;
+  /** Largest file a workspace may upload unless it has its own limit (413 above). */
+  maxFileSize: number;
+  /** Images above this many pixels are not decoded (decompression bombs). */
+  maxImagePixels: number;
 }
 
 export class ConfigError extends Error {
@@ -118,6 +122,8 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
   if (gcsApiEndpoint !== undefined && !/^https?:\/\/[^\s]+$/.test(gcsApiEndpoint)) problems.push(`STOWAGE_GCS_API_ENDPOINT must be an http(s) URL (got "${gcsApiEndpoint}")`);
 
   const storage = readStorage(read, problems);
+  const maxFileSize = integer('STOWAGE_MAX_FILE_SIZE', 5 * 1024 ** 4, 1, Number.MAX_SAFE_INTEGER);
+  const maxImagePixels = integer('STOWAGE_MAX_IMAGE_PIXELS', 100_000_000, 1, 1_000_000_000);
 
   let masterKey: Buffer | undefined;
   const masterRaw = read('STOWAGE_MASTER_KEY');
@@ -148,6 +154,8 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     outboundTimeoutMs,
     gcsApiEndpoint: gcsApiEndpoint?.replace(/\/+$/, ''),
     storage,
+    maxFileSize,
+    maxImagePixels,
   };
 }
 

@@ -35,6 +35,14 @@ export const errors = {
     new AppError(409, 'SOURCE_NAME_TAKEN', 'Origin name already exists in this workspace', 'Choose another name for this source'),
   workspaceNotFound: (id: string) => new AppError(404, 'WORKSPACE_NOT_FOUND', 'Workspace not found', `No workspace ${id}`),
   keyNotFound: (id: string) => new AppError(404, 'KEY_NOT_FOUND', 'Key not found', `No API key ${id}`),
+  fileRequired: () => new AppError(400, 'FILE_REQUIRED', 'File is required', 'Send the file in the "file" form field'),
+  fileNameRequired: () => new AppError(400, 'FILE_NAME_REQUIRED', 'File name is required', 'Send the "file_name" form field'),
+  fileTooLarge: (max: number) =>
+    new AppError(413, 'FILE_TOO_LARGE', 'File too large', `The file is larger than the maximum of ${max} bytes for this workspace`),
+  storageLimitExceeded: () =>
+    new AppError(402, 'STORAGE_LIMIT_EXCEEDED', 'Storage limit exceeded', 'This upload would take the workspace over its storage quota'),
+  fieldTooLarge: (field: string) => new AppError(413, 'FIELD_TOO_LARGE', 'Form field too large', `The form field "${field.slice(0, 64)}" is too large`),
+  notAnImage: () => new AppError(400, 'TRANSFORM_NOT_APPLICABLE', 'Validation failed', 'transform applies to images that can be decoded'),
   serviceUnavailable: (what: string) =>
     new AppError(503, 'SERVICE_UNAVAILABLE', 'Service unavailable', `${what} is not answering; try again shortly`, {
       headers: { 'retry-after': '5' },

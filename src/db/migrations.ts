@@ -57,6 +57,79 @@ const migrations: Record<string, Migration> = {
       for (const t of ['settings', 'sources', 'api_keys', 'workspaces']) await db.schema.dropTable(t).execute();
     },
   },
+  '0002_files': {
+    async up(db: Kysely<any>) {
+      await db.schema.alterTable('workspaces').addColumn('used_bytes', 'bigint', (c) => c.notNull().defaultTo(0)).execute();
+
+      await db.schema
+        .createTable('folders')
+        .addColumn('id', 'varchar(36)', (c) => c.primaryKey())
+        .addColumn('folder_no', 'varchar(32)', (c) => c.notNull().unique())
+        .addColumn('workspace_id', 'varchar(32)', (c) => c.notNull().references('workspaces.id').onDelete('cascade'))
+        .addColumn('parent_id', 'varchar(36)', (c) => c.references('folders.id').onDelete('cascade'))
+        .addColumn('name', 'varchar(255)', (c) => c.notNull())
+        .addColumn('path', 'text', (c) => c.notNull())
+        .addColumn('created_at', 'varchar(32)', (c) => c.notNull())
+        .addColumn('updated_at', 'varchar(32)', (c) => c.notNull())
+        .addUniqueConstraint('folders_workspace_path_uq', ['workspace_id', 'path'])
+        .execute();
+
+      // Bytes, stored once per workspace per SHA-256. Files point at blobs.
+      await db.schema
+        .createTable('blobs')
+        .addColumn('id', 'varchar(36)', (c) => c.primaryKey())
+        .addColumn('workspace_id', 'varchar(32)', (c) => c.notNull().references('workspaces.id').onDelete('cascade'))
+        .addColumn('sha256', 'varchar(64)', (c) => c.notNull())
+        .addColumn('size', 'bigint', (c) => c.notNull())
+        .addColumn('storage_key', 'varchar(255)', (c) => c.notNull())
+        .addColumn('created_at', 'varchar(32)', (c) => c.notNull())
+        .addUniqueConstraint('blobs_workspace_sha_uq', ['workspace_id', 'sha256'])
+        .execute();
+
+      await db.schema
+        .createTable('files')
+        .addColumn('id', 'varchar(36)', (c) => c.primaryKey())
+        .addColumn('file_no', 'varchar(32)', (c) => c.notNull().unique())
+        .addColumn('workspace_id', 'varchar(32)', (c) => c.notNull().references('workspaces.id').onDelete('cascade'))
+        .addColumn('folder_id', 'varchar(36)', (c) => c.references('folders.id').onDelete('cascade'))
+        .addColumn('folder_path', 'text', (c) => c.notNull())
+        .addColumn('name', 'varchar(255)', (c) => c.notNull())
+        .addColumn('blob_id', 'varchar(36)', (c) => c.notNull().references('blobs.id'))
+        .addColumn('size', 'bigint', (c) => c.notNull())
+        .addColumn('mime_type', 'varchar(255)', (c) => c.notNull())
+        .addColumn('extension', 'varchar(32)')
+        .addColumn('format', 'varchar(32)')
+        .addColumn('width', 'integer')
+        .addColumn('height', 'integer')
+        .addColumn('tags', 'text', (c) => c.notNull())
+        .addColumn('metadata', 'text', (c) => c.notNull())
+        .addColumn('custom_id', 'varchar(255)')
+        .addColumn('is_private', 'integer', (c) => c.notNull().defaultTo(0))
+        .addColumn('is_duplicate', 'integer', (c) => c.notNull().defaultTo(0))
+        .addColumn('upload_source', 'varchar(16)', (c) => c.notNull())
+        .addColumn('created_at', 'varchar(32)', (c) => c.notNull())
+        .addColumn('updated_at', 'varchar(32)', (c) => c.notNull())
+        .addUniqueConstraint('files_workspace_folder_name_uq', ['workspace_id', 'folder_path', 'name'])
+        .execute();
+      await db.schema.createIndex('files_workspace_created_idx').on('files').columns(['workspace_id', 'created_at', 'id']).execute();
+      await db.schema.createIndex('files_blob_idx').on('files').column('blob_id').execute();
+
+      // Write-ahead intents for storage objects: a row exists from before an object is written
+      // until a blob row owns it (or it is deleted). Whatever a crash leaves here, the sweeper
+      // deletes: no orphaned bytes, and no row ever points at bytes that are not there.
+      await db.schema
+        .createTable('storage_intents')
+        .addColumn('storage_key', 'varchar(255)', (c) => c.primaryKey())
+        .addColumn('workspace_id', 'varchar(32)', (c) => c.notNull())
+        .addColumn('reason', 'varchar(32)', (c) => c.notNull())
+        .addColumn('created_at', 'varchar(32)', (c) => c.notNull())
+        .execute();
+    },
+    async down(db: Kysely<any>) {
+      for (const t of ['storage_intents', 'files', 'blobs', 'folders']) await db.schema.dropTable(t).execute();
+      await db.schema.alterTable('workspaces').dropColumn('used_bytes').execute();
+    },
+  },
 };
 
 class InCodeProvider implements MigrationProvider {

@@ -11,6 +11,8 @@ export interface WorkspaceTable {
   quota_bytes: number | null;
   /** Bytes; null = the server default. */
   max_file_size: number | null;
+  /** Bytes held by this workspace's blobs (each stored once). */
+  used_bytes: number;
   created_at: string;
   updated_at: string;
 }
@@ -40,6 +42,61 @@ export interface SourceTable {
   updated_at: string;
 }
 
+export interface FolderTable {
+  id: string;
+  folder_no: string;
+  workspace_id: string;
+  parent_id: string | null;
+  name: string;
+  /** "a/b/c", no leading or trailing slash. */
+  path: string;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface BlobTable {
+  id: string;
+  workspace_id: string;
+  sha256: string;
+  size: number;
+  storage_key: string;
+  created_at: string;
+}
+
+export interface FileTable {
+  id: string;
+  file_no: string;
+  workspace_id: string;
+  folder_id: string | null;
+  /** The folder's path, "" at the root. */
+  folder_path: string;
+  name: string;
+  blob_id: string;
+  size: number;
+  mime_type: string;
+  extension: string | null;
+  format: string | null;
+  width: number | null;
+  height: number | null;
+  /** JSON array of strings. */
+  tags: string;
+  /** JSON object. */
+  metadata: string;
+  custom_id: string | null;
+  is_private: number;
+  is_duplicate: number;
+  upload_source: 'direct' | 'multipart' | 'remote' | 'dashboard';
+  created_at: string;
+  updated_at: string;
+}
+
+export interface StorageIntentTable {
+  storage_key: string;
+  workspace_id: string;
+  reason: string;
+  created_at: string;
+}
+
 export interface SettingTable {
   key: string;
   value: string;
@@ -50,7 +107,15 @@ export interface Database {
   api_keys: ApiKeyTable;
   sources: SourceTable;
   settings: SettingTable;
+  folders: FolderTable;
+  blobs: BlobTable;
+  files: FileTable;
+  storage_intents: StorageIntentTable;
 }
+
+export type FolderRow = Selectable<FolderTable>;
+export type BlobRow = Selectable<BlobTable>;
+export type FileRow = Selectable<FileTable>;
 
 export type Workspace = Selectable<WorkspaceTable>;
 export type ApiKeyRow = Selectable<ApiKeyTable>;

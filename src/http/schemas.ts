@@ -42,3 +42,34 @@ export const Source = Type.Object(
   },
   { $id: 'Source' },
 );
+
+const nullable = <T extends ReturnType<typeof Type.String>>(t: T) => Type.Union([t, Type.Null()]);
+
+/** INTERFACE.md 2.2: every field present, null where unknown. */
+export const FileRecord = Type.Object(
+  {
+    id: Type.String({ format: 'uuid' }),
+    file_no: Type.String(),
+    workspace_id: Type.String(),
+    name: Type.String(),
+    path: Type.String(),
+    url: Type.String(),
+    width: Type.Union([Type.Integer(), Type.Null()]),
+    height: Type.Union([Type.Integer(), Type.Null()]),
+    size: Type.Integer(),
+    mime_type: Type.String(),
+    tags: Type.Array(Type.String()),
+    metadata: Type.Object({}, { additionalProperties: true }),
+    custom_id: nullable(Type.String()),
+    folder_no: nullable(Type.String()),
+    is_duplicate: Type.Boolean(),
+    created_at: Type.String({ format: 'date-time' }),
+    upload_source: Type.String(),
+    thumbnail: nullable(Type.String()),
+    extension: nullable(Type.String()),
+    format: nullable(Type.String()),
+    hash: Type.String(),
+    is_private: Type.Boolean(),
+  },
+  { $id: 'FileRecord' },
+);

@@ -8,7 +8,10 @@ import { OutboundGuard, type Resolver } from '../outbound/guard.ts';
 import type { StorageDriver } from '../storage/driver.ts';
 import { LocalStorage } from '../storage/local.ts';
 import { S3Storage } from '../storage/s3.ts';
+import { BlobStore } from './blobs.ts';
+import { FileRecords } from './files.ts';
 import { SourceService } from './sources.ts';
+import { UploadService } from './uploads.ts';
 import { WorkspaceService } from './workspaces.ts';
 
 export interface Services {
@@ -19,6 +22,8 @@ export interface Services {
   storage: StorageDriver;
   workspaces: WorkspaceService;
   sources: SourceService;
+  blobs: BlobStore;
+  uploads: UploadService;
   close(): Promise<void>;
 }
 
@@ -42,8 +47,12 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
   const storage = await openStorage(config);
   const workspaces = new WorkspaceService(db, box);
   const sources = new SourceService(db, box, { guard, timeoutMs: config.outboundTimeoutMs, gcsApiEndpoint: config.gcsApiEndpoint }, opts.debug);
+  const blobs = new BlobStore(db, storage);
+  const uploads = new UploadService(db, blobs, new FileRecords(config.publicUrl), { maxFileSize: config.maxFileSize, maxImagePixels: config.maxImagePixels });
   return {
     config,
+    blobs,
+    uploads,
     db,
     box,
     guard,

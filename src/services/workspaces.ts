@@ -56,6 +56,7 @@ export class WorkspaceService {
           webhook_secret: this.box.seal(webhookSecret, webhookAad(id)),
           quota_bytes: null,
           max_file_size: null,
+          used_bytes: 0,
           created_at: now,
           updated_at: now,
         })

@@ -57,6 +57,8 @@ export function testConfig(dataDir: string, overrides: Partial<Config> = {}): Co
     outboundAllow: [],
     outboundTimeoutMs: 5000,
     storage: { driver: 'local' },
+    maxFileSize: 5 * 1024 ** 4,
+    maxImagePixels: 100_000_000,
     ...overrides,
   };
 }

@@ -1,0 +1,91 @@
+import multipart from '@fastify/multipart';
+import type { FastifyInstance } from 'fastify';
+import { Type } from 'typebox';
+import { errors } from '../../errors.ts';
+import type { Staged } from '../../services/blobs.ts';
+import { parseUploadFields, type UploadFields, type UploadService } from '../../services/uploads.ts';
+import { principalOf } from '../auth.ts';
+import { errorResponses } from '../schemas.ts';
+
+const FORM_FIELDS = new Set(['file_name', 'folder', 'tags', 'transform', 'metadata', 'custom_id', 'random_prefix', 'webhook_url']);
+
+export async function uploadRoutes(app: FastifyInstance, opts: { uploads: UploadService }): Promise<void> {
+  const { uploads } = opts;
+  // multipart/form-data is parsed only in this plugin's routes, as a stream: the file part is
+  // never buffered, and form fields are small.
+  await app.register(multipart, {
+    // File size is enforced by the upload pipeline (per workspace), not here.
+    limits: { fieldNameSize: 100, fieldSize: 64 * 1024, fields: 20, files: 1, parts: 25, headerPairs: 100, fileSize: Number.MAX_SAFE_INTEGER },
+  });
+
+  app.post(
+    '/api/v1/uploads',
+    {
+      config: { auth: 'any' },
+      schema: {
+        tags: ['uploads'],
+        summary: 'Direct upload',
+        description:
+          'multipart/form-data with `file` and `file_name`; optional folder, tags (comma-separated), transform, metadata (JSON object), custom_id, random_prefix (true/false), webhook_url. The file streams to storage.',
+        consumes: ['multipart/form-data'],
+        response: { 201: Type.Ref('FileRecord'), ...errorResponses(400, 401, 402, 413, 415) },
+      },
+    },
+    async (request, reply) => {
+      const { workspaceId } = principalOf(request);
+      if (!request.isMultipart()) throw errors.validation('send the upload as multipart/form-data');
+      const fields: Record<string, string> = {};
+      let staged: Staged | undefined;
+      try {
+        for await (const part of request.parts()) {
+          if (part.type === 'file') {
+            if (part.fieldname !== 'file' || staged) {
+              part.file.resume();
+              throw errors.validation(staged ? 'send exactly one file' : `the file goes in the "file" field, not "${part.fieldname.slice(0, 64)}"`);
+            }
+            // Fields sent before the file are checked before any byte is stored.
+            if (fields.file_name !== undefined) parseUploadFields(fields);
+            staged = await uploads.stage(workspaceId, part.file);
+          } else {
+            if (part.valueTruncated || part.fieldnameTruncated) throw errors.fieldTooLarge(part.fieldname);
+            if (!FORM_FIELDS.has(part.fieldname)) continue;
+            if (part.fieldname in fields) throw errors.validation(`${part.fieldname} is sent twice`);
+            fields[part.fieldname] = String(part.value);
+          }
+        }
+        if (!staged) throw errors.fileRequired();
+      } catch (err) {
+        if (staged) await uploads.discard(staged);
+        throw mapMultipartError(err);
+      }
+      let options;
+      try {
+        options = parseUploadFields(fields as UploadFields);
+      } catch (err) {
+        await uploads.discard(staged);
+        throw err;
+      }
+      const record = await uploads.finish(staged, options, 'direct');
+      return reply.code(201).send(record);
+    },
+  );
+}
+
+/** @fastify/multipart's own limit errors, in the documented shape. */
+function mapMultipartError(err: unknown): unknown {
+  const code = (err as { code?: string }).code;
+  switch (code) {
+    case 'FST_FILES_LIMIT':
+      return errors.validation('send exactly one file');
+    case 'FST_PARTS_LIMIT':
+    case 'FST_FIELDS_LIMIT':
+      return errors.validation('too many form fields');
+    case 'FST_INVALID_MULTIPART_CONTENT_TYPE':
+      return errors.validation('send the upload as multipart/form-data');
+    default:
+      if (err instanceof Error && /Multipart: Boundary not found|Unexpected end of form|Malformed part header/i.test(err.message)) {
+        return errors.validation('the multipart body is malformed');
+      }
+      return err;
+  }
+}

@@ -1,0 +1,49 @@
+// What a file is, from its first bytes (magic numbers) first and its name second; image
+// dimensions from the header, without decoding pixels.
+import { fileTypeFromBuffer } from 'file-type';
+import { imageSize } from 'image-size';
+import mime from 'mime-types';
+
+/** How many leading bytes an upload keeps for detection (JPEG headers can sit after EXIF). */
+export const HEAD_BYTES = 256 * 1024;
+
+export interface Detected {
+  mime_type: string;
+  /** Short format name from the content (jpg, png, pdf, mp4…), else from the name. */
+  format: string | null;
+  width: number | null;
+  height: number | null;
+}
+
+export async function detect(head: Buffer, fileName: string): Promise<Detected> {
+  const sniffed = head.length > 0 ? await fileTypeFromBuffer(head).catch(() => undefined) : undefined;
+  const byName = mime.lookup(fileName) || undefined;
+  const mimeType = sniffed?.mime ?? (byName && !isMagicType(byName) ? byName : byName === 'image/svg+xml' && looksLikeSvg(head) ? byName : undefined) ?? 'application/octet-stream';
+  const format = sniffed?.ext ?? extensionOf(fileName);
+  let width: number | null = null;
+  let height: number | null = null;
+  if (mimeType.startsWith('image/')) {
+    try {
+      const size = imageSize(head);
+      width = size.width ?? null;
+      height = size.height ?? null;
+      // EXIF orientations 5-8 swap the displayed axes.
+      if (size.orientation && size.orientation >= 5 && width !== null && height !== null) [width, height] = [height, width];
+    } catch {
+      // Not enough header, or a format image-size does not read: leave unknown.
+    }
+  }
+  return { mime_type: mimeType, format, width, height };
+}
+
+/** A name that claims a binary format the bytes did not show is not believed. */
+function isMagicType(type: string): boolean {
+  return (type.startsWith('image/') && type !== 'image/svg+xml') || type.startsWith('video/') || type.startsWith('audio/') || type === 'application/pdf' || type === 'application/zip';
+}
+
+const looksLikeSvg = (head: Buffer) => /<svg[\s>]/i.test(head.subarray(0, 4096).toString('utf8'));
+
+export function extensionOf(name: string): string | null {
+  const m = /\.([A-Za-z0-9]{1,16})$/.exec(name);
+  return m ? m[1].toLowerCase() : null;
+}

@@ -1,0 +1,158 @@
+// Bytes in storage. An upload is first *staged*: streamed to a new object while hashing
+// (SHA-256), counting and keeping its first bytes for type detection, with a storage intent
+// recorded before the first byte is written. Then it is *committed* in the caller's
+// transaction (a blob row owns the object, or an identical blob already exists and the new
+// object is dropped) or *discarded*. A crash at any point leaves at most an intent, which the
+// sweeper turns into a deletion: no visible half-written file, no row pointing at nothing.
+import { createHash } from 'node:crypto';
+import { type Readable, Transform } from 'node:stream';
+import type { Kysely } from 'kysely';
+import { newUuid } from '../crypto/ids.ts';
+import { type Db, nowIso } from '../db/database.ts';
+import type { BlobRow, Database } from '../db/schema.ts';
+import { errors } from '../errors.ts';
+import { HEAD_BYTES } from '../media/detect.ts';
+import type { StorageDriver } from '../storage/driver.ts';
+
+export interface Staged {
+  workspaceId: string;
+  key: string;
+  size: number;
+  sha256: string;
+  /** The first bytes, for type detection and image headers. */
+  head: Buffer;
+}
+
+export interface StageLimits {
+  /** Largest size allowed for this file (413 above). */
+  maxFileSize: number;
+  /** Bytes left in the workspace quota (402 above); undefined = unlimited. */
+  quotaRemaining?: number;
+}
+
+export class BlobStore {
+  constructor(
+    private readonly db: Db,
+    readonly storage: StorageDriver,
+  ) {}
+
+  newKey(workspaceId: string): string {
+    return `${workspaceId}/blobs/${newUuid()}`;
+  }
+
+  async recordIntent(workspaceId: string, key: string, reason: string): Promise<void> {
+    await this.db.kysely.insertInto('storage_intents').values({ storage_key: key, workspace_id: workspaceId, reason, created_at: nowIso() }).execute();
+  }
+
+  async stage(workspaceId: string, body: Readable, limits: StageLimits, signal?: AbortSignal): Promise<Staged> {
+    const key = this.newKey(workspaceId);
+    await this.recordIntent(workspaceId, key, 'upload');
+    const hash = createHash('sha256');
+    const headChunks: Buffer[] = [];
+    let headLength = 0;
+    let size = 0;
+    const meter = new Transform({
+      transform(chunk: Buffer, _enc, cb) {
+        size += chunk.length;
+        if (size > limits.maxFileSize) return cb(errors.fileTooLarge(limits.maxFileSize));
+        if (limits.quotaRemaining !== undefined && size > limits.quotaRemaining) return cb(errors.storageLimitExceeded());
+        hash.update(chunk);
+        if (headLength < HEAD_BYTES) {
+          headChunks.push(chunk.subarray(0, HEAD_BYTES - headLength));
+          headLength += Math.min(chunk.length, HEAD_BYTES - headLength);
+        }
+        cb(null, chunk);
+      },
+    });
+    // Errors travel both ways: a failing client fails the write; a failing write (or a limit)
+    // stops reading the client.
+    const onBodyError = (err: Error) => meter.destroy(err);
+    body.once('error', onBodyError);
+    body.pipe(meter);
+    try {
+      await this.storage.put(key, meter, { signal });
+    } catch (err) {
+      body.unpipe(meter);
+      body.off('error', onBodyError);
+      await this.forget(workspaceId, key);
+      throw err;
+    }
+    body.off('error', onBodyError);
+    return { workspaceId, key, size, sha256: hash.digest('hex'), head: Buffer.concat(headChunks) };
+  }
+
+  /**
+   * In the caller's transaction: the blob that now holds these bytes. When the workspace
+   * already had them, that blob is returned and `duplicate` is true; the caller then
+   * discards the staged object after the transaction commits.
+   */
+  async commit(trx: Kysely<Database>, staged: Staged, quotaBytes: number | null): Promise<{ blob: BlobRow; duplicate: boolean }> {
+    const existing = await trx.selectFrom('blobs').selectAll().where('workspace_id', '=', staged.workspaceId).where('sha256', '=', staged.sha256).executeTakeFirst();
+    if (existing) return { blob: existing, duplicate: true };
+    // Quota is checked again here, atomically with the accounting.
+    const charged = await trx
+      .updateTable('workspaces')
+      .set((eb) => ({ used_bytes: eb('used_bytes', '+', staged.size) }))
+      .where('id', '=', staged.workspaceId)
+      .where((eb) => (quotaBytes === null ? eb.lit(true) : eb('used_bytes', '<=', quotaBytes - staged.size)))
+      .executeTakeFirst();
+    if (Number(charged.numUpdatedRows) === 0) throw errors.storageLimitExceeded();
+    const blob: BlobRow = { id: newUuid(), workspace_id: staged.workspaceId, sha256: staged.sha256, size: staged.size, storage_key: staged.key, created_at: nowIso() };
+    await trx.insertInto('blobs').values(blob).execute();
+    await trx.deleteFrom('storage_intents').where('storage_key', '=', staged.key).execute();
+    return { blob, duplicate: false };
+  }
+
+  /** Drops a staged object that no blob owns (refused upload, or a duplicate). */
+  async discard(staged: Staged): Promise<void> {
+    await this.forget(staged.workspaceId, staged.key);
+  }
+
+  /**
+   * In the caller's transaction: when no file uses the blob any more, the row goes, the quota
+   * is credited and an intent makes sure the bytes follow. Returns the key to delete after
+   * commit, or null when the blob is still in use.
+   */
+  async releaseIfUnused(trx: Kysely<Database>, blobId: string): Promise<string | null> {
+    const inUse = await trx.selectFrom('files').select('id').where('blob_id', '=', blobId).limit(1).executeTakeFirst();
+    if (inUse) return null;
+    const blob = await trx.selectFrom('blobs').selectAll().where('id', '=', blobId).executeTakeFirst();
+    if (!blob) return null;
+    await trx.deleteFrom('blobs').where('id', '=', blobId).execute();
+    await trx
+      .updateTable('workspaces')
+      .set((eb) => ({ used_bytes: eb('used_bytes', '-', blob.size) }))
+      .where('id', '=', blob.workspace_id)
+      .execute();
+    await trx
+      .insertInto('storage_intents')
+      .values({ storage_key: blob.storage_key, workspace_id: blob.workspace_id, reason: 'delete', created_at: nowIso() })
+      .onConflict((oc) => oc.column('storage_key').doNothing())
+      .execute();
+    return blob.storage_key;
+  }
+
+  /** Deletes an object and then its intent; safe to repeat. */
+  async forget(_workspaceId: string, key: string): Promise<void> {
+    try {
+      await this.storage.delete(key);
+      await this.db.kysely.deleteFrom('storage_intents').where('storage_key', '=', key).execute();
+    } catch {
+      // Left for the sweeper: the intent is still there.
+    }
+  }
+
+  /** The sweeper: deletes what intents older than `olderThanMs` describe. */
+  async sweepIntents(olderThanMs: number): Promise<number> {
+    const cutoff = new Date(Date.now() - olderThanMs).toISOString();
+    const stale = await this.db.kysely.selectFrom('storage_intents').selectAll().where('created_at', '<', cutoff).limit(1000).execute();
+    for (const intent of stale) {
+      // A blob may own the key if the crash came after commit but before the intent was
+      // removed: then keep the bytes and drop only the intent.
+      const owned = await this.db.kysely.selectFrom('blobs').select('id').where('storage_key', '=', intent.storage_key).executeTakeFirst();
+      if (owned) await this.db.kysely.deleteFrom('storage_intents').where('storage_key', '=', intent.storage_key).execute();
+      else await this.forget(intent.workspace_id, intent.storage_key);
+    }
+    return stale.length;
+  }
+}
