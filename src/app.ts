@@ -10,6 +10,7 @@ import { healthRoutes } from './http/routes/health.ts';
 import { sourceRoutes } from './http/routes/sources.ts';
 import { ErrorBody, FileRecord, Source } from './http/schemas.ts';
 import { uploadRoutes } from './http/routes/uploads.ts';
+import { multipartRoutes } from './http/routes/multipart.ts';
 import type { Services } from './services/container.ts';
 
 /** Header and body paths that must never reach a log line. */
@@ -72,6 +73,7 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
   await app.register(healthRoutes, { db: services.db, storage: services.storage });
   await app.register(sourceRoutes, { sources: services.sources });
   await app.register(uploadRoutes, { uploads: services.uploads });
+  await app.register(multipartRoutes, { multipart: services.multipart, workspaces: services.workspaces });
 
   return app;
 }

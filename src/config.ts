@@ -37,6 +37,10 @@ export interface Config {
   maxFileSize: number;
   /** Images above this many pixels are not decoded (decompression bombs). */
   maxImagePixels: number;
+  /** Longest lifetime of a multipart session and its part URLs, in seconds. */
+  multipartMaxTtl: number;
+  /** How often the sweeper frees expired sessions and abandoned bytes, in milliseconds (0 = never). */
+  sweepIntervalMs: number;
 }
 
 export class ConfigError extends Error {
@@ -124,6 +128,8 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
   const storage = readStorage(read, problems);
   const maxFileSize = integer('STOWAGE_MAX_FILE_SIZE', 5 * 1024 ** 4, 1, Number.MAX_SAFE_INTEGER);
   const maxImagePixels = integer('STOWAGE_MAX_IMAGE_PIXELS', 100_000_000, 1, 1_000_000_000);
+  const multipartMaxTtl = integer('STOWAGE_MULTIPART_MAX_TTL', 7 * 24 * 3600, 60, 7 * 24 * 3600);
+  const sweepIntervalMs = integer('STOWAGE_SWEEP_INTERVAL_MS', 60_000, 0, 24 * 3600 * 1000);
 
   let masterKey: Buffer | undefined;
   const masterRaw = read('STOWAGE_MASTER_KEY');
@@ -156,6 +162,8 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     storage,
     maxFileSize,
     maxImagePixels,
+    multipartMaxTtl,
+    sweepIntervalMs,
   };
 }
 

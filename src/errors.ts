@@ -43,6 +43,12 @@ export const errors = {
     new AppError(402, 'STORAGE_LIMIT_EXCEEDED', 'Storage limit exceeded', 'This upload would take the workspace over its storage quota'),
   fieldTooLarge: (field: string) => new AppError(413, 'FIELD_TOO_LARGE', 'Form field too large', `The form field "${field.slice(0, 64)}" is too large`),
   notAnImage: () => new AppError(400, 'TRANSFORM_NOT_APPLICABLE', 'Validation failed', 'transform applies to images that can be decoded'),
+  sessionNotFound: () => new AppError(404, 'SESSION_NOT_FOUND', 'Session not found', 'No active multipart session with this id in this workspace'),
+  sessionExpired: () => new AppError(410, 'SESSION_EXPIRED', 'Session expired', 'This multipart session has expired; start a new one'),
+  uploadIncomplete: (missing: number[]) =>
+    new AppError(409, 'UPLOAD_INCOMPLETE', 'Upload incomplete', `Missing parts: ${missing.slice(0, 50).join(', ')}${missing.length > 50 ? `, and ${missing.length - 50} more` : ''}`),
+  partMismatch: (part: number) => new AppError(409, 'PART_MISMATCH', 'Part mismatch', `Part ${part} in storage does not match the etag sent`),
+  completeInProgress: () => new AppError(409, 'COMPLETE_IN_PROGRESS', 'Complete in progress', 'This session is being completed; retry in a moment'),
   serviceUnavailable: (what: string) =>
     new AppError(503, 'SERVICE_UNAVAILABLE', 'Service unavailable', `${what} is not answering; try again shortly`, {
       headers: { 'retry-after': '5' },

@@ -130,6 +130,37 @@ const migrations: Record<string, Migration> = {
       await db.schema.alterTable('workspaces').dropColumn('used_bytes').execute();
     },
   },
+  '0003_multipart': {
+    async up(db: Kysely<any>) {
+      await db.schema
+        .createTable('multipart_sessions')
+        .addColumn('id', 'varchar(32)', (c) => c.primaryKey())
+        .addColumn('uuid', 'varchar(36)', (c) => c.notNull().unique())
+        .addColumn('workspace_id', 'varchar(32)', (c) => c.notNull().references('workspaces.id').onDelete('cascade'))
+        .addColumn('status', 'varchar(16)', (c) => c.notNull())
+        .addColumn('file_name', 'varchar(255)', (c) => c.notNull())
+        .addColumn('folder', 'text', (c) => c.notNull())
+        .addColumn('tags', 'text', (c) => c.notNull())
+        .addColumn('metadata', 'text', (c) => c.notNull())
+        .addColumn('custom_id', 'varchar(255)')
+        .addColumn('format', 'varchar(255)', (c) => c.notNull())
+        .addColumn('size', 'bigint', (c) => c.notNull())
+        .addColumn('part_size', 'bigint', (c) => c.notNull())
+        .addColumn('part_count', 'integer', (c) => c.notNull())
+        .addColumn('storage_key', 'varchar(255)', (c) => c.notNull())
+        .addColumn('upload_id', 'varchar(1024)', (c) => c.notNull())
+        .addColumn('expire_at', 'bigint', (c) => c.notNull())
+        .addColumn('file_id', 'varchar(36)')
+        .addColumn('webhook_url', 'text')
+        .addColumn('created_at', 'varchar(32)', (c) => c.notNull())
+        .addColumn('updated_at', 'varchar(32)', (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex('multipart_sessions_status_expire_idx').on('multipart_sessions').columns(['status', 'expire_at']).execute();
+    },
+    async down(db: Kysely<any>) {
+      await db.schema.dropTable('multipart_sessions').execute();
+    },
+  },
 };
 
 class InCodeProvider implements MigrationProvider {

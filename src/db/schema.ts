@@ -97,6 +97,33 @@ export interface StorageIntentTable {
   created_at: string;
 }
 
+export interface MultipartSessionTable {
+  id: string;
+  uuid: string;
+  workspace_id: string;
+  /** active → completing → completed; or aborted / expired. */
+  status: 'active' | 'completing' | 'completed' | 'aborted' | 'expired';
+  /** The stored name (after random_prefix). */
+  file_name: string;
+  /** Folder path, "" for the root. */
+  folder: string;
+  tags: string;
+  metadata: string;
+  custom_id: string | null;
+  format: string;
+  size: number;
+  part_size: number;
+  part_count: number;
+  storage_key: string;
+  upload_id: string;
+  /** Unix seconds. */
+  expire_at: number;
+  file_id: string | null;
+  webhook_url: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
 export interface SettingTable {
   key: string;
   value: string;
@@ -111,7 +138,10 @@ export interface Database {
   blobs: BlobTable;
   files: FileTable;
   storage_intents: StorageIntentTable;
+  multipart_sessions: MultipartSessionTable;
 }
+
+export type MultipartSessionRow = Selectable<MultipartSessionTable>;
 
 export type FolderRow = Selectable<FolderTable>;
 export type BlobRow = Selectable<BlobTable>;

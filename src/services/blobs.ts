@@ -142,10 +142,16 @@ export class BlobStore {
     }
   }
 
-  /** The sweeper: deletes what intents older than `olderThanMs` describe. */
-  async sweepIntents(olderThanMs: number): Promise<number> {
+  /**
+   * The sweeper: deletes what intents older than `olderThanMs` describe. Intents whose reason
+   * is in `skipReasons` belong to something still alive (a multipart session) and are left to
+   * their owner.
+   */
+  async sweepIntents(olderThanMs: number, skipReasons: string[] = []): Promise<number> {
     const cutoff = new Date(Date.now() - olderThanMs).toISOString();
-    const stale = await this.db.kysely.selectFrom('storage_intents').selectAll().where('created_at', '<', cutoff).limit(1000).execute();
+    let query = this.db.kysely.selectFrom('storage_intents').selectAll().where('created_at', '<', cutoff);
+    if (skipReasons.length > 0) query = query.where('reason', 'not in', skipReasons);
+    const stale = await query.limit(1000).execute();
     for (const intent of stale) {
       // A blob may own the key if the crash came after commit but before the intent was
       // removed: then keep the bytes and drop only the intent.

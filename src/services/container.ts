@@ -12,6 +12,8 @@ import { BlobStore } from './blobs.ts';
 import { FileRecords } from './files.ts';
 import { SourceService } from './sources.ts';
 import { UploadService } from './uploads.ts';
+import { MultipartService } from './multipart.ts';
+import { PartUrlSigner } from '../crypto/part-url.ts';
 import { WorkspaceService } from './workspaces.ts';
 
 export interface Services {
@@ -24,6 +26,7 @@ export interface Services {
   sources: SourceService;
   blobs: BlobStore;
   uploads: UploadService;
+  multipart: MultipartService;
   close(): Promise<void>;
 }
 
@@ -48,8 +51,14 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
   const workspaces = new WorkspaceService(db, box);
   const sources = new SourceService(db, box, { guard, timeoutMs: config.outboundTimeoutMs, gcsApiEndpoint: config.gcsApiEndpoint }, opts.debug);
   const blobs = new BlobStore(db, storage);
-  const uploads = new UploadService(db, blobs, new FileRecords(config.publicUrl), { maxFileSize: config.maxFileSize, maxImagePixels: config.maxImagePixels });
+  const records = new FileRecords(config.publicUrl);
+  const uploads = new UploadService(db, blobs, records, { maxFileSize: config.maxFileSize, maxImagePixels: config.maxImagePixels });
+  const multipart = new MultipartService(db, blobs, uploads, records, new PartUrlSigner(config.masterKey), {
+    publicUrl: config.publicUrl,
+    maxTtlSeconds: config.multipartMaxTtl,
+  });
   return {
+    multipart,
     config,
     blobs,
     uploads,

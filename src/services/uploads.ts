@@ -3,7 +3,8 @@
 import { PassThrough, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { type Db } from '../db/database.ts';
-import type { FolderRow } from '../db/schema.ts';
+import type { Kysely } from 'kysely';
+import type { Database, FileRow, FolderRow } from '../db/schema.ts';
 import { AppError, errors } from '../errors.ts';
 import { detect, extensionOf } from '../media/detect.ts';
 import { buildPipeline, parseTransform, type TransformSpec } from '../media/transform.ts';
@@ -113,7 +114,17 @@ export class UploadService {
    * Turns staged bytes into a file record. On any failure the staged bytes are dropped and
    * nothing is left behind.
    */
-  async finish(staged: Staged, opts: UploadOptions, source: UploadSource): Promise<FileRecord> {
+  async finish(
+    staged: Staged,
+    opts: UploadOptions,
+    source: UploadSource,
+    hooks: {
+      /** Runs in the commit transaction, with the new row. */
+      inTransaction?: (trx: Kysely<Database>, row: FileRow) => Promise<void>;
+      /** Keep the staged bytes when finishing fails (a multipart complete can be retried). */
+      keepOnError?: (err: unknown) => boolean;
+    } = {},
+  ): Promise<FileRecord> {
     let current = staged;
     try {
       let name = opts.randomPrefix ? (source === 'multipart' ? withRandomPrefix(opts.name) : withRandomSuffix(opts.name)) : opts.name;
@@ -150,14 +161,17 @@ export class UploadService {
           upload_source: source,
         });
         if (replacedBlobId) released = await this.blobs.releaseIfUnused(trx, replacedBlobId);
+        await hooks.inTransaction?.(trx, row);
         return row;
       });
       if (duplicate) await this.blobs.discard(current);
       if (released) await this.blobs.forget(current.workspaceId, released);
       return this.records.view(row, (folder as FolderRow | null)?.folder_no ?? null, sha256);
     } catch (err) {
-      await this.blobs.discard(current);
-      if (current !== staged) await this.blobs.discard(staged);
+      if (!hooks.keepOnError?.(err)) {
+        await this.blobs.discard(current);
+        if (current !== staged) await this.blobs.discard(staged);
+      }
       throw err;
     }
   }

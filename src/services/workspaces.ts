@@ -135,6 +135,19 @@ export class WorkspaceService {
     return { id: row.id, workspace_id: row.workspace_id, type: row.type, hint: row.key_hint, created_at: row.created_at, revoked_at: row.revoked_at };
   }
 
+  /** What multipart start shows as `public_key` to a private-key caller: a hint, never a key. */
+  async publicKeyHint(workspaceId: string): Promise<string> {
+    const row = await this.db.kysely
+      .selectFrom('api_keys')
+      .select('key_hint')
+      .where('workspace_id', '=', workspaceId)
+      .where('type', '=', 'public')
+      .where('revoked_at', 'is', null)
+      .orderBy('created_at', 'desc')
+      .executeTakeFirst();
+    return row?.key_hint ?? '';
+  }
+
   /** The principal a raw key stands for, or null when it is malformed, unknown or revoked. */
   async authenticate(rawKey: string | undefined): Promise<Principal | null> {
     if (!rawKey || !KEY_SHAPE.test(rawKey)) return null;

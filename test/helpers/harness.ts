@@ -59,6 +59,8 @@ export function testConfig(dataDir: string, overrides: Partial<Config> = {}): Co
     storage: { driver: 'local' },
     maxFileSize: 5 * 1024 ** 4,
     maxImagePixels: 100_000_000,
+    multipartMaxTtl: 7 * 24 * 3600,
+    sweepIntervalMs: 0,
     ...overrides,
   };
 }

@@ -1,0 +1,425 @@
+// Multipart uploads (INTERFACE.md 4.1-4.2, EXTENSIONS.md "Multipart"): a session in the
+// database, parts straight to storage (S3 presigned URLs) or through the service (local disk,
+// signed URLs), and a complete that asks storage which parts it holds, so clients never need
+// to send ETags. Every step survives a restart: the session row and storage hold all state.
+import { createHash, type Hash } from 'node:crypto';
+import { type Readable, Transform } from 'node:stream';
+import type { PartUrlSigner } from '../crypto/part-url.ts';
+import { newUuid, randomBase62 } from '../crypto/ids.ts';
+import { type Db, nowIso } from '../db/database.ts';
+import type { MultipartSessionRow } from '../db/schema.ts';
+import { AppError, errors } from '../errors.ts';
+import { HEAD_BYTES } from '../media/detect.ts';
+import { type MultipartStorage, ObjectNotFoundError, type PartInfo, type StorageDriver, supportsMultipart } from '../storage/driver.ts';
+import { PartLengthError } from '../storage/local.ts';
+import type { BlobStore } from './blobs.ts';
+import type { FileRecord, FileRecords } from './files.ts';
+import { checkName, parseCustomId, parseFolderPath, parseMetadata, parseTags, withRandomPrefix } from './names.ts';
+import type { UploadService } from './uploads.ts';
+
+const MiB = 1024 * 1024;
+export const MIN_PART_SIZE = 5 * MiB;
+const BASE_PART_SIZE = 8 * MiB;
+const MAX_PARTS = 10_000;
+const DEFAULT_TTL = 3600;
+/** A 'completing' session untouched this long is taken to have lost its completer. */
+const STALE_COMPLETE_MS = 2 * 60 * 1000;
+
+export interface MultipartSettings {
+  publicUrl: string;
+  maxTtlSeconds: number;
+}
+
+export interface StartInput {
+  file_name: string;
+  size: number;
+  format: string;
+  folder?: string;
+  tags?: string[] | string;
+  metadata?: Record<string, unknown>;
+  custom_id?: string;
+  random_prefix?: boolean;
+  ttl_seconds?: number;
+  webhook_url?: string;
+}
+
+export interface StartedSession {
+  session_id: string;
+  uuid: string;
+  part_size: number;
+  min_part_size: number;
+  parts: string[];
+  expire_at: number;
+  public_key: string;
+  workspace_id: string;
+  policy: { folder: string; tags: string[]; size: number; format: string };
+}
+
+export interface SessionStatus {
+  session_id: string;
+  status: 'active' | 'completed' | 'aborted' | 'expired';
+  part_size: number;
+  size: number;
+  expire_at: number;
+  uploaded_parts: { part_number: number; size: number; etag: string }[];
+}
+
+/** Part size: 8 MiB, or more (whole MiB) so that no file needs over 10,000 parts. */
+export function partSizeFor(size: number): number {
+  return Math.max(BASE_PART_SIZE, Math.ceil(size / MAX_PARTS / MiB) * MiB);
+}
+
+export function partLength(s: { size: number; part_size: number; part_count: number }, partNumber: number): number {
+  return partNumber < s.part_count ? Number(s.part_size) : Number(s.size) - (s.part_count - 1) * Number(s.part_size);
+}
+
+const nowSeconds = () => Math.floor(Date.now() / 1000);
+
+/**
+ * SHA-256 of parts that arrive in order, kept while they stream, so completing such an upload
+ * needs no second read of the file. Lost on restart or when parts come out of order: then
+ * complete reads the file once.
+ */
+class RunningHashes {
+  private readonly state = new Map<string, { next: number; hash: Hash }>();
+
+  /** A transform that hashes the part if it is the next one in order. */
+  tap(sessionId: string, partNumber: number): { stream: Transform; commit(): void; fail(): void } {
+    let entry = this.state.get(sessionId);
+    if (!entry && partNumber === 1) {
+      entry = { next: 1, hash: createHash('sha256') };
+      this.state.set(sessionId, entry);
+    }
+    const inOrder = entry !== undefined && entry.next === partNumber;
+    if (!inOrder) this.state.delete(sessionId);
+    const hash = inOrder ? entry!.hash : undefined;
+    const stream = new Transform({
+      transform(chunk: Buffer, _enc, cb) {
+        hash?.update(chunk);
+        cb(null, chunk);
+      },
+    });
+    return {
+      stream,
+      commit: () => {
+        if (inOrder) entry!.next++;
+      },
+      fail: () => this.state.delete(sessionId),
+    };
+  }
+
+  /** The hash when every part arrived in order; consumes it. */
+  take(sessionId: string, partCount: number): string | undefined {
+    const entry = this.state.get(sessionId);
+    this.state.delete(sessionId);
+    return entry && entry.next === partCount + 1 ? entry.hash.digest('hex') : undefined;
+  }
+
+  forget(sessionId: string): void {
+    this.state.delete(sessionId);
+  }
+}
+
+export class MultipartService {
+  private readonly hashes = new RunningHashes();
+  private readonly storage: StorageDriver & MultipartStorage;
+
+  constructor(
+    private readonly db: Db,
+    private readonly blobs: BlobStore,
+    private readonly uploads: UploadService,
+    private readonly records: FileRecords,
+    private readonly signer: PartUrlSigner,
+    private readonly settings: MultipartSettings,
+  ) {
+    if (!supportsMultipart(blobs.storage)) throw new Error(`storage driver ${blobs.storage.name} has no multipart support`);
+    this.storage = blobs.storage;
+  }
+
+  async start(workspaceId: string, publicKey: string, input: StartInput): Promise<StartedSession> {
+    const name = checkName(input.file_name, 'file_name');
+    const folder = parseFolderPath(input.folder);
+    const tags = parseTags(input.tags);
+    const metadata = parseMetadata(input.metadata);
+    const customId = parseCustomId(input.custom_id);
+    const limits = await this.uploads.limits(workspaceId);
+    if (input.size > limits.maxFileSize) throw errors.fileTooLarge(limits.maxFileSize);
+    if (limits.quotaRemaining !== undefined && input.size > limits.quotaRemaining) throw errors.storageLimitExceeded();
+
+    const ttl = Math.min(input.ttl_seconds ?? DEFAULT_TTL, this.settings.maxTtlSeconds);
+    const expireAt = nowSeconds() + ttl;
+    const partSize = partSizeFor(input.size);
+    const partCount = Math.max(1, Math.ceil(input.size / partSize));
+    const storedName = input.random_prefix ? withRandomPrefix(name) : name;
+    const key = this.blobs.newKey(workspaceId);
+    // The intent comes first: if this session is abandoned, its bytes are found and freed.
+    await this.blobs.recordIntent(workspaceId, key, 'multipart');
+    const uploadId = await this.storage.createMultipart(key, { size: input.size, partSize, contentType: input.format });
+    const now = nowIso();
+    const session: MultipartSessionRow = {
+      id: randomBase62(24),
+      uuid: newUuid(),
+      workspace_id: workspaceId,
+      status: 'active',
+      file_name: storedName,
+      folder: folder.join('/'),
+      tags: JSON.stringify(tags),
+      metadata: JSON.stringify(metadata),
+      custom_id: customId,
+      format: input.format,
+      size: input.size,
+      part_size: partSize,
+      part_count: partCount,
+      storage_key: key,
+      upload_id: uploadId,
+      expire_at: expireAt,
+      file_id: null,
+      webhook_url: input.webhook_url ?? null,
+      created_at: now,
+      updated_at: now,
+    };
+    await this.db.kysely.insertInto('multipart_sessions').values(session).execute();
+    const parts: string[] = [];
+    for (let n = 1; n <= partCount; n++) parts.push(await this.partUrl(session, n, ttl));
+    return {
+      session_id: session.id,
+      uuid: session.uuid,
+      part_size: partSize,
+      min_part_size: MIN_PART_SIZE,
+      parts,
+      expire_at: expireAt,
+      public_key: publicKey,
+      workspace_id: workspaceId,
+      policy: { folder: session.folder, tags, size: input.size, format: input.format },
+    };
+  }
+
+  private partUrl(s: MultipartSessionRow, n: number, ttl: number): Promise<string> | string {
+    const length = partLength(s, n);
+    if (this.storage.presignPart) return this.storage.presignPart(s.storage_key, s.upload_id, n, length, ttl);
+    return this.signer.url(this.settings.publicUrl, s.id, n, length, Number(s.expire_at));
+  }
+
+  /** A part through the service (local disk): the URL is the authorisation. */
+  async putPart(
+    sessionId: string,
+    partNumber: number,
+    query: { length?: string; expires?: string; signature?: string },
+    contentType: string | undefined,
+    contentLength: string | undefined,
+    body: Readable,
+  ): Promise<PartInfo> {
+    const verdict = this.signer.verify(sessionId, partNumber, query, nowSeconds());
+    if (verdict === 'bad') throw new AppError(403, 'INVALID_SIGNATURE', 'Forbidden', 'The part URL signature is not valid');
+    if (verdict === 'expired') throw new AppError(403, 'URL_EXPIRED', 'Forbidden', 'The part URL has expired');
+    const s = await this.db.kysely.selectFrom('multipart_sessions').selectAll().where('id', '=', sessionId).executeTakeFirst();
+    if (!s || s.status !== 'active' || partNumber < 1 || partNumber > s.part_count) throw errors.sessionNotFound();
+    if ((contentType ?? '').split(';')[0].trim().toLowerCase() !== 'application/octet-stream') {
+      throw new AppError(400, 'INVALID_CONTENT_TYPE', 'Content-Type must be application/octet-stream', 'Send the part with Content-Type: application/octet-stream');
+    }
+    const expected = partLength(s, partNumber);
+    if (Number(query.length) !== expected) throw new AppError(403, 'INVALID_SIGNATURE', 'Forbidden', 'The part URL does not match this part');
+    if (contentLength !== undefined && Number(contentLength) !== expected) {
+      throw new AppError(400, 'PART_SIZE_MISMATCH', `Part ${partNumber} must be exactly ${expected} bytes`, `Part ${partNumber} must be exactly ${expected} bytes; Content-Length says ${contentLength}`);
+    }
+    const tap = this.hashes.tap(s.id, partNumber);
+    body.once('error', (err) => tap.stream.destroy(err));
+    body.pipe(tap.stream);
+    try {
+      const part = await this.storage.writePart!(s.storage_key, s.upload_id, partNumber, tap.stream, expected);
+      tap.commit();
+      return part;
+    } catch (err) {
+      tap.fail();
+      body.unpipe(tap.stream);
+      if (err instanceof PartLengthError) throw new AppError(400, 'PART_SIZE_MISMATCH', `Part ${partNumber} must be exactly ${expected} bytes`, err.message);
+      if (err instanceof ObjectNotFoundError) throw errors.sessionNotFound();
+      throw err;
+    }
+  }
+
+  private async session(workspaceId: string, sessionId: string): Promise<MultipartSessionRow> {
+    if (typeof sessionId !== 'string' || !/^[0-9A-Za-z]{24}$/.test(sessionId)) throw errors.sessionNotFound();
+    const s = await this.db.kysely.selectFrom('multipart_sessions').selectAll().where('id', '=', sessionId).where('workspace_id', '=', workspaceId).executeTakeFirst();
+    if (!s) throw errors.sessionNotFound();
+    return s;
+  }
+
+  async status(workspaceId: string, sessionId: string): Promise<SessionStatus> {
+    const s = await this.session(workspaceId, sessionId);
+    let status: SessionStatus['status'] = s.status === 'completing' ? 'active' : s.status;
+    if (status === 'active' && Number(s.expire_at) < nowSeconds()) status = 'expired';
+    let parts: PartInfo[] = [];
+    if (s.status === 'active' || s.status === 'completing') parts = await this.storage.listParts(s.storage_key, s.upload_id).catch(() => []);
+    if (s.status === 'completed') {
+      parts = Array.from({ length: s.part_count }, (_, i) => ({ partNumber: i + 1, size: partLength(s, i + 1), etag: '' }));
+    }
+    return {
+      session_id: s.id,
+      status,
+      part_size: Number(s.part_size),
+      size: Number(s.size),
+      expire_at: Number(s.expire_at),
+      uploaded_parts: parts.map((p) => ({ part_number: p.partNumber, size: p.size, etag: p.etag })),
+    };
+  }
+
+  async abort(workspaceId: string, sessionId: string): Promise<void> {
+    const s = await this.session(workspaceId, sessionId);
+    if (s.status === 'completed' || s.status === 'completing') throw new AppError(409, 'SESSION_COMPLETED', 'Session completed', 'A completed upload cannot be aborted; delete the file instead');
+    if (s.status !== 'active') return;
+    await this.db.kysely.updateTable('multipart_sessions').set({ status: 'aborted', updated_at: nowIso() }).where('id', '=', s.id).where('status', '=', 'active').execute();
+    await this.release(s);
+  }
+
+  /** Frees a session's stored parts and its intent. */
+  private async release(s: MultipartSessionRow): Promise<void> {
+    this.hashes.forget(s.id);
+    await this.storage.abortMultipart(s.storage_key, s.upload_id);
+    await this.blobs.forget(s.workspace_id, s.storage_key);
+  }
+
+  async complete(workspaceId: string, input: { session_id: string; uuid?: string; parts?: { part_number: number; etag: string }[] }): Promise<FileRecord> {
+    let s = await this.session(workspaceId, input.session_id);
+    if (input.uuid !== undefined && input.uuid !== s.uuid) throw errors.sessionNotFound();
+    if (s.status === 'completed') return this.recordOf(s);
+    if (s.status === 'aborted') throw errors.sessionNotFound();
+    if (s.status === 'expired' || (s.status === 'active' && Number(s.expire_at) < nowSeconds())) throw errors.sessionExpired();
+
+    if (s.status === 'active') {
+      const parts = await this.storage.listParts(s.storage_key, s.upload_id).catch((err) => {
+        if (err instanceof ObjectNotFoundError) throw errors.sessionNotFound();
+        throw err;
+      });
+      this.checkParts(s, parts, input.parts);
+      const claimed = await this.db.kysely
+        .updateTable('multipart_sessions')
+        .set({ status: 'completing', updated_at: nowIso() })
+        .where('id', '=', s.id)
+        .where('status', '=', 'active')
+        .executeTakeFirst();
+      if (Number(claimed.numUpdatedRows) === 0) return this.complete(workspaceId, { session_id: s.id });
+      try {
+        await this.storage.completeMultipart(s.storage_key, s.upload_id, parts);
+      } catch (err) {
+        await this.db.kysely.updateTable('multipart_sessions').set({ status: 'active', updated_at: nowIso() }).where('id', '=', s.id).execute();
+        throw err;
+      }
+      s = { ...s, status: 'completing' };
+    } else if (Date.now() - Date.parse(s.updated_at) < STALE_COMPLETE_MS) {
+      // Someone else is completing it right now.
+      throw errors.completeInProgress();
+    } else if (!(await this.storage.stat(s.storage_key))) {
+      // The completer died before storage assembled the file: do that part again.
+      const parts = await this.storage.listParts(s.storage_key, s.upload_id);
+      this.checkParts(s, parts, undefined);
+      await this.storage.completeMultipart(s.storage_key, s.upload_id, parts);
+    }
+    return this.record(s);
+  }
+
+  private checkParts(s: MultipartSessionRow, stored: PartInfo[], sent: { part_number: number; etag: string }[] | undefined): void {
+    const byNumber = new Map(stored.map((p) => [p.partNumber, p]));
+    const missing: number[] = [];
+    for (let n = 1; n <= s.part_count; n++) {
+      const p = byNumber.get(n);
+      if (!p || p.size !== partLength(s, n)) missing.push(n);
+    }
+    if (missing.length > 0) throw errors.uploadIncomplete(missing);
+    for (const p of sent ?? []) {
+      const held = byNumber.get(p.part_number);
+      if (!held || held.etag.replace(/"/g, '') !== String(p.etag).replace(/"/g, '')) throw errors.partMismatch(p.part_number);
+    }
+  }
+
+  /** The assembled object becomes a file record; the session is marked completed with it. */
+  private async record(s: MultipartSessionRow): Promise<FileRecord> {
+    const size = Number(s.size);
+    let sha256 = this.hashes.take(s.id, s.part_count);
+    if (!sha256) {
+      const hash = createHash('sha256');
+      for await (const chunk of await this.storage.get(s.storage_key)) hash.update(chunk as Buffer);
+      sha256 = hash.digest('hex');
+    }
+    const head = await readHead(await this.storage.get(s.storage_key, { start: 0, end: Math.min(size, HEAD_BYTES) - 1 }));
+    const staged = { workspaceId: s.workspace_id, key: s.storage_key, size, sha256, head };
+    try {
+      return await this.uploads.finish(
+        staged,
+        {
+          name: s.file_name,
+          folder: s.folder ? s.folder.split('/') : [],
+          tags: JSON.parse(s.tags),
+          metadata: JSON.parse(s.metadata),
+          custom_id: s.custom_id,
+          randomPrefix: false,
+          transform: null,
+          webhookUrl: s.webhook_url,
+        },
+        'multipart',
+        {
+          inTransaction: async (trx, row) => {
+            await trx.updateTable('multipart_sessions').set({ status: 'completed', file_id: row.id, updated_at: nowIso() }).where('id', '=', s.id).execute();
+          },
+          // A passing failure (database down) must not lose the assembled file: a retry of
+          // complete picks it up. A refusal (quota) ends the session.
+          keepOnError: (err) => !(err instanceof AppError),
+        },
+      );
+    } catch (err) {
+      if (err instanceof AppError) {
+        await this.db.kysely.updateTable('multipart_sessions').set({ status: 'aborted', updated_at: nowIso() }).where('id', '=', s.id).execute();
+      }
+      throw err;
+    }
+  }
+
+  private async recordOf(s: MultipartSessionRow): Promise<FileRecord> {
+    const row = await this.db.kysely
+      .selectFrom('files')
+      .innerJoin('blobs', 'blobs.id', 'files.blob_id')
+      .leftJoin('folders', 'folders.id', 'files.folder_id')
+      .selectAll('files')
+      .select(['blobs.sha256 as sha256', 'folders.folder_no as folder_no'])
+      .where('files.id', '=', s.file_id!)
+      .executeTakeFirst();
+    if (!row) throw errors.sessionNotFound();
+    const { sha256, folder_no, ...file } = row;
+    return this.records.view(file, folder_no, sha256);
+  }
+
+  /**
+   * The sweeper: expires active sessions past their time and frees their parts; finishes
+   * what crashed completers left; and drops bytes that crashed uploads left behind.
+   */
+  async sweep(intentAgeMs = 60 * 60 * 1000): Promise<{ expired: number; intents: number }> {
+    const due = await this.db.kysely
+      .selectFrom('multipart_sessions')
+      .selectAll()
+      .where('status', '=', 'active')
+      .where('expire_at', '<', nowSeconds())
+      .limit(500)
+      .execute();
+    let expired = 0;
+    for (const s of due) {
+      const res = await this.db.kysely.updateTable('multipart_sessions').set({ status: 'expired', updated_at: nowIso() }).where('id', '=', s.id).where('status', '=', 'active').executeTakeFirst();
+      if (Number(res.numUpdatedRows) === 0) continue;
+      await this.release(s).catch(() => {});
+      expired++;
+    }
+    const intents = await this.blobs.sweepIntents(intentAgeMs, ['multipart']);
+    return { expired, intents };
+  }
+}
+
+async function readHead(stream: Readable): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let n = 0;
+  for await (const chunk of stream) {
+    chunks.push(chunk as Buffer);
+    n += (chunk as Buffer).length;
+    if (n >= HEAD_BYTES) break;
+  }
+  stream.destroy();
+  return Buffer.concat(chunks).subarray(0, HEAD_BYTES);
+}
