@@ -9,7 +9,7 @@ import { installValidation } from './http/validation.ts';
 import { healthRoutes } from './http/routes/health.ts';
 import { sourceRoutes } from './http/routes/sources.ts';
 import { ErrorBody, FileRecord, Source } from './http/schemas.ts';
-import { uploadRoutes } from './http/routes/uploads.ts';
+import { remoteUploadRoute, uploadRoutes } from './http/routes/uploads.ts';
 import { multipartRoutes } from './http/routes/multipart.ts';
 import type { Services } from './services/container.ts';
 
@@ -73,6 +73,7 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
   await app.register(healthRoutes, { db: services.db, storage: services.storage });
   await app.register(sourceRoutes, { sources: services.sources });
   await app.register(uploadRoutes, { uploads: services.uploads });
+  await app.register(async (scope) => remoteUploadRoute(scope, services.remote));
   await app.register(multipartRoutes, { multipart: services.multipart, workspaces: services.workspaces });
 
   return app;

@@ -8,7 +8,10 @@ export interface OutboundRequest {
   method?: 'GET' | 'HEAD' | 'POST';
   headers?: Record<string, string>;
   body?: string | Buffer;
+  /** Until the response headers arrive (each hop). */
   timeoutMs: number;
+  /** For reading the whole body once headers are in; default timeoutMs. */
+  bodyTimeoutMs?: number;
   maxRedirects?: number;
   signal?: AbortSignal;
 }
@@ -36,7 +39,7 @@ export async function outboundRequest(guard: OutboundGuard, url: string, opts: O
   const deadline = Date.now() + opts.timeoutMs;
   for (let hop = 0; ; hop++) {
     const target = await guard.checkUrl(current);
-    const res = await once(guard, target, method, opts.headers ?? {}, body, Math.max(1, deadline - Date.now()), opts.signal);
+    const res = await once(guard, target, method, opts.headers ?? {}, body, Math.max(1, deadline - Date.now()), opts.bodyTimeoutMs ?? opts.timeoutMs, opts.signal);
     const location = res.headers.location;
     if ([301, 302, 303, 307, 308].includes(res.status) && location) {
       res.body.resume();
@@ -59,6 +62,7 @@ function once(
   headers: Record<string, string>,
   body: string | Buffer | undefined,
   timeoutMs: number,
+  bodyTimeoutMs: number,
   signal?: AbortSignal,
 ): Promise<OutboundResponse> {
   return new Promise((resolve, reject) => {
@@ -73,7 +77,7 @@ function once(
     req.on('response', (res) => {
       clearTimeout(timer);
       // The caller reads the body; a stalled body is bounded by the same deadline.
-      const bodyTimer = setTimeout(() => res.destroy(new OutboundTimeoutError(url.toString())), timeoutMs);
+      const bodyTimer = setTimeout(() => res.destroy(new OutboundTimeoutError(url.toString())), bodyTimeoutMs);
       res.on('close', () => clearTimeout(bodyTimer));
       resolve({ status: res.statusCode ?? 0, headers: res.headers, url: url.toString(), body: res });
     });

@@ -13,6 +13,7 @@ import { FileRecords } from './files.ts';
 import { SourceService } from './sources.ts';
 import { UploadService } from './uploads.ts';
 import { MultipartService } from './multipart.ts';
+import { RemoteUploadService } from './remote.ts';
 import { PartUrlSigner } from '../crypto/part-url.ts';
 import { WorkspaceService } from './workspaces.ts';
 
@@ -27,6 +28,7 @@ export interface Services {
   blobs: BlobStore;
   uploads: UploadService;
   multipart: MultipartService;
+  remote: RemoteUploadService;
   close(): Promise<void>;
 }
 
@@ -57,7 +59,9 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
     publicUrl: config.publicUrl,
     maxTtlSeconds: config.multipartMaxTtl,
   });
+  const remote = new RemoteUploadService(uploads, guard, { timeoutMs: config.outboundTimeoutMs, bodyTimeoutMs: config.remoteTimeoutMs });
   return {
+    remote,
     multipart,
     config,
     blobs,

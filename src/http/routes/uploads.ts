@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
 import { errors } from '../../errors.ts';
 import type { Staged } from '../../services/blobs.ts';
+import type { RemoteUploadService } from '../../services/remote.ts';
 import { parseUploadFields, type UploadFields, type UploadService } from '../../services/uploads.ts';
 import { principalOf } from '../auth.ts';
 import { errorResponses } from '../schemas.ts';
@@ -68,6 +69,35 @@ export async function uploadRoutes(app: FastifyInstance, opts: { uploads: Upload
       const record = await uploads.finish(staged, options, 'direct');
       return reply.code(201).send(record);
     },
+  );
+}
+
+const flag = Type.Union([Type.Boolean(), Type.String()]);
+
+export async function remoteUploadRoute(app: FastifyInstance, remote: RemoteUploadService): Promise<void> {
+  app.post(
+    '/api/v1/uploads/remote',
+    {
+      config: { auth: 'any' },
+      schema: {
+        tags: ['uploads'],
+        summary: 'Upload from a URL',
+        description: 'The service downloads remote_url (http or https, public addresses only, at most 5 redirects) and stores it like a direct upload.',
+        body: Type.Object({
+          remote_url: Type.String({ minLength: 1, maxLength: 4096 }),
+          file_name: Type.Optional(Type.String()),
+          folder: Type.Optional(Type.String()),
+          tags: Type.Optional(Type.Union([Type.Array(Type.String()), Type.String()])),
+          metadata: Type.Optional(Type.Union([Type.Object({}, { additionalProperties: true }), Type.String()])),
+          custom_id: Type.Optional(Type.String()),
+          random_prefix: Type.Optional(flag),
+          transform: Type.Optional(Type.String()),
+          webhook_url: Type.Optional(Type.String()),
+        }),
+        response: { 201: Type.Ref('FileRecord'), ...errorResponses(400, 401, 402, 413, 502) },
+      },
+    },
+    async (request, reply) => reply.code(201).send(await remote.upload(principalOf(request).workspaceId, request.body as any)),
   );
 }
 

@@ -1,0 +1,147 @@
+// Remote URL upload (EXTENSIONS.md "Remote URL upload"): streamed, bounded, and refused for
+// every non-public address on every hop. DNS is injected, so no real resolver is needed.
+import assert from 'node:assert/strict';
+import { createHash, randomBytes } from 'node:crypto';
+import { after, before, describe, test } from 'node:test';
+import type { ResolvedAddress } from '../src/outbound/guard.ts';
+import { type Harness, makeHarness } from './helpers/harness.ts';
+import { call } from './helpers/http.ts';
+import { localServer } from './helpers/servers.ts';
+
+const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
+
+/** Names the tests use, and what they resolve to. */
+const DNS: Record<string, string[]> = {
+  'files.test': ['127.0.0.1'],
+  'ten.test': ['10.1.2.3'],
+  'oneseventwo.test': ['172.16.5.4'],
+  'home.test': ['192.168.0.10'],
+  'metadata.test': ['169.254.169.254'],
+  'loop6.test': ['::1'],
+  'ula.test': ['fd00::1'],
+  'mapped.test': ['::ffff:127.0.0.1'],
+  'mixed.test': ['93.184.216.34', '10.0.0.1'],
+  'cgnat.test': ['100.64.1.1'],
+  'zero.test': ['0.0.0.0'],
+};
+const resolver = async (host: string): Promise<ResolvedAddress[]> => {
+  const list = DNS[host];
+  if (!list) throw Object.assign(new Error('not found'), { code: 'ENOTFOUND' });
+  return list.map((address) => ({ address, family: address.includes(':') ? 6 : 4 }));
+};
+
+describe('remote URL upload', () => {
+  let h: Harness;
+  let origin: Awaited<ReturnType<typeof localServer>>;
+  const payload = randomBytes(2 * 1024 * 1024 + 99);
+  const remote = (body: Record<string, unknown>) => call(h.app, 'POST', '/api/v1/uploads/remote', { body, headers: { 'x-api-key': h.ws.public_key } });
+
+  before(async () => {
+    origin = await localServer((req, res) => {
+      const url = new URL(req.url!, 'http://x');
+      if (url.pathname === '/assets/photo%20one.bin' || url.pathname === '/assets/file.bin') res.writeHead(200, { 'content-type': 'application/octet-stream' }).end(payload);
+      else if (url.pathname === '/redirect-ok') res.writeHead(302, { location: `http://files.test:${origin.port}/assets/file.bin` }).end();
+      else if (url.pathname === '/redirect-private') res.writeHead(302, { location: `http://127.0.0.1:${origin.port}/assets/file.bin` }).end();
+      else if (url.pathname === '/redirect-meta') res.writeHead(301, { location: 'http://169.254.169.254/latest/meta-data/' }).end();
+      else if (url.pathname === '/loop') res.writeHead(302, { location: '/loop' }).end();
+      else if (url.pathname === '/slow') res.writeHead(200).write('a'); // never ends
+      else if (url.pathname === '/huge') res.writeHead(200, { 'content-length': String(10 * 1024 * 1024) }).end(Buffer.alloc(10 * 1024 * 1024));
+      else res.writeHead(404).end('nope');
+    });
+    // The operator allows exactly one host name; its address is loopback, which nothing else may reach.
+    h = await makeHarness('sqlite', { config: { outboundAllow: ['files.test'], remoteTimeoutMs: 1500, outboundTimeoutMs: 1500 }, services: { resolver } });
+  });
+  after(async () => {
+    await h?.close();
+    await origin?.close();
+  });
+
+  test('fetches, streams and stores the file byte-exact; the name comes from the URL', async () => {
+    const res = await remote({ remote_url: `http://files.test:${origin.port}/assets/photo%20one.bin`, folder: 'imports', tags: 'a,b', metadata: '{"from":"web"}' });
+    assert.equal(res.status, 201, JSON.stringify(res.body));
+    assert.equal(res.body.hash, sha(payload));
+    assert.equal(res.body.size, payload.length);
+    assert.equal(res.body.name, 'photo one.bin');
+    assert.equal(res.body.upload_source, 'remote');
+    assert.equal(res.body.path, '/imports/photo one.bin');
+    assert.deepEqual(res.body.tags, ['a', 'b']);
+    assert.deepEqual(res.body.metadata, { from: 'web' });
+  });
+
+  test('file_name, random_prefix and a redirect between allowed hosts', async () => {
+    const res = await remote({ remote_url: `http://files.test:${origin.port}/redirect-ok`, file_name: 'named.bin', random_prefix: 'true', metadata: { a: 1 } });
+    assert.equal(res.status, 201, JSON.stringify(res.body));
+    assert.match(res.body.name, /^named_[0-9A-Za-z]{8}\.bin$/);
+    assert.equal(res.body.hash, sha(payload));
+  });
+
+  const refusedHosts = [
+    ['loopback by address', 'http://127.0.0.1:1/x'],
+    ['loopback by another address', 'http://127.9.9.9/x'],
+    ['localhost', 'http://localhost/x'],
+    ['10/8', 'http://ten.test/x'],
+    ['172.16/12', 'http://oneseventwo.test/x'],
+    ['192.168/16', 'http://home.test/x'],
+    ['cloud metadata 169.254.169.254', 'http://metadata.test/latest/meta-data/'],
+    ['cloud metadata by address', 'http://169.254.169.254/latest/meta-data/'],
+    ['IPv6 loopback by name', 'http://loop6.test/x'],
+    ['IPv6 loopback by address', 'http://[::1]/x'],
+    ['IPv6 unique local (ULA)', 'http://ula.test/x'],
+    ['IPv4-mapped loopback', 'http://mapped.test/x'],
+    ['a name with one private address among public ones', 'http://mixed.test/x'],
+    ['carrier-grade NAT 100.64/10', 'http://cgnat.test/x'],
+    ['0.0.0.0', 'http://zero.test/x'],
+  ];
+  for (const [label, url] of refusedHosts) {
+    test(`refuses ${label}: 400, nothing stored`, async () => {
+      const res = await remote({ remote_url: url });
+      assert.equal(res.status, 400, JSON.stringify(res.body));
+      assert.equal(res.body.errorCode, 'URL_REFUSED');
+    });
+  }
+
+  test('refuses a redirect from an allowed host to a private address, or to the metadata service', async () => {
+    for (const path of ['/redirect-private', '/redirect-meta']) {
+      const res = await remote({ remote_url: `http://files.test:${origin.port}${path}` });
+      assert.equal(res.status, 400, JSON.stringify(res.body));
+      assert.equal(res.body.errorCode, 'URL_REFUSED');
+    }
+  });
+
+  test('bad URLs are 400; failures of the remote side are 502', async () => {
+    for (const remote_url of ['not a url', 'ftp://files.test/x', 'file:///etc/passwd', 'http://user:pw@files.test/x', 'javascript:alert(1)']) {
+      const res = await remote({ remote_url });
+      assert.equal(res.status, 400, remote_url);
+    }
+    assert.equal((await remote({})).status, 400);
+    for (const [path, why] of [['/missing', /HTTP 404/], ['/loop', /redirected too many/], ['/slow', /did not answer in time|could not be reached/]] as const) {
+      const res = await remote({ remote_url: `http://files.test:${origin.port}${path}`, file_name: 'x.bin' });
+      assert.equal(res.status, 502, path);
+      assert.equal(res.body.errorCode, 'REMOTE_FAILED');
+      assert.match(res.body.message, why);
+    }
+    assert.equal((await remote({ remote_url: 'http://unknown.test/x' })).status, 502);
+  });
+
+  test('size limits apply: a declared or streamed size over the maximum is 413', async () => {
+    await h.services.db.kysely.updateTable('workspaces').set({ max_file_size: 1024 * 1024 }).where('id', '=', h.ws.workspace_id).execute();
+    try {
+      const res = await remote({ remote_url: `http://files.test:${origin.port}/huge` });
+      assert.equal(res.status, 413);
+      const streamed = await remote({ remote_url: `http://files.test:${origin.port}/assets/file.bin` });
+      assert.equal(streamed.status, 413);
+    } finally {
+      await h.services.db.kysely.updateTable('workspaces').set({ max_file_size: null }).where('id', '=', h.ws.workspace_id).execute();
+    }
+  });
+
+  test('nothing refused left anything behind', async () => {
+    const db = h.services.db.kysely;
+    const blobs = await db.selectFrom('blobs').selectAll().execute();
+    const keys: string[] = [];
+    for await (const o of h.services.storage.list('')) keys.push(o.key);
+    assert.deepEqual(keys.sort(), blobs.map((b) => b.storage_key).sort());
+    assert.deepEqual(await db.selectFrom('storage_intents').selectAll().execute(), []);
+    assert.equal(blobs.length, 1, 'the one payload, stored once');
+  });
+});
