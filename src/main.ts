@@ -37,11 +37,24 @@ async function main(): Promise<void> {
   const app = await buildApp(services);
   await app.listen({ host: config.host, port: config.port });
 
+  // The sweeper: frees the bytes of expired or aborted multipart sessions and of uploads a
+  // crash interrupted. Safe on several nodes at once (every step is conditional).
+  const sweeper =
+    config.sweepIntervalMs > 0
+      ? setInterval(() => {
+          services.multipart.sweep().then(
+            (r) => (r.expired || r.intents ? app.log.info(r, 'sweep') : undefined),
+            (err) => app.log.warn({ err }, 'sweep failed'),
+          );
+        }, config.sweepIntervalMs).unref()
+      : undefined;
+
   let closing = false;
   const shutdown = (signal: string) => {
     if (closing) return;
     closing = true;
     app.log.info({ signal }, 'shutting down');
+    if (sweeper) clearInterval(sweeper);
     app
       .close()
       .then(() => services.close())

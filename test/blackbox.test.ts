@@ -88,6 +88,27 @@ for (const dialect of DIALECTS) {
       assert.equal(after.body.error, 'Invalid API key.');
     });
 
+    test('workspace set-quota: 402 above the quota, 413 above the maximum file size', async () => {
+      const ws = JSON.parse((await runCli(['workspace', 'create', '--name', 'Quota', '--json'], env)).stdout);
+      const set = await runCli(['workspace', 'set-quota', ws.workspace_id, '1KB', '--max-file-size', '600', '--json'], env);
+      assert.equal(set.code, 0, set.stderr);
+      assert.deepEqual(JSON.parse(set.stdout), { workspace_id: ws.workspace_id, quota_bytes: 1000, max_file_size: 600, used_bytes: 0 });
+      const send = async (bytes: number, name: string) => {
+        const form = new FormData();
+        form.append('file', new Blob([Buffer.alloc(bytes, name.length)]), name);
+        form.append('file_name', name);
+        return (await fetch(`${server!.url}/api/v1/uploads`, { method: 'POST', body: form, headers: { 'x-api-key': ws.public_key } })).status;
+      };
+      assert.equal(await send(700, 'too-big.bin'), 413);
+      assert.equal(await send(500, 'fits.bin'), 201);
+      assert.equal(await send(550, 'over-quota.bin'), 402);
+      const unlimited = await runCli(['workspace', 'set-quota', ws.workspace_id, 'unlimited', '--max-file-size', 'default'], env);
+      assert.equal(unlimited.code, 0, unlimited.stderr);
+      assert.match(unlimited.stdout, /quota unlimited/);
+      assert.equal(await send(550, 'now-fine.bin'), 201);
+      assert.equal((await runCli(['workspace', 'set-quota', ws.workspace_id, 'lots'], env)).code, 2);
+    });
+
     test('errors a shell user can act on: usage 2, not found 3, bad configuration 78', async () => {
       const usage = await runCli(['key', 'create', '--workspace', 'x', '--type', 'admin'], env);
       assert.equal(usage.code, 2);

@@ -11,6 +11,19 @@ interface Io {
   err: (text: string) => void;
 }
 
+const UNITS: Record<string, number> = { '': 1, b: 1, kb: 1e3, mb: 1e6, gb: 1e9, tb: 1e12, kib: 1024, mib: 1024 ** 2, gib: 1024 ** 3, tib: 1024 ** 4 };
+
+/** "10GB", "500MiB", "1048576", or "unlimited" / "default" (no limit of the workspace's own). */
+export function parseSize(value: string): number | 'unlimited' {
+  if (/^(unlimited|none|default)$/i.test(value)) return 'unlimited';
+  const m = /^(\d+(?:\.\d+)?)\s*([a-z]*)$/i.exec(value.trim());
+  const unit = m ? UNITS[m[2].toLowerCase()] : undefined;
+  if (!m || unit === undefined) throw new InvalidArgumentError('use bytes or a size like 500MB, 10GiB, or "unlimited"');
+  const bytes = Math.round(Number(m[1]) * unit);
+  if (!Number.isSafeInteger(bytes) || bytes < 1) throw new InvalidArgumentError('must be at least 1 byte');
+  return bytes;
+}
+
 const keyType = (value: string) => {
   if (value !== 'public' && value !== 'private') throw new InvalidArgumentError('must be "public" or "private"');
   return value as 'public' | 'private';
@@ -56,6 +69,24 @@ export async function runCli(argv: string[], env: Record<string, string | undefi
     .action(async (opts: { json?: boolean }) => {
       const list = await withServices((s) => s.workspaces.list());
       print(Boolean(opts.json), list, () => (list.length ? list.map((w) => `${w.id}  ${w.created_at}  ${w.name}`).join('\n') : 'No workspaces.'));
+    });
+
+  workspace
+    .command('set-quota')
+    .description('Set the storage quota (402 above it) and, optionally, the maximum file size (413 above it)')
+    .argument('<workspace_id>', 'workspace id')
+    .argument('<quota>', 'e.g. 50GB, 2TiB, or "unlimited"', parseSize)
+    .option('--max-file-size <size>', 'e.g. 2GB, or "default" for the server setting', parseSize)
+    .option('--json', 'print JSON')
+    .action(async (workspaceId: string, quota: number | 'unlimited', opts: { maxFileSize?: number | 'unlimited'; json?: boolean }) => {
+      // Commander would turn a null from a parser into "": limits travel as 'unlimited' until here.
+      const orNull = (v: number | 'unlimited') => (v === 'unlimited' ? null : v);
+      const limits = await withServices((s) =>
+        s.workspaces.setLimits(workspaceId, { quotaBytes: orNull(quota), maxFileSize: opts.maxFileSize === undefined ? undefined : orNull(opts.maxFileSize) }),
+      );
+      print(Boolean(opts.json), limits, () =>
+        `Workspace ${limits.workspace_id}: quota ${limits.quota_bytes ?? 'unlimited'} bytes (${limits.used_bytes} used), max file size ${limits.max_file_size ?? 'server default'}.`,
+      );
     });
 
   const key = program.command('key').description('Manage API keys');

@@ -99,6 +99,17 @@ export class WorkspaceService {
     return this.db.kysely.selectFrom('workspaces').select(['id', 'name', 'created_at']).orderBy('created_at').orderBy('id').execute();
   }
 
+  /** Storage quota and maximum file size; null means unlimited / the server default. */
+  async setLimits(workspaceId: string, limits: { quotaBytes?: number | null; maxFileSize?: number | null }) {
+    await this.get(workspaceId);
+    const changes: { quota_bytes?: number | null; max_file_size?: number | null; updated_at: string } = { updated_at: nowIso() };
+    if (limits.quotaBytes !== undefined) changes.quota_bytes = limits.quotaBytes;
+    if (limits.maxFileSize !== undefined) changes.max_file_size = limits.maxFileSize;
+    await this.db.kysely.updateTable('workspaces').set(changes).where('id', '=', workspaceId).execute();
+    const ws = await this.get(workspaceId);
+    return { workspace_id: ws.id, quota_bytes: ws.quota_bytes, max_file_size: ws.max_file_size, used_bytes: Number(ws.used_bytes) };
+  }
+
   async webhookSecret(workspaceId: string): Promise<string> {
     const ws = await this.get(workspaceId);
     return this.box.open(ws.webhook_secret, webhookAad(workspaceId));
