@@ -43,6 +43,8 @@ export interface Config {
   multipartMaxTtl: number;
   /** How often the sweeper frees expired sessions and abandoned bytes, in milliseconds (0 = never). */
   sweepIntervalMs: number;
+  /** How long bytes nobody is writing must sit before the sweeper takes them for abandoned. */
+  sweepGraceMs: number;
 }
 
 export class ConfigError extends Error {
@@ -133,6 +135,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
   const remoteTimeoutMs = integer('STOWAGE_REMOTE_TIMEOUT_MS', 10 * 60 * 1000, 100, 24 * 3600 * 1000);
   const multipartMaxTtl = integer('STOWAGE_MULTIPART_MAX_TTL', 7 * 24 * 3600, 60, 7 * 24 * 3600);
   const sweepIntervalMs = integer('STOWAGE_SWEEP_INTERVAL_MS', 60_000, 0, 24 * 3600 * 1000);
+  const sweepGraceMs = integer('STOWAGE_SWEEP_GRACE_MS', 15 * 60 * 1000, 0, 7 * 24 * 3600 * 1000);
 
   let masterKey: Buffer | undefined;
   const masterRaw = read('STOWAGE_MASTER_KEY');
@@ -167,6 +170,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     maxImagePixels,
     multipartMaxTtl,
     sweepIntervalMs,
+    sweepGraceMs,
     remoteTimeoutMs,
   };
 }

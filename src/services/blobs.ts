@@ -34,6 +34,8 @@ export class BlobStore {
   constructor(
     private readonly db: Db,
     readonly storage: StorageDriver,
+    /** Intents untouched this long belong to nobody alive; live uploads touch theirs more often. */
+    readonly graceMs = 15 * 60 * 1000,
   ) {}
 
   newKey(workspaceId: string): string {
@@ -69,6 +71,11 @@ export class BlobStore {
     const onBodyError = (err: Error) => meter.destroy(err);
     body.once('error', onBodyError);
     body.pipe(meter);
+    // However long the upload takes, its intent stays fresh, so no sweeper takes it for dead.
+    const heartbeat = setInterval(() => {
+      this.db.kysely.updateTable('storage_intents').set({ created_at: nowIso() }).where('storage_key', '=', key).execute().catch(() => {});
+    }, Math.max(1000, Math.floor(this.graceMs / 3)));
+    heartbeat.unref();
     try {
       await this.storage.put(key, meter, { signal });
     } catch (err) {
@@ -76,6 +83,8 @@ export class BlobStore {
       body.off('error', onBodyError);
       await this.forget(workspaceId, key);
       throw err;
+    } finally {
+      clearInterval(heartbeat);
     }
     body.off('error', onBodyError);
     return { workspaceId, key, size, sha256: hash.digest('hex'), head: Buffer.concat(headChunks) };
@@ -143,22 +152,37 @@ export class BlobStore {
   }
 
   /**
-   * The sweeper: deletes what intents older than `olderThanMs` describe. Intents whose reason
-   * is in `skipReasons` belong to something still alive (a multipart session) and are left to
-   * their owner.
+   * The sweeper's part for loose bytes. Intents untouched for the grace period are dead:
+   * upload and delete intents are carried out; a multipart intent is carried out only when no
+   * live session holds its key (a crash inside multipart start). On local disk, temporary
+   * files and multipart folders left by a crash go too.
    */
-  async sweepIntents(olderThanMs: number, skipReasons: string[] = []): Promise<number> {
-    const cutoff = new Date(Date.now() - olderThanMs).toISOString();
-    let query = this.db.kysely.selectFrom('storage_intents').selectAll().where('created_at', '<', cutoff);
-    if (skipReasons.length > 0) query = query.where('reason', 'not in', skipReasons);
-    const stale = await query.limit(1000).execute();
+  async sweepIntents(graceMs = this.graceMs, multipartMaxAgeMs = 8 * 24 * 3600 * 1000): Promise<number> {
+    const cutoff = new Date(Date.now() - graceMs).toISOString();
+    const stale = await this.db.kysely.selectFrom('storage_intents').selectAll().where('created_at', '<', cutoff).limit(1000).execute();
+    let done = 0;
     for (const intent of stale) {
-      // A blob may own the key if the crash came after commit but before the intent was
-      // removed: then keep the bytes and drop only the intent.
+      // A blob owns the key when a crash came after commit but before the intent went:
+      // then only the intent is stale.
       const owned = await this.db.kysely.selectFrom('blobs').select('id').where('storage_key', '=', intent.storage_key).executeTakeFirst();
-      if (owned) await this.db.kysely.deleteFrom('storage_intents').where('storage_key', '=', intent.storage_key).execute();
-      else await this.forget(intent.workspace_id, intent.storage_key);
+      if (owned) {
+        await this.db.kysely.deleteFrom('storage_intents').where('storage_key', '=', intent.storage_key).execute();
+        continue;
+      }
+      if (intent.reason === 'multipart') {
+        const live = await this.db.kysely
+          .selectFrom('multipart_sessions')
+          .select('id')
+          .where('storage_key', '=', intent.storage_key)
+          .where('status', 'in', ['active', 'completing'])
+          .executeTakeFirst();
+        if (live) continue;
+      }
+      await this.forget(intent.workspace_id, intent.storage_key);
+      done++;
     }
-    return stale.length;
+    const local = this.storage as { sweepTemp?: (olderThanMs: number, multipartOlderThanMs: number) => Promise<number> };
+    if (local.sweepTemp) done += await local.sweepTemp(graceMs, multipartMaxAgeMs);
+    return done;
   }
 }

@@ -392,7 +392,7 @@ export class MultipartService {
    * The sweeper: expires active sessions past their time and frees their parts; finishes
    * what crashed completers left; and drops bytes that crashed uploads left behind.
    */
-  async sweep(intentAgeMs = 60 * 60 * 1000): Promise<{ expired: number; intents: number }> {
+  async sweep(graceMs?: number): Promise<{ expired: number; intents: number }> {
     const due = await this.db.kysely
       .selectFrom('multipart_sessions')
       .selectAll()
@@ -407,7 +407,7 @@ export class MultipartService {
       await this.release(s).catch(() => {});
       expired++;
     }
-    const intents = await this.blobs.sweepIntents(intentAgeMs, ['multipart']);
+    const intents = await this.blobs.sweepIntents(graceMs, (this.settings.maxTtlSeconds + 24 * 3600) * 1000);
     return { expired, intents };
   }
 }

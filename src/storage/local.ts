@@ -217,18 +217,25 @@ export class LocalStorage implements StorageDriver, MultipartStorage {
     await rm(this.uploadDir(uploadId), { recursive: true, force: true });
   }
 
-  /** Removes temporary files older than `olderThanMs` (left by a crash mid-put). */
-  async sweepTemp(olderThanMs: number): Promise<number> {
+  /**
+   * Removes what a crash can leave on disk: temporary files of puts older than `olderThanMs`
+   * (a live put writes to its file continuously), and multipart folders older than
+   * `multipartOlderThanMs` (no session lives that long).
+   */
+  async sweepTemp(olderThanMs: number, multipartOlderThanMs: number): Promise<number> {
     let removed = 0;
-    const cutoff = Date.now() - olderThanMs;
-    for (const name of await readdir(this.tmp)) {
-      const path = join(this.tmp, name);
-      const s = await stat(path).catch(() => null);
-      if (s && s.mtimeMs < cutoff) {
-        await rm(path, { force: true });
-        removed++;
+    const sweep = async (dir: string, cutoff: number) => {
+      for (const name of await readdir(dir).catch(() => [] as string[])) {
+        const path = join(dir, name);
+        const s = await stat(path).catch(() => null);
+        if (s && s.mtimeMs < cutoff) {
+          await rm(path, { recursive: true, force: true });
+          removed++;
+        }
       }
-    }
+    };
+    await sweep(this.tmp, Date.now() - olderThanMs);
+    await sweep(this.multipart, Date.now() - multipartOlderThanMs);
     return removed;
   }
 }

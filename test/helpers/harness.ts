@@ -61,6 +61,7 @@ export function testConfig(dataDir: string, overrides: Partial<Config> = {}): Co
     maxImagePixels: 100_000_000,
     multipartMaxTtl: 7 * 24 * 3600,
     sweepIntervalMs: 0,
+    sweepGraceMs: 15 * 60 * 1000,
     remoteTimeoutMs: 5000,
     ...overrides,
   };
