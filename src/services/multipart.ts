@@ -76,23 +76,28 @@ export function partLength(s: { size: number; part_size: number; part_count: num
 const nowSeconds = () => Math.floor(Date.now() / 1000);
 
 /**
- * SHA-256 of parts that arrive in order, kept while they stream, so completing such an upload
- * needs no second read of the file. Lost on restart or when parts come out of order: then
- * complete reads the file once.
+ * SHA-256 of a session's file, computed while the parts arrive, so that complete need not read
+ * the whole file again. A part that arrives when it is next in line is hashed as it streams;
+ * parts that arrive ahead of their turn are hashed later, in order, by reading them back right
+ * after they were written (from the page cache). Lost on restart, on a re-upload of a part
+ * already hashed, or on another node: complete then reads the file once.
  */
-class RunningHashes {
-  private readonly state = new Map<string, { next: number; hash: Hash }>();
+class SessionHasher {
+  private readonly hash = createHash('sha256');
+  private next = 1;
+  private readonly finished = new Set<number>();
+  private inflight: number | null = null;
+  private chain: Promise<void> = Promise.resolve();
+  broken = false;
 
-  /** A transform that hashes the part if it is the next one in order. */
-  tap(sessionId: string, partNumber: number): { stream: Transform; commit(): void; fail(): void } {
-    let entry = this.state.get(sessionId);
-    if (!entry && partNumber === 1) {
-      entry = { next: 1, hash: createHash('sha256') };
-      this.state.set(sessionId, entry);
-    }
-    const inOrder = entry !== undefined && entry.next === partNumber;
-    if (!inOrder) this.state.delete(sessionId);
-    const hash = inOrder ? entry!.hash : undefined;
+  constructor(private readonly readPart: (n: number) => Promise<Readable>) {}
+
+  /** A transform for part n's bytes: hashing inline when n is next and nothing else is. */
+  tap(n: number): { stream: Transform; done(ok: boolean): void } {
+    if (n < this.next || this.finished.has(n)) this.broken = true; // a re-upload of hashed bytes
+    const inline = !this.broken && n === this.next && this.inflight === null && this.finished.size === 0;
+    if (inline) this.inflight = n;
+    const hash = inline ? this.hash : undefined;
     const stream = new Transform({
       transform(chunk: Buffer, _enc, cb) {
         hash?.update(chunk);
@@ -101,28 +106,71 @@ class RunningHashes {
     });
     return {
       stream,
-      commit: () => {
-        if (inOrder) entry!.next++;
+      done: (ok: boolean) => {
+        if (inline) {
+          this.inflight = null;
+          if (!ok) this.broken = true;
+          else this.next++;
+        } else if (ok) this.finished.add(n);
+        this.catchUp();
       },
-      fail: () => this.state.delete(sessionId),
     };
   }
 
-  /** The hash when every part arrived in order; consumes it. */
-  take(sessionId: string, partCount: number): string | undefined {
-    const entry = this.state.get(sessionId);
-    this.state.delete(sessionId);
-    return entry && entry.next === partCount + 1 ? entry.hash.digest('hex') : undefined;
+  private catchUp(): void {
+    this.chain = this.chain.then(async () => {
+      while (!this.broken && this.inflight === null && this.finished.has(this.next)) {
+        const n = this.next;
+        try {
+          for await (const chunk of await this.readPart(n)) this.hash.update(chunk as Buffer);
+        } catch {
+          this.broken = true;
+          return;
+        }
+        this.finished.delete(n);
+        this.next++;
+      }
+    });
+  }
+
+  /** The file's hash when every part was hashed in order. */
+  async digest(partCount: number): Promise<string | undefined> {
+    await this.chain;
+    return !this.broken && this.inflight === null && this.next === partCount + 1 ? this.hash.digest('hex') : undefined;
+  }
+}
+
+class RunningHashes {
+  private readonly sessions = new Map<string, SessionHasher>();
+
+  constructor(private readonly readPart?: (s: MultipartSessionRow, n: number) => Promise<Readable>) {}
+
+  tap(s: MultipartSessionRow, n: number): { stream: Transform; done(ok: boolean): void } {
+    let hasher = this.sessions.get(s.id);
+    if (!hasher && this.readPart) {
+      // Started by whichever part arrives first; it still hashes from part 1 on, in order. (After
+      // a restart, parts sent before it are missing here, and complete reads the file instead.)
+      hasher = new SessionHasher((part) => this.readPart!(s, part));
+      this.sessions.set(s.id, hasher);
+    }
+    if (!hasher) return { stream: new Transform({ transform: (c, _e, cb) => cb(null, c) }), done: () => {} };
+    return hasher.tap(n);
+  }
+
+  async take(sessionId: string, partCount: number): Promise<string | undefined> {
+    const hasher = this.sessions.get(sessionId);
+    this.sessions.delete(sessionId);
+    return hasher?.digest(partCount);
   }
 
   forget(sessionId: string): void {
-    this.state.delete(sessionId);
+    this.sessions.delete(sessionId);
   }
 }
 
 export class MultipartService {
-  private readonly hashes = new RunningHashes();
-  private readonly storage: StorageDriver & MultipartStorage;
+  private readonly hashes: RunningHashes;
+  private readonly storage: StorageDriver & MultipartStorage & { readPart?: (key: string, uploadId: string, n: number) => Promise<Readable> };
 
   constructor(
     private readonly db: Db,
@@ -134,6 +182,8 @@ export class MultipartService {
   ) {
     if (!supportsMultipart(blobs.storage)) throw new Error(`storage driver ${blobs.storage.name} has no multipart support`);
     this.storage = blobs.storage;
+    const storage = this.storage;
+    this.hashes = new RunningHashes(storage.readPart ? (s, n) => storage.readPart!(s.storage_key, s.upload_id, n) : undefined);
   }
 
   async start(workspaceId: string, publicKey: string, input: StartInput): Promise<StartedSession> {
@@ -222,15 +272,15 @@ export class MultipartService {
     if (contentLength !== undefined && Number(contentLength) !== expected) {
       throw new AppError(400, 'PART_SIZE_MISMATCH', `Part ${partNumber} must be exactly ${expected} bytes`, `Part ${partNumber} must be exactly ${expected} bytes; Content-Length says ${contentLength}`);
     }
-    const tap = this.hashes.tap(s.id, partNumber);
+    const tap = this.hashes.tap(s, partNumber);
     body.once('error', (err) => tap.stream.destroy(err));
     body.pipe(tap.stream);
     try {
       const part = await this.storage.writePart!(s.storage_key, s.upload_id, partNumber, tap.stream, expected);
-      tap.commit();
+      tap.done(true);
       return part;
     } catch (err) {
-      tap.fail();
+      tap.done(false);
       body.unpipe(tap.stream);
       if (err instanceof PartLengthError) throw new AppError(400, 'PART_SIZE_MISMATCH', `Part ${partNumber} must be exactly ${expected} bytes`, err.message);
       if (err instanceof ObjectNotFoundError) throw errors.sessionNotFound();
@@ -299,13 +349,15 @@ export class MultipartService {
         .where('status', '=', 'active')
         .executeTakeFirst();
       if (Number(claimed.numUpdatedRows) === 0) return this.complete(workspaceId, { session_id: s.id });
+      // Settle the running hash while the parts are still where it reads them.
+      const runningHash = await this.hashes.take(s.id, s.part_count);
       try {
         await this.storage.completeMultipart(s.storage_key, s.upload_id, parts);
       } catch (err) {
         await this.db.kysely.updateTable('multipart_sessions').set({ status: 'active', updated_at: nowIso() }).where('id', '=', s.id).execute();
         throw err;
       }
-      s = { ...s, status: 'completing' };
+      return this.record({ ...s, status: 'completing' }, runningHash);
     } else if (Date.now() - Date.parse(s.updated_at) < STALE_COMPLETE_MS) {
       // Someone else is completing it right now.
       throw errors.completeInProgress();
@@ -333,9 +385,9 @@ export class MultipartService {
   }
 
   /** The assembled object becomes a file record; the session is marked completed with it. */
-  private async record(s: MultipartSessionRow): Promise<FileRecord> {
+  private async record(s: MultipartSessionRow, runningHash?: string): Promise<FileRecord> {
     const size = Number(s.size);
-    let sha256 = this.hashes.take(s.id, s.part_count);
+    let sha256 = runningHash;
     if (!sha256) {
       const hash = createHash('sha256');
       for await (const chunk of await this.storage.get(s.storage_key)) hash.update(chunk as Buffer);

@@ -192,6 +192,16 @@ export class LocalStorage implements StorageDriver, MultipartStorage {
     return part;
   }
 
+  /** The bytes of one finished part (for hashing in order after parts arrived out of order). */
+  async readPart(_key: string, uploadId: string, partNumber: number): Promise<Readable> {
+    const meta = await this.meta(uploadId);
+    const dir = this.uploadDir(uploadId);
+    const part = JSON.parse(await readFile(join(dir, `part-${partNumber}.json`), 'utf8')) as PartInfo;
+    const start = (partNumber - 1) * meta.partSize;
+    const fh = await open(join(dir, 'data'), 'r');
+    return fh.createReadStream({ start, end: start + part.size - 1 });
+  }
+
   async listParts(_key: string, uploadId: string): Promise<PartInfo[]> {
     const dir = this.uploadDir(uploadId);
     await this.meta(uploadId);
