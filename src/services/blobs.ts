@@ -68,6 +68,9 @@ export class BlobStore {
     });
     // Errors travel both ways: a failing client fails the write; a failing write (or a limit)
     // stops reading the client.
+    // A limit can trip before the driver attaches to the meter (it may open a file first): the
+    // error is kept on the stream, where the driver's pipeline finds it, never thrown unheard.
+    meter.on('error', () => {});
     const onBodyError = (err: Error) => meter.destroy(err);
     body.once('error', onBodyError);
     body.pipe(meter);

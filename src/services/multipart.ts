@@ -273,6 +273,7 @@ export class MultipartService {
       throw new AppError(400, 'PART_SIZE_MISMATCH', `Part ${partNumber} must be exactly ${expected} bytes`, `Part ${partNumber} must be exactly ${expected} bytes; Content-Length says ${contentLength}`);
     }
     const tap = this.hashes.tap(s, partNumber);
+    tap.stream.on('error', () => {}); // kept for the driver's pipeline, as in BlobStore.stage
     body.once('error', (err) => tap.stream.destroy(err));
     body.pipe(tap.stream);
     try {
