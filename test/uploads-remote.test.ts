@@ -7,6 +7,7 @@ import type { ResolvedAddress } from '../src/outbound/guard.ts';
 import { type Harness, makeHarness } from './helpers/harness.ts';
 import { call } from './helpers/http.ts';
 import { localServer } from './helpers/servers.ts';
+import { freshS3Storage, UPLOAD_MATRIX } from './helpers/storage.ts';
 
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 
@@ -143,5 +144,29 @@ describe('remote URL upload', () => {
     assert.deepEqual(keys.sort(), blobs.map((b) => b.storage_key).sort());
     assert.deepEqual(await db.selectFrom('storage_intents').selectAll().execute(), []);
     assert.equal(blobs.length, 1, 'the one payload, stored once');
+  });
+});
+
+describe('remote URL upload into S3 storage', { skip: UPLOAD_MATRIX[2].skip }, () => {
+  let h: Harness;
+  let origin: Awaited<ReturnType<typeof localServer>>;
+  const payload = randomBytes(9 * 1024 * 1024 + 5);
+  before(async () => {
+    origin = await localServer((_req, res) => res.writeHead(200).end(payload));
+    h = await makeHarness('sqlite', { config: { outboundAllow: ['files.test'], storage: await freshS3Storage() }, services: { resolver } });
+  });
+  after(async () => {
+    await h?.close();
+    await origin?.close();
+  });
+
+  test('streams into S3 byte-exact', async () => {
+    const res = await call(h.app, 'POST', '/api/v1/uploads/remote', { body: { remote_url: `http://files.test:${origin.port}/big.bin` }, headers: { 'x-api-key': h.ws.public_key } });
+    assert.equal(res.status, 201, JSON.stringify(res.body));
+    assert.equal(res.body.hash, sha(payload));
+    const blob = await h.services.db.kysely.selectFrom('blobs').selectAll().executeTakeFirstOrThrow();
+    const stored = createHash('sha256');
+    for await (const c of await h.services.storage.get(blob.storage_key)) stored.update(c as Buffer);
+    assert.equal(stored.digest('hex'), sha(payload));
   });
 });
