@@ -1,6 +1,6 @@
 // Workspaces and keys on both dialects: creation, hashing, revocation, first-start bootstrap.
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -25,6 +25,7 @@ for (const dialect of DIALECTS) {
     after(async () => {
       await s?.close();
       await drop?.();
+      rmSync(dataDir, { recursive: true, force: true });
     });
 
     test('first start creates exactly one workspace, even when several nodes start at once', async () => {
