@@ -146,8 +146,11 @@ for (const combo of UPLOAD_MATRIX) {
       assert.equal(res.status, 410);
       assert.equal(res.body.errorCode, 'SESSION_EXPIRED');
       assert.equal((await get(`/api/v1/multipart/${s.session_id}`)).body.data.status, 'expired');
+      const hashes = (h.services.multipart as any).hashes;
+      const before = hashes.size;
       const swept = await h.services.multipart.sweep();
       assert.ok(swept.expired >= 1);
+      if (combo.storage === 'local') assert.ok(hashes.size < before, 'the running hash of the expired session is dropped');
       const row = await h.services.db.kysely.selectFrom('multipart_sessions').selectAll().where('id', '=', s.session_id).executeTakeFirstOrThrow();
       assert.equal(row.status, 'expired');
       await assert.rejects((h.services.storage as StorageDriver & MultipartStorage).listParts(row.storage_key, row.upload_id), 'parts are gone');

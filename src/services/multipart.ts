@@ -141,7 +141,7 @@ class SessionHasher {
 }
 
 class RunningHashes {
-  private readonly sessions = new Map<string, SessionHasher>();
+  private readonly sessions = new Map<string, SessionHasher & { expireAt?: number }>();
 
   constructor(private readonly readPart?: (s: MultipartSessionRow, n: number) => Promise<Readable>) {}
 
@@ -150,7 +150,7 @@ class RunningHashes {
     if (!hasher && this.readPart) {
       // Started by whichever part arrives first; it still hashes from part 1 on, in order. (After
       // a restart, parts sent before it are missing here, and complete reads the file instead.)
-      hasher = new SessionHasher((part) => this.readPart!(s, part));
+      hasher = Object.assign(new SessionHasher((part) => this.readPart!(s, part)), { expireAt: Number(s.expire_at) });
       this.sessions.set(s.id, hasher);
     }
     if (!hasher) return { stream: new Transform({ transform: (c, _e, cb) => cb(null, c) }), done: () => {} };
@@ -165,6 +165,15 @@ class RunningHashes {
 
   forget(sessionId: string): void {
     this.sessions.delete(sessionId);
+  }
+
+  /** Drops hashes of sessions past their expiry (abandoned, or finished on another node). */
+  prune(nowSecondsValue: number): void {
+    for (const [id, hasher] of this.sessions) if ((hasher.expireAt ?? 0) < nowSecondsValue) this.sessions.delete(id);
+  }
+
+  get size(): number {
+    return this.sessions.size;
   }
 }
 
@@ -446,6 +455,7 @@ export class MultipartService {
    * what crashed completers left; and drops bytes that crashed uploads left behind.
    */
   async sweep(graceMs?: number): Promise<{ expired: number; intents: number }> {
+    this.hashes.prune(nowSeconds());
     const due = await this.db.kysely
       .selectFrom('multipart_sessions')
       .selectAll()
