@@ -11,6 +11,7 @@ import { sourceRoutes } from './http/routes/sources.ts';
 import { ErrorBody, FileRecord, Source } from './http/schemas.ts';
 import { remoteUploadRoute, uploadRoutes } from './http/routes/uploads.ts';
 import { multipartRoutes } from './http/routes/multipart.ts';
+import { fileRoutes } from './http/routes/files.ts';
 import type { Services } from './services/container.ts';
 
 /** Header and body paths that must never reach a log line. */
@@ -75,6 +76,7 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
   await app.register(uploadRoutes, { uploads: services.uploads });
   await app.register(async (scope) => remoteUploadRoute(scope, services.remote));
   await app.register(multipartRoutes, { multipart: services.multipart, workspaces: services.workspaces });
+  await app.register(fileRoutes, { files: services.files, folders: services.folders });
 
   return app;
 }

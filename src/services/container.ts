@@ -9,7 +9,8 @@ import type { StorageDriver } from '../storage/driver.ts';
 import { LocalStorage } from '../storage/local.ts';
 import { S3Storage } from '../storage/s3.ts';
 import { BlobStore } from './blobs.ts';
-import { FileRecords } from './files.ts';
+import { FileRecords, FileService } from './files.ts';
+import { FolderService } from './folders.ts';
 import { SourceService } from './sources.ts';
 import { UploadService } from './uploads.ts';
 import { MultipartService } from './multipart.ts';
@@ -29,6 +30,8 @@ export interface Services {
   uploads: UploadService;
   multipart: MultipartService;
   remote: RemoteUploadService;
+  files: FileService;
+  folders: FolderService;
   close(): Promise<void>;
 }
 
@@ -61,6 +64,8 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
   });
   const remote = new RemoteUploadService(uploads, guard, { timeoutMs: config.outboundTimeoutMs, bodyTimeoutMs: config.remoteTimeoutMs });
   return {
+    files: new FileService(db, blobs, records),
+    folders: new FolderService(db, blobs),
     remote,
     multipart,
     config,

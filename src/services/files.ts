@@ -1,8 +1,12 @@
-// File records: the flat shape of INTERFACE.md 2.2, and the create-or-replace an upload
-// commits. Listing, renaming, moving and deleting arrive with the Files API.
+// File records: the flat shape of INTERFACE.md 2.2, the create-or-replace an upload commits,
+// and the Files API (list, get, rename, update, delete).
 import type { Kysely } from 'kysely';
 import { newShortId, newUuid } from '../crypto/ids.ts';
-import { nowIso } from '../db/database.ts';
+import { type Db, isUniqueViolation, nowIso } from '../db/database.ts';
+import { escapeLike, likeContains, likeEscaped } from '../db/like.ts';
+import { errors } from '../errors.ts';
+import type { BlobStore } from './blobs.ts';
+import { checkName, parseCustomId, parseMetadata, parseTags } from './names.ts';
 import type { BlobRow, Database, FileRow, FolderRow } from '../db/schema.ts';
 
 export interface FileRecord {
@@ -132,4 +136,155 @@ export class FileRecords {
       is_private: Boolean(row.is_private),
     };
   }
+}
+
+export type FileSort = 'created_at_desc' | 'created_at_asc' | 'name_asc' | 'name_desc' | 'size_asc' | 'size_desc';
+
+export interface FileListQuery {
+  page: number;
+  limit: number;
+  folder_no?: string;
+  search?: string;
+  tags?: string;
+  sort?: FileSort;
+  sort_field?: 'created_at' | 'updated_at' | 'name' | 'file_size';
+  sort_order?: 'asc' | 'desc';
+}
+
+export interface FileUpdate {
+  add_tags?: unknown;
+  remove_tags?: unknown;
+  metadata?: unknown;
+  custom_id?: unknown;
+  folder_no?: unknown;
+  is_private?: unknown;
+}
+
+const SORT_COLUMNS = { created_at: 'files.created_at', updated_at: 'files.updated_at', name: 'files.name', file_size: 'files.size', size: 'files.size' } as const;
+
+/** Files API (EXTENSIONS.md "Files"): list, get, rename, update, delete. */
+export class FileService {
+  constructor(
+    private readonly db: Db,
+    private readonly blobs: BlobStore,
+    private readonly records: FileRecords,
+  ) {}
+
+  private select(trx: Kysely<Database> = this.db.kysely) {
+    return trx
+      .selectFrom('files')
+      .innerJoin('blobs', 'blobs.id', 'files.blob_id')
+      .leftJoin('folders', 'folders.id', 'files.folder_id')
+      .selectAll('files')
+      .select(['blobs.sha256 as sha256', 'folders.folder_no as folder_no']);
+  }
+
+  private toRecord(row: FileRow & { sha256: string; folder_no: string | null }): FileRecord {
+    const { sha256, folder_no, ...file } = row;
+    return this.records.view(file, folder_no, sha256);
+  }
+
+  async list(workspaceId: string, q: FileListQuery): Promise<{ files: FileRecord[]; meta: { page: number; limit: number; total: number; hasNext: boolean; hasPrev: boolean } }> {
+    let base = this.select().where('files.workspace_id', '=', workspaceId);
+    if (q.folder_no !== undefined) {
+      const folder = await this.db.kysely.selectFrom('folders').select('id').where('workspace_id', '=', workspaceId).where('folder_no', '=', q.folder_no).executeTakeFirst();
+      if (!folder) throw errors.folderNotFound();
+      base = base.where('files.folder_id', '=', folder.id);
+    }
+    if (q.search) base = base.where(likeEscaped('files.name', likeContains(q.search.normalize('NFC'))));
+    for (const tag of q.tags ? parseTags(q.tags) : []) {
+      // Tags are stored as a JSON array: an element is its JSON string, quotes included.
+      base = base.where(likeEscaped('files.tags', `%${escapeLike(JSON.stringify(tag))}%`, true));
+    }
+    const [field, direction] = sortOf(q);
+    const column = SORT_COLUMNS[field];
+    const [{ total }, rows] = await Promise.all([
+      base.clearSelect().select((eb) => eb.fn.countAll<number>().as('total')).executeTakeFirstOrThrow(),
+      base.orderBy(column, direction).orderBy('files.id', direction).limit(q.limit).offset((q.page - 1) * q.limit).execute(),
+    ]);
+    const count = Number(total);
+    return {
+      files: rows.map((r) => this.toRecord(r)),
+      meta: { page: q.page, limit: q.limit, total: count, hasNext: q.page * q.limit < count, hasPrev: q.page > 1 },
+    };
+  }
+
+  private async row(workspaceId: string, fileNo: string, trx: Kysely<Database> = this.db.kysely) {
+    if (typeof fileNo !== 'string' || !/^[0-9A-Za-z]{10,16}$/.test(fileNo)) throw errors.fileNotFound();
+    const row = await this.select(trx).where('files.workspace_id', '=', workspaceId).where('files.file_no', '=', fileNo).executeTakeFirst();
+    if (!row) throw errors.fileNotFound();
+    return row;
+  }
+
+  async get(workspaceId: string, fileNo: string): Promise<FileRecord> {
+    return this.toRecord(await this.row(workspaceId, fileNo));
+  }
+
+  async rename(workspaceId: string, fileNo: string, rawName: unknown): Promise<FileRecord> {
+    if (typeof rawName !== 'string') throw errors.validation('name must be a string');
+    const name = checkName(rawName, 'name');
+    const row = await this.row(workspaceId, fileNo);
+    if (name !== row.name) await this.write(row.id, { name });
+    return this.get(workspaceId, fileNo);
+  }
+
+  async update(workspaceId: string, fileNo: string, patch: FileUpdate): Promise<FileRecord> {
+    const row = await this.row(workspaceId, fileNo);
+    const changes: Partial<FileRow> = {};
+    if (patch.add_tags !== undefined || patch.remove_tags !== undefined) {
+      const remove = new Set(parseTags(patch.remove_tags));
+      const tags = [...new Set([...(JSON.parse(row.tags) as string[]), ...parseTags(patch.add_tags)])].filter((t) => !remove.has(t));
+      if (tags.length > 50) throw errors.validation('at most 50 tags');
+      changes.tags = JSON.stringify(tags);
+    }
+    if (patch.metadata !== undefined) {
+      const merged: Record<string, unknown> = { ...(JSON.parse(row.metadata) as Record<string, unknown>), ...parseMetadata(patch.metadata) };
+      for (const [k, v] of Object.entries(merged)) if (v === null) delete merged[k];
+      changes.metadata = JSON.stringify(parseMetadata(merged));
+    }
+    if (patch.custom_id !== undefined) changes.custom_id = parseCustomId(patch.custom_id);
+    if (patch.is_private !== undefined) {
+      if (typeof patch.is_private !== 'boolean') throw errors.validation('is_private must be a boolean');
+      changes.is_private = patch.is_private ? 1 : 0;
+    }
+    if (patch.folder_no !== undefined) {
+      if (patch.folder_no === null || patch.folder_no === '') {
+        changes.folder_id = null;
+        changes.folder_path = '';
+      } else {
+        if (typeof patch.folder_no !== 'string') throw errors.validation('folder_no must be a string, or null for the root');
+        const folder = await this.db.kysely.selectFrom('folders').select(['id', 'path']).where('workspace_id', '=', workspaceId).where('folder_no', '=', patch.folder_no).executeTakeFirst();
+        if (!folder) throw errors.folderNotFound();
+        changes.folder_id = folder.id;
+        changes.folder_path = folder.path;
+      }
+    }
+    await this.write(row.id, changes);
+    return this.get(workspaceId, fileNo);
+  }
+
+  private async write(id: string, changes: Partial<FileRow>): Promise<void> {
+    try {
+      await this.db.kysely.updateTable('files').set({ ...changes, updated_at: nowIso() }).where('id', '=', id).execute();
+    } catch (err) {
+      if (isUniqueViolation(err)) throw errors.fileNameTaken();
+      throw err;
+    }
+  }
+
+  async delete(workspaceId: string, fileNo: string): Promise<void> {
+    const released = await this.db.kysely.transaction().execute(async (trx) => {
+      const row = await this.row(workspaceId, fileNo, trx);
+      await trx.deleteFrom('files').where('id', '=', row.id).execute();
+      return this.blobs.releaseIfUnused(trx, row.blob_id);
+    });
+    if (released) await this.blobs.forget(workspaceId, released);
+  }
+}
+
+function sortOf(q: FileListQuery): [keyof typeof SORT_COLUMNS, 'asc' | 'desc'] {
+  if (q.sort_field) return [q.sort_field, q.sort_order ?? 'desc'];
+  const sort = q.sort ?? 'created_at_desc';
+  const i = sort.lastIndexOf('_');
+  return [sort.slice(0, i) as keyof typeof SORT_COLUMNS, sort.slice(i + 1) as 'asc' | 'desc'];
 }

@@ -1,9 +1,9 @@
 // Sources: named external origins of a workspace. The configuration is stored in two parts:
 // the visible fields as JSON, the secret fields sealed with the master key.
-import { sql } from 'kysely';
 import { isUuid, newUuid } from '../crypto/ids.ts';
 import type { SecretBox } from '../crypto/secret-box.ts';
 import { type Db, isUniqueViolation, nowIso } from '../db/database.ts';
+import { likeContains, likeEscaped } from '../db/like.ts';
 import type { SourceRow } from '../db/schema.ts';
 import { errors } from '../errors.ts';
 import { type ProbeDeps, type ProbeResult, probeSource } from '../sources/probe.ts';
@@ -37,8 +37,6 @@ export interface ListQuery {
 
 export const SOURCE_NAME_RE = /^[A-Za-z0-9_-]{1,64}$/;
 
-/** Escapes LIKE's metacharacters so that a search for "%" or "_" finds exactly that. */
-export const likeContains = (text: string) => `%${text.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
 
 export class SourceService {
   constructor(
@@ -83,7 +81,7 @@ export class SourceService {
   async list(workspaceId: string, q: ListQuery): Promise<{ sources: SourceView[]; meta: { page: number; limit: number; total: number; hasMore: boolean } }> {
     let base = this.db.kysely.selectFrom('sources').where('workspace_id', '=', workspaceId);
     if (q.type !== undefined) base = base.where('type', '=', q.type);
-    if (q.search) base = base.where(sql<boolean>`lower(${sql.ref('name')}) like ${likeContains(q.search)} escape '\\'`);
+    if (q.search) base = base.where(likeEscaped('name', likeContains(q.search)));
     const [{ total }, rows] = await Promise.all([
       base.select((eb) => eb.fn.countAll<number>().as('total')).executeTakeFirstOrThrow(),
       base

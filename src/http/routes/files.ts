@@ -1,0 +1,163 @@
+import type { FastifyInstance } from 'fastify';
+import { Type } from 'typebox';
+import type { FileService } from '../../services/files.ts';
+import type { FolderService } from '../../services/folders.ts';
+import { principalOf } from '../auth.ts';
+import { errorResponses } from '../schemas.ts';
+
+const Record = Type.Ref('FileRecord');
+const FileEnvelope = Type.Object({ success: Type.Literal(true), data: Record });
+const FileParams = Type.Object({ file_no: Type.String({ maxLength: 64 }) });
+const FolderParams = Type.Object({ folder_no: Type.String({ maxLength: 64 }) });
+const Page = { page: Type.Integer({ minimum: 1, maximum: 10_000_000, default: 1 }), limit: Type.Integer({ minimum: 1, maximum: 100, default: 10 }) };
+const nameBody = Type.Object({ name: Type.String({ minLength: 1, maxLength: 1024 }) });
+
+const Folder = Type.Object({
+  id: Type.String(),
+  folder_no: Type.String(),
+  name: Type.String(),
+  parent_folder_no: Type.Union([Type.String(), Type.Null()]),
+  path: Type.String(),
+  total_items: Type.Integer(),
+  total_size: Type.Integer(),
+  created_at: Type.String(),
+  updated_at: Type.String(),
+});
+const FolderEnvelope = Type.Object({ success: Type.Literal(true), data: Folder });
+
+export async function fileRoutes(app: FastifyInstance, opts: { files: FileService; folders: FolderService }): Promise<void> {
+  const { files, folders } = opts;
+  const ws = (request: Parameters<typeof principalOf>[0]) => principalOf(request).workspaceId;
+
+  app.get(
+    '/api/v1/files',
+    {
+      config: { auth: 'private' },
+      schema: {
+        tags: ['files'],
+        summary: 'List files',
+        description: 'Filters: folder_no, search (name, case-insensitive), tags (comma list, all must match). Order is total: ties are broken by id.',
+        querystring: Type.Object({
+          ...Page,
+          folder_no: Type.Optional(Type.String({ maxLength: 64 })),
+          search: Type.Optional(Type.String({ maxLength: 256 })),
+          tags: Type.Optional(Type.String({ maxLength: 4096 })),
+          sort: Type.Optional(Type.Union(['created_at_desc', 'created_at_asc', 'name_asc', 'name_desc', 'size_asc', 'size_desc'].map((v) => Type.Literal(v)))),
+          sort_field: Type.Optional(Type.Union(['created_at', 'updated_at', 'name', 'file_size'].map((v) => Type.Literal(v)))),
+          sort_order: Type.Optional(Type.Union([Type.Literal('asc'), Type.Literal('desc')])),
+        }),
+        response: {
+          200: Type.Object({
+            files: Type.Array(Record),
+            meta: Type.Object({ page: Type.Integer(), limit: Type.Integer(), total: Type.Integer(), hasNext: Type.Boolean(), hasPrev: Type.Boolean() }),
+          }),
+          ...errorResponses(400, 401, 403, 404),
+        },
+      },
+    },
+    async (request) => files.list(ws(request), request.query as any),
+  );
+
+  app.get(
+    '/api/v1/files/:file_no',
+    { config: { auth: 'private' }, schema: { tags: ['files'], summary: 'Get a file', params: FileParams, response: { 200: FileEnvelope, ...errorResponses(401, 403, 404) } } },
+    async (request) => ({ success: true, data: await files.get(ws(request), (request.params as { file_no: string }).file_no) }),
+  );
+
+  app.patch(
+    '/api/v1/files/:file_no/rename',
+    {
+      config: { auth: 'private' },
+      schema: { tags: ['files'], summary: 'Rename a file', params: FileParams, body: nameBody, response: { 200: FileEnvelope, ...errorResponses(400, 401, 403, 404, 409) } },
+    },
+    async (request) => ({ success: true, data: await files.rename(ws(request), (request.params as { file_no: string }).file_no, (request.body as { name: string }).name) }),
+  );
+
+  app.patch(
+    '/api/v1/files/:file_no',
+    {
+      config: { auth: 'private' },
+      schema: {
+        tags: ['files'],
+        summary: 'Update a file',
+        description: 'Tags added and removed, metadata merged (null removes a key), custom_id, folder_no (move; null for the root), is_private.',
+        params: FileParams,
+        body: Type.Object({
+          add_tags: Type.Optional(Type.Union([Type.Array(Type.String()), Type.String()])),
+          remove_tags: Type.Optional(Type.Union([Type.Array(Type.String()), Type.String()])),
+          metadata: Type.Optional(Type.Object({}, { additionalProperties: true })),
+          custom_id: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+          folder_no: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+          is_private: Type.Optional(Type.Boolean()),
+        }),
+        response: { 200: FileEnvelope, ...errorResponses(400, 401, 403, 404, 409) },
+      },
+    },
+    async (request) => ({ success: true, data: await files.update(ws(request), (request.params as { file_no: string }).file_no, request.body as any) }),
+  );
+
+  app.delete(
+    '/api/v1/files/:file_no',
+    {
+      config: { auth: 'private' },
+      schema: { tags: ['files'], summary: 'Delete a file', params: FileParams, response: { 200: Type.Object({ success: Type.Literal(true), message: Type.String() }), ...errorResponses(401, 403, 404) } },
+    },
+    async (request) => {
+      await files.delete(ws(request), (request.params as { file_no: string }).file_no);
+      return { success: true, message: 'file deleted successfully' };
+    },
+  );
+
+  app.get(
+    '/api/v1/folders',
+    {
+      config: { auth: 'private' },
+      schema: {
+        tags: ['folders'],
+        summary: 'List folders',
+        description: 'Children of parent_folder_no (absent: the root), by name. total_items and total_size count every file below the folder.',
+        querystring: Type.Object({ ...Page, parent_folder_no: Type.Optional(Type.String({ maxLength: 64 })), search: Type.Optional(Type.String({ maxLength: 256 })) }),
+        response: {
+          200: Type.Object({ folders: Type.Array(Folder), meta: Type.Object({ page: Type.Integer(), limit: Type.Integer(), total: Type.Integer(), hasMore: Type.Boolean() }) }),
+          ...errorResponses(400, 401, 403, 404),
+        },
+      },
+    },
+    async (request) => folders.list(ws(request), request.query as any),
+  );
+
+  app.post(
+    '/api/v1/folders',
+    {
+      config: { auth: 'private' },
+      schema: {
+        tags: ['folders'],
+        summary: 'Create a folder',
+        body: Type.Object({ name: Type.String({ minLength: 1, maxLength: 1024 }), parent_folder_no: Type.Optional(Type.Union([Type.String(), Type.Null()])) }),
+        response: { 201: FolderEnvelope, ...errorResponses(400, 401, 403, 404, 409) },
+      },
+    },
+    async (request, reply) => reply.code(201).send({ success: true, data: await folders.create(ws(request), request.body as any) }),
+  );
+
+  app.post(
+    '/api/v1/folders/rename/:folder_no',
+    {
+      config: { auth: 'private' },
+      schema: { tags: ['folders'], summary: 'Rename a folder (paths below follow)', params: FolderParams, body: nameBody, response: { 200: FolderEnvelope, ...errorResponses(400, 401, 403, 404, 409) } },
+    },
+    async (request) => ({ success: true, data: await folders.rename(ws(request), (request.params as { folder_no: string }).folder_no, (request.body as { name: string }).name) }),
+  );
+
+  app.delete(
+    '/api/v1/folders/:folder_no',
+    {
+      config: { auth: 'private' },
+      schema: { tags: ['folders'], summary: 'Delete a folder and everything in it', params: FolderParams, response: { 200: Type.Object({ success: Type.Literal(true), message: Type.String() }), ...errorResponses(401, 403, 404) } },
+    },
+    async (request) => {
+      await folders.delete(ws(request), (request.params as { folder_no: string }).folder_no);
+      return { success: true, message: 'folder deleted' };
+    },
+  );
+}

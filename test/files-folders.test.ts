@@ -1,0 +1,220 @@
+// Files and Folders APIs (EXTENSIONS.md "Files", "Folders") on SQLite and PostgreSQL.
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { Readable } from 'node:stream';
+import { after, before, describe, test } from 'node:test';
+import { DIALECTS, type Harness, makeHarness } from './helpers/harness.ts';
+import { call } from './helpers/http.ts';
+
+for (const dialect of DIALECTS) {
+  describe(`files and folders on ${dialect.name}`, { skip: dialect.skip }, () => {
+    let h: Harness;
+    const api = (method: string, url: string, body?: unknown, key = h.ws.private_key) => call(h.app, method, url, { body, headers: { 'x-api-key': key } });
+    const add = async (name: string, opts: { folder?: string; tags?: string[]; data?: Buffer; workspace?: string } = {}) => {
+      const ws = opts.workspace ?? h.ws.workspace_id;
+      const staged = await h.services.uploads.stage(ws, Readable.from([opts.data ?? randomBytes(100 + Math.floor(Math.random() * 1000))]));
+      return h.services.uploads.finish(staged, { name, folder: opts.folder ? opts.folder.split('/') : [], tags: opts.tags ?? [], metadata: {}, custom_id: null, randomPrefix: false, transform: null, webhookUrl: null }, 'direct');
+    };
+    const objects = async () => {
+      const keys: string[] = [];
+      for await (const o of h.services.storage.list('')) keys.push(o.key);
+      return keys.sort();
+    };
+
+    before(async () => {
+      h = await makeHarness(dialect.name);
+    });
+    after(() => h?.close());
+
+    describe('files', () => {
+      before(async () => {
+        await add('Alpha.jpg', { tags: ['red', 'big'], data: randomBytes(500) });
+        await add('beta_1.png', { tags: ['red'], data: randomBytes(300) });
+        await add('gamma%.txt', { tags: ['blue'], folder: 'docs', data: randomBytes(900) });
+        await add('delta.txt', { tags: ['red', 'big', 'blue'], folder: 'docs/old', data: randomBytes(100) });
+        await add('epsilon.bin', { data: randomBytes(700) });
+      });
+
+      test('list: newest first, full records, meta with hasNext and hasPrev', async () => {
+        const res = await api('GET', '/api/v1/files?limit=2');
+        assert.equal(res.status, 200);
+        assert.deepEqual(Object.keys(res.body).sort(), ['files', 'meta']);
+        assert.deepEqual(res.body.meta, { page: 1, limit: 2, total: 5, hasNext: true, hasPrev: false });
+        assert.equal(res.body.files[0].name, 'epsilon.bin');
+        assert.equal(Object.keys(res.body.files[0]).length, 22);
+        const last = await api('GET', '/api/v1/files?limit=2&page=3');
+        assert.deepEqual(last.body.meta, { page: 3, limit: 2, total: 5, hasNext: false, hasPrev: true });
+        assert.equal(last.body.files.length, 1);
+      });
+
+      test('every sort, with ties broken by id so pages never repeat or skip', async () => {
+        const names = async (q: string) => (await api('GET', `/api/v1/files?limit=100&${q}`)).body.files.map((f: any) => f.name);
+        assert.deepEqual(await names('sort=name_asc'), ['Alpha.jpg', 'beta_1.png', 'delta.txt', 'epsilon.bin', 'gamma%.txt'].sort());
+        assert.deepEqual(await names('sort=name_desc'), (await names('sort=name_asc')).reverse());
+        assert.deepEqual(await names('sort=size_asc'), ['delta.txt', 'beta_1.png', 'Alpha.jpg', 'epsilon.bin', 'gamma%.txt']);
+        assert.deepEqual(await names('sort_field=file_size&sort_order=desc'), ['gamma%.txt', 'epsilon.bin', 'Alpha.jpg', 'beta_1.png', 'delta.txt']);
+        assert.deepEqual(await names('sort=created_at_asc'), (await names('sort=created_at_desc')).reverse());
+        await h.services.db.kysely.updateTable('files').set({ created_at: '2020-01-01T00:00:00.000Z' }).execute();
+        for (const sort of ['created_at_desc', 'created_at_asc']) {
+          const seen: string[] = [];
+          for (let page = 1; page <= 3; page++) seen.push(...(await api('GET', `/api/v1/files?limit=2&page=${page}&sort=${sort}`)).body.files.map((f: any) => f.id));
+          assert.equal(new Set(seen).size, 5, sort);
+          assert.deepEqual(seen, sort.endsWith('asc') ? [...seen].sort() : [...seen].sort().reverse());
+        }
+        assert.equal((await api('GET', '/api/v1/files?sort=random')).status, 400);
+        assert.equal((await api('GET', '/api/v1/files?limit=0')).status, 400);
+        assert.equal((await api('GET', '/api/v1/files?limit=101')).status, 400);
+      });
+
+      test('filters: folder_no, search (literal % and _), tags (all must match)', async () => {
+        const docs = (await api('GET', '/api/v1/folders')).body.folders.find((f: any) => f.name === 'docs');
+        const inDocs = await api('GET', `/api/v1/files?folder_no=${docs.folder_no}`);
+        assert.deepEqual(inDocs.body.files.map((f: any) => f.name), ['gamma%.txt'], 'direct children only');
+        const names = async (q: string) => (await api('GET', `/api/v1/files?limit=100&sort=name_asc&${q}`)).body.files.map((f: any) => f.name);
+        assert.deepEqual(await names('search=ALPHA'), ['Alpha.jpg']);
+        assert.deepEqual(await names(`search=${encodeURIComponent('%')}`), ['gamma%.txt']);
+        assert.deepEqual(await names('search=_'), ['beta_1.png']);
+        assert.deepEqual(await names('tags=red'), ['Alpha.jpg', 'beta_1.png', 'delta.txt']);
+        assert.deepEqual(await names('tags=red,big'), ['Alpha.jpg', 'delta.txt']);
+        assert.deepEqual(await names('tags=red,big,blue'), ['delta.txt']);
+        assert.deepEqual(await names('tags=re'), [], 'whole tags only');
+        assert.equal((await api('GET', '/api/v1/files?folder_no=ZZZZZZZZZZZZ')).status, 404);
+      });
+
+      test('get, and 404 for unknown, malformed and other-workspace files', async () => {
+        const any = (await api('GET', '/api/v1/files?limit=1')).body.files[0];
+        const res = await api('GET', `/api/v1/files/${any.file_no}`);
+        assert.deepEqual(res.body, { success: true, data: any });
+        const other = await h.services.workspaces.create('Other');
+        const theirs = await add('theirs.bin', { workspace: other.workspace_id });
+        for (const fileNo of ['ZZZZZZZZZZZZ', 'not-valid!', theirs.file_no]) {
+          for (const [method, url, body] of [['GET', `/api/v1/files/${fileNo}`], ['PATCH', `/api/v1/files/${fileNo}`, { is_private: true }], ['PATCH', `/api/v1/files/${fileNo}/rename`, { name: 'x' }], ['DELETE', `/api/v1/files/${fileNo}`]] as const) {
+            const r = await api(method, url, body);
+            assert.equal(r.status, 404, `${method} ${url}`);
+            assert.equal(r.body.errorCode, 'FILE_NOT_FOUND');
+          }
+        }
+        assert.equal((await api('GET', `/api/v1/files/${theirs.file_no}`, undefined, other.private_key)).body.data.name, 'theirs.bin');
+        assert.equal((await api('GET', '/api/v1/files', undefined, h.ws.public_key)).status, 403);
+      });
+
+      test('rename: 200, 409 when the folder holds the name, 400 for bad names', async () => {
+        const f = await add('rename-me.txt');
+        await add('taken.txt');
+        const res = await api('PATCH', `/api/v1/files/${f.file_no}/rename`, { name: 'renamed.txt' });
+        assert.equal(res.status, 200);
+        assert.equal(res.body.data.name, 'renamed.txt');
+        assert.equal(res.body.data.path, '/renamed.txt');
+        assert.equal(res.body.data.id, f.id);
+        const taken = await api('PATCH', `/api/v1/files/${f.file_no}/rename`, { name: 'taken.txt' });
+        assert.equal(taken.status, 409);
+        assert.equal(taken.body.errorCode, 'FILE_NAME_TAKEN');
+        for (const name of ['a/b', '..', 'x\u0000']) assert.equal((await api('PATCH', `/api/v1/files/${f.file_no}/rename`, { name })).status, 400);
+      });
+
+      test('update: tags added and removed, metadata merged, custom_id, move, is_private', async () => {
+        const f = await add('update-me.txt', { tags: ['one', 'two'] });
+        const folder = (await api('POST', '/api/v1/folders', { name: 'moved-here' })).body.data;
+        let r = await api('PATCH', `/api/v1/files/${f.file_no}`, { add_tags: ['three', 'one'], remove_tags: 'two', metadata: { a: 1, b: { c: 2 } }, custom_id: 'cid', is_private: true });
+        assert.equal(r.status, 200, JSON.stringify(r.body));
+        assert.deepEqual(r.body.data.tags, ['one', 'three']);
+        assert.deepEqual(r.body.data.metadata, { a: 1, b: { c: 2 } });
+        assert.equal(r.body.data.custom_id, 'cid');
+        assert.equal(r.body.data.is_private, true);
+        r = await api('PATCH', `/api/v1/files/${f.file_no}`, { metadata: { a: null, d: 'x' }, custom_id: null, folder_no: folder.folder_no });
+        assert.deepEqual(r.body.data.metadata, { b: { c: 2 }, d: 'x' });
+        assert.equal(r.body.data.custom_id, null);
+        assert.equal(r.body.data.folder_no, folder.folder_no);
+        assert.equal(r.body.data.path, '/moved-here/update-me.txt');
+        await add('update-me.txt');
+        const clash = await api('PATCH', `/api/v1/files/${f.file_no}`, { folder_no: null });
+        assert.equal(clash.status, 409, 'the root already holds that name');
+        assert.equal((await api('PATCH', `/api/v1/files/${f.file_no}`, { folder_no: 'ZZZZZZZZZZZZ' })).status, 404);
+        assert.equal((await api('PATCH', `/api/v1/files/${f.file_no}`, { metadata: [1] })).status, 400);
+        assert.equal((await api('PATCH', `/api/v1/files/${f.file_no}`, { is_private: 'yes' })).status, 400);
+      });
+
+      test('delete: the bytes go only when no other file shares them', async () => {
+        const data = randomBytes(4321);
+        const a = await add('shared-a.bin', { data });
+        const b = await add('shared-b.bin', { data });
+        assert.equal(b.is_duplicate, true);
+        const blob = await h.services.db.kysely.selectFrom('blobs').selectAll().where('sha256', '=', a.hash).executeTakeFirstOrThrow();
+        const res = await api('DELETE', `/api/v1/files/${a.file_no}`);
+        assert.deepEqual(res.body, { success: true, message: 'file deleted successfully' });
+        assert.ok((await objects()).includes(blob.storage_key), 'still used by the other file');
+        await api('DELETE', `/api/v1/files/${b.file_no}`);
+        assert.ok(!(await objects()).includes(blob.storage_key), 'freed with the last file');
+        assert.equal((await api('GET', `/api/v1/files/${b.file_no}`)).status, 404);
+      });
+    });
+
+    describe('folders', () => {
+      test('create at the root and inside a parent; 409 for a name the parent holds', async () => {
+        const top = await api('POST', '/api/v1/folders', { name: 'projects' });
+        assert.equal(top.status, 201);
+        assert.deepEqual(Object.keys(top.body.data).sort(), ['created_at', 'folder_no', 'id', 'name', 'parent_folder_no', 'path', 'total_items', 'total_size', 'updated_at']);
+        assert.equal(top.body.data.parent_folder_no, null);
+        const child = await api('POST', '/api/v1/folders', { name: 'site', parent_folder_no: top.body.data.folder_no });
+        assert.equal(child.body.data.path, 'projects/site');
+        assert.equal(child.body.data.parent_folder_no, top.body.data.folder_no);
+        assert.equal((await api('POST', '/api/v1/folders', { name: 'site', parent_folder_no: top.body.data.folder_no })).status, 409);
+        assert.equal((await api('POST', '/api/v1/folders', { name: 'projects' })).status, 409);
+        for (const name of ['a/b', '..', '']) assert.equal((await api('POST', '/api/v1/folders', { name })).status, 400);
+        assert.equal((await api('POST', '/api/v1/folders', { name: 'x', parent_folder_no: 'ZZZZZZZZZZZZ' })).status, 404);
+      });
+
+      test('list: children of a parent, with totals over everything below', async () => {
+        await add('one.bin', { folder: 'media/photos', data: randomBytes(1000) });
+        await add('two.bin', { folder: 'media/photos/2026', data: randomBytes(2000) });
+        await add('three.bin', { folder: 'media', data: randomBytes(500) });
+        const root = await api('GET', '/api/v1/folders?limit=100');
+        const media = root.body.folders.find((f: any) => f.name === 'media');
+        assert.equal(media.total_items, 3);
+        assert.equal(media.total_size, 3500);
+        assert.ok(root.body.folders.every((f: any) => f.parent_folder_no === null));
+        const kids = await api('GET', `/api/v1/folders?parent_folder_no=${media.folder_no}`);
+        assert.deepEqual(kids.body.folders.map((f: any) => [f.name, f.total_items, f.total_size]), [['photos', 2, 3000]]);
+        assert.deepEqual(kids.body.meta, { page: 1, limit: 10, total: 1, hasMore: false });
+        assert.deepEqual((await api('GET', '/api/v1/folders?search=MED')).body.folders.map((f: any) => f.name), ['media']);
+      });
+
+      test('rename: paths below follow, for folders and files', async () => {
+        const media = (await api('GET', '/api/v1/folders?search=media')).body.folders[0];
+        const res = await api('POST', `/api/v1/folders/rename/${media.folder_no}`, { name: 'assets' });
+        assert.equal(res.status, 200);
+        assert.equal(res.body.data.path, 'assets');
+        const photos = (await api('GET', `/api/v1/folders?parent_folder_no=${media.folder_no}`)).body.folders[0];
+        assert.equal(photos.path, 'assets/photos');
+        const paths = (await api('GET', '/api/v1/files?limit=100&search=.bin')).body.files.map((f: any) => f.path).filter((p: string) => p.startsWith('/assets'));
+        assert.deepEqual(paths.sort(), ['/assets/photos/2026/two.bin', '/assets/photos/one.bin', '/assets/three.bin']);
+        assert.equal((await api('POST', `/api/v1/folders/rename/${media.folder_no}`, { name: 'projects' })).status, 409);
+        const up = await add('late.bin', { folder: 'assets/photos' });
+        assert.equal(up.folder_no, photos.folder_no, 'uploads find the renamed folder');
+      });
+
+      test('delete: the folder, its subfolders, their files, and bytes no other file uses', async () => {
+        const before = await objects();
+        const assets = (await api('GET', '/api/v1/folders?search=assets')).body.folders[0];
+        const inside = (await api('GET', '/api/v1/files?limit=100')).body.files.filter((f: any) => f.path.startsWith('/assets/'));
+        assert.equal(inside.length, 4);
+        const res = await api('DELETE', `/api/v1/folders/${assets.folder_no}`);
+        assert.deepEqual(res.body, { success: true, message: 'folder deleted' });
+        for (const f of inside) assert.equal((await api('GET', `/api/v1/files/${f.file_no}`)).status, 404);
+        assert.equal((await api('GET', '/api/v1/folders?search=assets')).body.folders.length, 0);
+        const remaining = await h.services.db.kysely.selectFrom('folders').select('path').where('path', 'like', 'assets%').execute();
+        assert.deepEqual(remaining, []);
+        assert.equal(before.length - (await objects()).length, 4, 'their bytes are freed');
+        assert.equal((await api('DELETE', `/api/v1/folders/${assets.folder_no}`)).status, 404);
+      });
+
+      test('storage and database agree at the end', async () => {
+        const blobs = await h.services.db.kysely.selectFrom('blobs').select('storage_key').execute();
+        assert.deepEqual(await objects(), blobs.map((b) => b.storage_key).sort());
+        const used = (await h.services.db.kysely.selectFrom('blobs').select('size').where('workspace_id', '=', h.ws.workspace_id).execute()).reduce((n, b) => n + Number(b.size), 0);
+        const ws = await h.services.db.kysely.selectFrom('workspaces').select('used_bytes').where('id', '=', h.ws.workspace_id).executeTakeFirstOrThrow();
+        assert.equal(Number(ws.used_bytes), used);
+      });
+    });
+  });
+}
