@@ -12,6 +12,7 @@ import { ErrorBody, FileRecord, Source } from './http/schemas.ts';
 import { remoteUploadRoute, uploadRoutes } from './http/routes/uploads.ts';
 import { multipartRoutes } from './http/routes/multipart.ts';
 import { fileRoutes } from './http/routes/files.ts';
+import { deliveryRoutes } from './http/routes/delivery.ts';
 import type { Services } from './services/container.ts';
 
 /** Header and body paths that must never reach a log line. */
@@ -77,6 +78,7 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
   await app.register(async (scope) => remoteUploadRoute(scope, services.remote));
   await app.register(multipartRoutes, { multipart: services.multipart, workspaces: services.workspaces });
   await app.register(fileRoutes, { files: services.files, folders: services.folders });
+  await app.register(deliveryRoutes, { delivery: services.delivery });
 
   return app;
 }

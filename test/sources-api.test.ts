@@ -154,6 +154,8 @@ for (const dialect of DIALECTS) {
           const type = i % 2 === 0 ? 'image_source' : 's3';
           const res = await create(name, type, VALID[type], { authorization: `Bearer ${ws.private_key}` });
           assert.equal(res.status, 201);
+          // Distinct timestamps, so "newest first" is decided by time, not by the id tie-break.
+          await new Promise((r) => setTimeout(r, 3));
         }
       });
 

@@ -43,6 +43,8 @@ export function installErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((err: FastifyError, request, reply) => {
     if (err instanceof AppError) {
       if (err.extra.headers) reply.headers(err.extra.headers);
+      // A failed delivery must not keep the headers set for the file it was going to send.
+      for (const h of ['etag', 'last-modified', 'cache-control', 'accept-ranges', 'vary', 'content-length']) reply.removeHeader(h);
       return reply.code(err.status).send(err.toBody());
     }
     if (err.validation) {
@@ -73,6 +75,8 @@ export function installErrorHandling(app: FastifyInstance): void {
   const known = FindMyWay({ ignoreTrailingSlash: true });
   const methodsByPath = new Map<string, Set<string>>();
   app.addHook('onRoute', (route) => {
+    // The delivery catch-all (/:workspace/*) would make every unknown path "known".
+    if (route.url.startsWith('/:')) return;
     const methods = Array.isArray(route.method) ? route.method : [route.method];
     let set = methodsByPath.get(route.url);
     if (!set) {
@@ -91,6 +95,7 @@ export function installErrorHandling(app: FastifyInstance): void {
       reply.header('allow', allow);
       return reply.code(405).send(body('Method not allowed', 'METHOD_NOT_ALLOWED', `${request.method} is not allowed here; use ${allow}`));
     }
-    return reply.code(404).send(body('Not found', 'ROUTE_NOT_FOUND', `No route ${request.method} ${path}`));
+    const shown = path.length > 120 ? `${path.slice(0, 120)}…` : path;
+    return reply.code(404).send(body('Not found', 'ROUTE_NOT_FOUND', `No route ${request.method} ${shown}`));
   });
 }

@@ -144,9 +144,10 @@ export class BlobStore {
     return blob.storage_key;
   }
 
-  /** Deletes an object and then its intent; safe to repeat. */
+  /** Deletes an object, its cached renditions, and then its intent; safe to repeat. */
   async forget(_workspaceId: string, key: string): Promise<void> {
     try {
+      for await (const o of this.storage.list(renditionPrefix(key))) await this.storage.delete(o.key);
       await this.storage.delete(key);
       await this.db.kysely.deleteFrom('storage_intents').where('storage_key', '=', key).execute();
     } catch {
@@ -189,3 +190,6 @@ export class BlobStore {
     return done;
   }
 }
+
+/** Renditions of a blob are cached beside it, so they go when it goes. */
+export const renditionPrefix = (blobKey: string) => `${blobKey}.renditions/`;

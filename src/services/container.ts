@@ -11,6 +11,7 @@ import { S3Storage } from '../storage/s3.ts';
 import { BlobStore } from './blobs.ts';
 import { FileRecords, FileService } from './files.ts';
 import { FolderService } from './folders.ts';
+import { DeliveryService } from './delivery.ts';
 import { SourceService } from './sources.ts';
 import { UploadService } from './uploads.ts';
 import { MultipartService } from './multipart.ts';
@@ -32,6 +33,7 @@ export interface Services {
   remote: RemoteUploadService;
   files: FileService;
   folders: FolderService;
+  delivery: DeliveryService;
   close(): Promise<void>;
 }
 
@@ -66,6 +68,7 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
   return {
     files: new FileService(db, blobs, records),
     folders: new FolderService(db, blobs),
+    delivery: new DeliveryService(db, storage, config.maxImagePixels),
     remote,
     multipart,
     config,

@@ -1,0 +1,79 @@
+// GET /{workspace_id}/{path} and /{workspace_id}/{tokens}/{path}: public delivery.
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { AppError } from '../../errors.ts';
+import type { Delivered, DeliveryService } from '../../services/delivery.ts';
+import type { ByteRange } from '../../storage/driver.ts';
+
+/** User files are served as data, never as active content on the service's origin. */
+const SAFE_HEADERS = {
+  'x-content-type-options': 'nosniff',
+  'content-security-policy': "default-src 'none'; img-src data:; style-src 'unsafe-inline'; sandbox",
+  'cross-origin-resource-policy': 'cross-origin',
+};
+
+/** One `bytes=` range (the only kind served); null when absent or not understood. */
+export function parseRange(header: string | undefined, size: number): ByteRange | null | 'unsatisfiable' {
+  if (!header) return null;
+  const m = /^bytes=(\d*)-(\d*)$/.exec(header.trim());
+  if (!m || (m[1] === '' && m[2] === '')) return null;
+  if (m[1] === '') {
+    const suffix = Number(m[2]);
+    if (suffix === 0) return 'unsatisfiable';
+    return { start: Math.max(0, size - suffix), end: size - 1 };
+  }
+  const start = Number(m[1]);
+  const end = m[2] === '' ? size - 1 : Math.min(Number(m[2]), size - 1);
+  if (start >= size || start > end) return 'unsatisfiable';
+  return { start, end };
+}
+
+function notModified(request: FastifyRequest, d: Delivered): boolean {
+  const inm = request.headers['if-none-match'];
+  if (typeof inm === 'string') return inm.split(',').some((t) => t.trim() === '*' || t.trim().replace(/^W\//, '') === d.etag);
+  const ims = request.headers['if-modified-since'];
+  if (typeof ims === 'string') {
+    const since = Date.parse(ims);
+    return Number.isFinite(since) && Math.floor(d.lastModified.getTime() / 1000) <= Math.floor(since / 1000);
+  }
+  return false;
+}
+
+export async function deliveryRoutes(app: FastifyInstance, opts: { delivery: DeliveryService }): Promise<void> {
+  app.get('/:workspace/*', { config: { auth: 'none' }, schema: { hide: true } }, async (request: FastifyRequest, reply: FastifyReply) => {
+    const { workspace, '*': rest } = request.params as { workspace: string; '*': string };
+    // Not a workspace id (e.g. /api/...): an unknown route, answered by the 404 handler.
+    if (!/^[0-9A-Za-z]{10,16}$/.test(workspace)) return reply.callNotFound();
+    let segments: string[];
+    try {
+      segments = (rest ?? '').split('/').filter(Boolean).map((s) => decodeURIComponent(s));
+    } catch {
+      throw new AppError(400, 'BAD_URL', 'Bad request', 'The path is not valid percent-encoding');
+    }
+    if (segments.some((s) => s === '.' || s === '..' || s.includes('/'))) throw new AppError(404, 'FILE_NOT_FOUND', 'Not found', 'Nothing is stored at this address');
+    const d = await opts.delivery.resolve({ workspaceId: workspace, segments, accept: request.headers.accept });
+    if (d.isPrivate) throw new AppError(403, 'SIGNED_URL_REQUIRED', 'Forbidden', 'This file is private');
+
+    reply.headers({
+      ...SAFE_HEADERS,
+      etag: d.etag,
+      'last-modified': d.lastModified.toUTCString(),
+      'cache-control': d.isRendition ? 'public, max-age=86400, stale-while-revalidate=604800' : 'public, max-age=300, must-revalidate',
+      'accept-ranges': 'bytes',
+    });
+    if (d.varyAccept) reply.header('vary', 'Accept');
+    if (notModified(request, d)) return reply.code(304).send();
+
+    const range = parseRange(request.headers.range, d.size);
+    if (range === 'unsatisfiable') {
+      reply.header('content-range', `bytes */${d.size}`);
+      throw new AppError(416, 'RANGE_NOT_SATISFIABLE', 'Range not satisfiable', `The file is ${d.size} bytes long`);
+    }
+    reply.type(d.contentType);
+    if (range) {
+      reply.code(206).header('content-range', `bytes ${range.start}-${range.end}/${d.size}`).header('content-length', range.end - range.start + 1);
+      return reply.send(await d.open(range));
+    }
+    reply.header('content-length', d.size);
+    return reply.send(await d.open());
+  });
+}

@@ -1,0 +1,160 @@
+// Delivery (EXTENSIONS.md "Delivery"): originals with Range, ETag and Last-Modified;
+// renditions made once by sharp and then served from the cache; f_auto; strict tokens.
+import assert from 'node:assert/strict';
+import { createHash, randomBytes } from 'node:crypto';
+import { Readable } from 'node:stream';
+import { after, before, describe, test } from 'node:test';
+import sharp from 'sharp';
+import { type Harness, makeHarness } from './helpers/harness.ts';
+
+const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
+
+describe('delivery', () => {
+  let h: Harness;
+  let base: string;
+  let photo: Buffer;
+  const data = randomBytes(100_000);
+  const add = async (name: string, body: Buffer, folder: string[] = []) => {
+    const staged = await h.services.uploads.stage(h.ws.workspace_id, Readable.from([body]));
+    return h.services.uploads.finish(staged, { name, folder, tags: [], metadata: {}, custom_id: null, randomPrefix: false, transform: null, webhookUrl: null }, 'direct');
+  };
+  const get = async (path: string, headers: Record<string, string> = {}) => {
+    const res = await fetch(`${base}${path}`, { headers });
+    return { status: res.status, headers: res.headers, body: Buffer.from(await res.arrayBuffer()) };
+  };
+  const at = (p: string) => `/${h.ws.workspace_id}/${p}`;
+
+  before(async () => {
+    h = await makeHarness('sqlite', { config: { maxImagePixels: 20_000_000 } });
+    base = await h.app.listen({ host: '127.0.0.1', port: 0 });
+    photo = await sharp({ create: { width: 1200, height: 800, channels: 3, background: '#3060a0' } }).jpeg().toBuffer();
+    await add('data.bin', data, ['raw files']);
+    await add('photo.jpg', photo, ['gallery']);
+    await add('café.jpg', photo, ['gallery']);
+    await add('notes.txt', Buffer.from('plain text'));
+    await add('odd.jpg', photo, ['w_200']);
+  });
+  after(() => h?.close());
+
+  test('an original: exact bytes, type, ETag, Last-Modified, and headers that keep it inert', async () => {
+    const res = await get(at('raw%20files/data.bin'));
+    assert.equal(res.status, 200);
+    assert.equal(sha(res.body), sha(data));
+    assert.equal(res.headers.get('etag'), `"${sha(data)}"`);
+    assert.ok(res.headers.get('last-modified'));
+    assert.equal(res.headers.get('accept-ranges'), 'bytes');
+    assert.equal(res.headers.get('x-content-type-options'), 'nosniff');
+    assert.match(res.headers.get('content-security-policy') ?? '', /sandbox/);
+    assert.equal(res.headers.get('content-length'), String(data.length));
+    const img = await get(at('gallery/caf%C3%A9.jpg'));
+    assert.equal(img.headers.get('content-type'), 'image/jpeg');
+    assert.equal(sha(img.body), sha(photo));
+  });
+
+  test('Range: a slice, a suffix, an open end; 416 past the end', async () => {
+    const path = at('raw%20files/data.bin');
+    const slice = await get(path, { range: 'bytes=10-19' });
+    assert.equal(slice.status, 206);
+    assert.equal(slice.headers.get('content-range'), `bytes 10-19/${data.length}`);
+    assert.deepEqual(slice.body, data.subarray(10, 20));
+    assert.deepEqual((await get(path, { range: 'bytes=-5' })).body, data.subarray(data.length - 5));
+    assert.deepEqual((await get(path, { range: 'bytes=99990-' })).body, data.subarray(99_990));
+    const past = await get(path, { range: `bytes=${data.length}-` });
+    assert.equal(past.status, 416);
+    assert.equal(past.headers.get('content-range'), `bytes */${data.length}`);
+    assert.equal((await get(path, { range: 'lines=1-2' })).status, 200, 'an unknown unit is ignored');
+  });
+
+  test('conditional requests: If-None-Match and If-Modified-Since answer 304', async () => {
+    const path = at('raw%20files/data.bin');
+    const first = await get(path);
+    const etag = first.headers.get('etag')!;
+    const cached = await get(path, { 'if-none-match': etag });
+    assert.equal(cached.status, 304);
+    assert.equal(cached.body.length, 0);
+    assert.equal((await get(path, { 'if-none-match': '"other"' })).status, 200);
+    assert.equal((await get(path, { 'if-modified-since': first.headers.get('last-modified')! })).status, 304);
+    assert.equal((await get(path, { 'if-modified-since': 'Mon, 01 Jan 2001 00:00:00 GMT' })).status, 200);
+  });
+
+  test('a rendition is made once, then served from the cache', async () => {
+    const before = { ...h.services.delivery.stats };
+    const first = await get(at('w_300,f_png/gallery/photo.jpg'));
+    assert.equal(first.status, 200);
+    assert.equal(first.headers.get('content-type'), 'image/png');
+    const meta = await sharp(first.body).metadata();
+    assert.deepEqual([meta.format, meta.width, meta.height], ['png', 300, 200]);
+    assert.match(first.headers.get('cache-control') ?? '', /max-age=86400/);
+    const second = await get(at('w_300,f_png/gallery/photo.jpg'));
+    assert.deepEqual(second.body, first.body);
+    assert.equal(h.services.delivery.stats.renditionsMade, before.renditionsMade + 1, 'no image work the second time');
+    assert.equal(h.services.delivery.stats.renditionCacheHits, before.renditionCacheHits + 1);
+    const crop = await sharp((await get(at('w_100,h_100,c_fill,e_grayscale/gallery/photo.jpg'))).body).metadata();
+    assert.deepEqual([crop.width, crop.height], [100, 100]);
+  });
+
+  test('f_auto picks by Accept and says Vary: Accept', async () => {
+    const path = at('w_120,f_auto/gallery/photo.jpg');
+    for (const [accept, type] of [['image/avif,image/webp,*/*', 'image/avif'], ['image/webp,*/*', 'image/webp'], ['*/*', 'image/jpeg']]) {
+      const res = await get(path, { accept });
+      assert.equal(res.status, 200);
+      assert.equal(res.headers.get('content-type'), type, accept);
+      assert.equal(res.headers.get('vary'), 'Accept');
+      assert.equal((await sharp(res.body).metadata()).width, 120);
+    }
+  });
+
+  test('strict tokens: unknown or malformed is 400; tokens on a non-image is 400', async () => {
+    for (const tokens of ['w_abc', 'w_100,zz_1', 'w_100,w_200', 'f_bmp', 'q_0', 'e_blur', 'c_stretch']) {
+      const res = await get(at(`${tokens}/gallery/photo.jpg`));
+      assert.equal(res.status, 400, tokens);
+      assert.equal(JSON.parse(res.body.toString()).success, false);
+    }
+    assert.equal((await get(at('w_100/notes.txt'))).status, 400);
+  });
+
+  test('a folder that looks like tokens is still a folder', async () => {
+    const res = await get(at('w_200/odd.jpg'));
+    assert.equal(res.status, 200);
+    assert.equal(sha(res.body), sha(photo));
+  });
+
+  test('not found: unknown file, unknown workspace, dot segments; the file record points at working URLs', async () => {
+    assert.equal((await get(at('gallery/nope.jpg'))).status, 404);
+    assert.equal((await get('/ZZZZZZZZZZZZ/gallery/photo.jpg')).status, 404);
+    assert.equal((await get(at('gallery/%2E%2E/data.bin'))).status, 404);
+    const record = await add('linked.jpg', photo, ['links']);
+    assert.equal((await get(new URL(record.url).pathname)).status, 200);
+    const thumb = await get(new URL(record.thumbnail!).pathname);
+    assert.equal(thumb.status, 200);
+    assert.ok(((await sharp(thumb.body).metadata()).width ?? 999) <= 200);
+  });
+
+  test('decoding is bounded: an image over the pixel limit is refused, not decoded', async () => {
+    const huge = await sharp({ create: { width: 6000, height: 4000, channels: 3, background: '#000' } }).png({ compressionLevel: 9 }).toBuffer();
+    await add('huge.png', huge);
+    const res = await get(at('w_100/huge.png'));
+    assert.equal(res.status, 400);
+    assert.equal(JSON.parse(res.body.toString()).errorCode, 'IMAGE_TOO_LARGE');
+  });
+
+  test('a private file is not served without a signed URL', async () => {
+    const record = await add('secret.jpg', photo);
+    await h.services.files.update(h.ws.workspace_id, record.file_no, { is_private: true });
+    assert.equal((await get(at('secret.jpg'))).status, 403);
+  });
+
+  test('deleting a file deletes its cached renditions', async () => {
+    const record = await add('temp.jpg', randomBytes(10).length ? await sharp({ create: { width: 50, height: 50, channels: 3, background: '#f00' } }).jpeg().toBuffer() : photo);
+    assert.equal((await get(at('w_20/temp.jpg'))).status, 200);
+    const blob = await h.services.db.kysely.selectFrom('blobs').select('storage_key').where('sha256', '=', record.hash).executeTakeFirstOrThrow();
+    const renditions = async () => {
+      const keys: string[] = [];
+      for await (const o of h.services.storage.list(`${blob.storage_key}.renditions/`)) keys.push(o.key);
+      return keys;
+    };
+    assert.equal((await renditions()).length, 1);
+    await h.services.files.delete(h.ws.workspace_id, record.file_no);
+    assert.deepEqual(await renditions(), []);
+  });
+});
