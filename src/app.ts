@@ -78,7 +78,7 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
   await app.register(async (scope) => remoteUploadRoute(scope, services.remote));
   await app.register(multipartRoutes, { multipart: services.multipart, workspaces: services.workspaces });
   await app.register(fileRoutes, { files: services.files, folders: services.folders });
-  await app.register(deliveryRoutes, { delivery: services.delivery });
+  await app.register(deliveryRoutes, { delivery: services.delivery, signer: services.deliverySigner });
 
   return app;
 }

@@ -37,6 +37,8 @@ export interface Config {
   maxFileSize: number;
   /** Images above this many pixels are not decoded (decompression bombs). */
   maxImagePixels: number;
+  /** Lifetime of the signed URLs in the records of private files, in seconds. */
+  privateUrlTtl: number;
   /** Longest a remote URL upload may take to download, in milliseconds. */
   remoteTimeoutMs: number;
   /** Longest lifetime of a multipart session and its part URLs, in seconds. */
@@ -132,6 +134,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
   const storage = readStorage(read, problems);
   const maxFileSize = integer('STOWAGE_MAX_FILE_SIZE', 5 * 1024 ** 4, 1, Number.MAX_SAFE_INTEGER);
   const maxImagePixels = integer('STOWAGE_MAX_IMAGE_PIXELS', 100_000_000, 1, 1_000_000_000);
+  const privateUrlTtl = integer('STOWAGE_PRIVATE_URL_TTL', 3600, 1, 7 * 24 * 3600);
   const remoteTimeoutMs = integer('STOWAGE_REMOTE_TIMEOUT_MS', 10 * 60 * 1000, 100, 24 * 3600 * 1000);
   const multipartMaxTtl = integer('STOWAGE_MULTIPART_MAX_TTL', 7 * 24 * 3600, 60, 7 * 24 * 3600);
   const sweepIntervalMs = integer('STOWAGE_SWEEP_INTERVAL_MS', 60_000, 0, 24 * 3600 * 1000);
@@ -172,6 +175,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     sweepIntervalMs,
     sweepGraceMs,
     remoteTimeoutMs,
+    privateUrlTtl,
   };
 }
 

@@ -6,6 +6,7 @@ import { Readable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import sharp from 'sharp';
 import { type Harness, makeHarness } from './helpers/harness.ts';
+import { call } from './helpers/http.ts';
 
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 
@@ -138,10 +139,33 @@ describe('delivery', () => {
     assert.equal(JSON.parse(res.body.toString()).errorCode, 'IMAGE_TOO_LARGE');
   });
 
-  test('a private file is not served without a signed URL', async () => {
+  test('a private file: only through signed, expiring URLs, each good for its own path', async () => {
     const record = await add('secret.jpg', photo);
-    await h.services.files.update(h.ws.workspace_id, record.file_no, { is_private: true });
+    const updated = await h.services.files.update(h.ws.workspace_id, record.file_no, { is_private: true });
+    const code = async (path: string) => JSON.parse((await get(path)).body.toString()).errorCode;
     assert.equal((await get(at('secret.jpg'))).status, 403);
+    assert.equal(await code(at('secret.jpg')), 'SIGNED_URL_REQUIRED');
+    const signed = new URL(updated.url);
+    assert.ok(signed.searchParams.get('signature') && signed.searchParams.get('expires'), 'the record carries a signed URL');
+    const ok = await get(signed.pathname + signed.search);
+    assert.equal(ok.status, 200);
+    assert.equal(sha(ok.body), sha(photo));
+    assert.match(ok.headers.get('cache-control') ?? '', /^private/);
+    const thumb = new URL(updated.thumbnail!);
+    assert.equal((await get(thumb.pathname + thumb.search)).status, 200, 'the thumbnail is signed too');
+    const tampered = new URLSearchParams(signed.search);
+    tampered.set('expires', String(Number(tampered.get('expires')) + 1000));
+    assert.equal(await code(`${signed.pathname}?${tampered}`), 'INVALID_SIGNATURE');
+    assert.equal(await code(`/${h.ws.workspace_id}/w_50/secret.jpg${signed.search}`), 'INVALID_SIGNATURE', 'not valid for a rendition');
+    const past = new URL(h.services.deliverySigner.sign(`${base}${at('secret.jpg')}`, Math.floor(Date.now() / 1000) - 5));
+    assert.equal(await code(past.pathname + past.search), 'URL_EXPIRED');
+    const minted = await call(h.app, 'POST', `/api/v1/files/${record.file_no}/signed-url`, { body: { expires_in: 60, transform: 'w_50' }, headers: h.auth });
+    assert.equal(minted.status, 200, JSON.stringify(minted.body));
+    const mintedUrl = new URL(minted.body.data.url);
+    const small = await get(mintedUrl.pathname + mintedUrl.search);
+    assert.equal(small.status, 200);
+    assert.equal((await sharp(small.body).metadata()).width, 50);
+    assert.ok(Math.abs(minted.body.data.expires_at - (Date.now() / 1000 + 60)) < 5);
   });
 
   test('deleting a file deletes its cached renditions', async () => {

@@ -17,6 +17,7 @@ import { UploadService } from './uploads.ts';
 import { MultipartService } from './multipart.ts';
 import { RemoteUploadService } from './remote.ts';
 import { PartUrlSigner } from '../crypto/part-url.ts';
+import { DeliverySigner } from '../crypto/delivery-url.ts';
 import { WorkspaceService } from './workspaces.ts';
 
 export interface Services {
@@ -34,6 +35,7 @@ export interface Services {
   files: FileService;
   folders: FolderService;
   delivery: DeliveryService;
+  deliverySigner: DeliverySigner;
   close(): Promise<void>;
 }
 
@@ -58,7 +60,8 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
   const workspaces = new WorkspaceService(db, box);
   const sources = new SourceService(db, box, { guard, timeoutMs: config.outboundTimeoutMs, gcsApiEndpoint: config.gcsApiEndpoint }, opts.debug);
   const blobs = new BlobStore(db, storage, config.sweepGraceMs);
-  const records = new FileRecords(config.publicUrl);
+  const deliverySigner = new DeliverySigner(config.masterKey);
+  const records = new FileRecords(config.publicUrl, deliverySigner, config.privateUrlTtl);
   const uploads = new UploadService(db, blobs, records, { maxFileSize: config.maxFileSize, maxImagePixels: config.maxImagePixels });
   const multipart = new MultipartService(db, blobs, uploads, records, new PartUrlSigner(config.masterKey), {
     publicUrl: config.publicUrl,
@@ -69,6 +72,7 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
     files: new FileService(db, blobs, records),
     folders: new FolderService(db, blobs),
     delivery: new DeliveryService(db, storage, config.maxImagePixels),
+    deliverySigner,
     remote,
     multipart,
     config,

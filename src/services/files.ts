@@ -7,6 +7,8 @@ import { escapeLike, likeContains, likeEscaped } from '../db/like.ts';
 import { errors } from '../errors.ts';
 import type { BlobStore } from './blobs.ts';
 import { checkName, parseCustomId, parseMetadata, parseTags } from './names.ts';
+import type { DeliverySigner } from '../crypto/delivery-url.ts';
+import { parseTransform } from '../media/transform.ts';
 import type { BlobRow, Database, FileRow, FolderRow } from '../db/schema.ts';
 
 export interface FileRecord {
@@ -57,7 +59,19 @@ export function deliveryPath(folderPath: string, name: string): string {
 }
 
 export class FileRecords {
-  constructor(private readonly publicUrl: string) {}
+  constructor(
+    private readonly publicUrl: string,
+    /** Private files get signed URLs valid this long (seconds). */
+    private readonly signer?: DeliverySigner,
+    private readonly privateUrlTtl = 3600,
+  ) {}
+
+  /** A delivery URL; for a private file, signed and expiring. */
+  deliveryUrl(workspaceId: string, path: string, isPrivate: boolean, ttlSeconds = this.privateUrlTtl): string {
+    const url = `${this.publicUrl}/${workspaceId}/${path}`;
+    if (!isPrivate || !this.signer) return url;
+    return this.signer.sign(url, Math.floor(Date.now() / 1000) + ttlSeconds);
+  }
 
   /**
    * Inserts the file, or, when the folder already holds that name, gives the existing record
@@ -117,7 +131,7 @@ export class FileRecords {
       workspace_id: row.workspace_id,
       name: row.name,
       path: `/${row.folder_path ? `${row.folder_path}/` : ''}${row.name}`,
-      url: `${this.publicUrl}/${row.workspace_id}/${path}`,
+      url: this.deliveryUrl(row.workspace_id, path, Boolean(row.is_private)),
       width: row.width,
       height: row.height,
       size: Number(row.size),
@@ -129,7 +143,7 @@ export class FileRecords {
       is_duplicate: Boolean(row.is_duplicate),
       created_at: row.created_at,
       upload_source: row.upload_source,
-      thumbnail: isImage ? `${this.publicUrl}/${row.workspace_id}/w_200,h_200,c_fit/${path}` : null,
+      thumbnail: isImage ? this.deliveryUrl(row.workspace_id, `w_200,h_200,c_fit/${path}`, Boolean(row.is_private)) : null,
       extension: row.extension,
       format: row.format,
       hash: sha256,
@@ -270,6 +284,14 @@ export class FileService {
       if (isUniqueViolation(err)) throw errors.fileNameTaken();
       throw err;
     }
+  }
+
+  /** A signed URL for the file (or a rendition of it), valid for `expiresIn` seconds. */
+  async signedUrl(workspaceId: string, fileNo: string, expiresIn: number, transform?: string): Promise<{ url: string; expires_at: number }> {
+    const row = await this.row(workspaceId, fileNo);
+    if (transform) parseTransform(transform);
+    const path = (transform ? `${transform}/` : '') + deliveryPath(row.folder_path, row.name);
+    return { url: this.records.deliveryUrl(workspaceId, path, true, expiresIn), expires_at: Math.floor(Date.now() / 1000) + expiresIn };
   }
 
   async delete(workspaceId: string, fileNo: string): Promise<void> {

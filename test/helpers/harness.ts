@@ -63,6 +63,7 @@ export function testConfig(dataDir: string, overrides: Partial<Config> = {}): Co
     sweepIntervalMs: 0,
     sweepGraceMs: 15 * 60 * 1000,
     remoteTimeoutMs: 5000,
+    privateUrlTtl: 3600,
     ...overrides,
   };
 }

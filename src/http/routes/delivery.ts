@@ -1,6 +1,7 @@
 // GET /{workspace_id}/{path} and /{workspace_id}/{tokens}/{path}: public delivery.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError } from '../../errors.ts';
+import type { DeliverySigner } from '../../crypto/delivery-url.ts';
 import type { Delivered, DeliveryService } from '../../services/delivery.ts';
 import type { ByteRange } from '../../storage/driver.ts';
 
@@ -38,7 +39,7 @@ function notModified(request: FastifyRequest, d: Delivered): boolean {
   return false;
 }
 
-export async function deliveryRoutes(app: FastifyInstance, opts: { delivery: DeliveryService }): Promise<void> {
+export async function deliveryRoutes(app: FastifyInstance, opts: { delivery: DeliveryService; signer: DeliverySigner }): Promise<void> {
   app.get('/:workspace/*', { config: { auth: 'none' }, schema: { hide: true } }, async (request: FastifyRequest, reply: FastifyReply) => {
     const { workspace, '*': rest } = request.params as { workspace: string; '*': string };
     // Not a workspace id (e.g. /api/...): an unknown route, answered by the 404 handler.
@@ -51,13 +52,18 @@ export async function deliveryRoutes(app: FastifyInstance, opts: { delivery: Del
     }
     if (segments.some((s) => s === '.' || s === '..' || s.includes('/'))) throw new AppError(404, 'FILE_NOT_FOUND', 'Not found', 'Nothing is stored at this address');
     const d = await opts.delivery.resolve({ workspaceId: workspace, segments, accept: request.headers.accept });
-    if (d.isPrivate) throw new AppError(403, 'SIGNED_URL_REQUIRED', 'Forbidden', 'This file is private');
+    if (d.isPrivate) {
+      const verdict = opts.signer.verify(request.url.split('?')[0], request.query as { expires?: string; signature?: string }, Math.floor(Date.now() / 1000));
+      if (verdict === 'missing') throw new AppError(403, 'SIGNED_URL_REQUIRED', 'Forbidden', 'This file is private: use a signed URL');
+      if (verdict === 'bad') throw new AppError(403, 'INVALID_SIGNATURE', 'Forbidden', 'The URL signature is not valid');
+      if (verdict === 'expired') throw new AppError(403, 'URL_EXPIRED', 'Forbidden', 'The signed URL has expired');
+    }
 
     reply.headers({
       ...SAFE_HEADERS,
       etag: d.etag,
       'last-modified': d.lastModified.toUTCString(),
-      'cache-control': d.isRendition ? 'public, max-age=86400, stale-while-revalidate=604800' : 'public, max-age=300, must-revalidate',
+      'cache-control': d.isPrivate ? 'private, max-age=300' : d.isRendition ? 'public, max-age=86400, stale-while-revalidate=604800' : 'public, max-age=300, must-revalidate',
       'accept-ranges': 'bytes',
     });
     if (d.varyAccept) reply.header('vary', 'Accept');

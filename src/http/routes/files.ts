@@ -96,6 +96,24 @@ export async function fileRoutes(app: FastifyInstance, opts: { files: FileServic
     async (request) => ({ success: true, data: await files.update(ws(request), (request.params as { file_no: string }).file_no, request.body as any) }),
   );
 
+  app.post(
+    '/api/v1/files/:file_no/signed-url',
+    {
+      config: { auth: 'private' },
+      schema: {
+        tags: ['files'],
+        summary: 'A signed, expiring delivery URL (for private files)',
+        params: FileParams,
+        body: Type.Object({ expires_in: Type.Optional(Type.Integer({ minimum: 1, maximum: 7 * 24 * 3600, default: 3600 })), transform: Type.Optional(Type.String({ maxLength: 512 })) }),
+        response: { 200: Type.Object({ success: Type.Literal(true), data: Type.Object({ url: Type.String(), expires_at: Type.Integer() }) }), ...errorResponses(400, 401, 403, 404) },
+      },
+    },
+    async (request) => {
+      const body = (request.body ?? {}) as { expires_in?: number; transform?: string };
+      return { success: true, data: await files.signedUrl(ws(request), (request.params as { file_no: string }).file_no, body.expires_in ?? 3600, body.transform) };
+    },
+  );
+
   app.delete(
     '/api/v1/files/:file_no',
     {
