@@ -44,7 +44,7 @@ export function installErrorHandling(app: FastifyInstance): void {
     if (err instanceof AppError) {
       if (err.extra.headers) reply.headers(err.extra.headers);
       // A failed delivery must not keep the headers set for the file it was going to send.
-      for (const h of ['etag', 'last-modified', 'cache-control', 'accept-ranges', 'vary', 'content-length']) reply.removeHeader(h);
+      for (const h of ['etag', 'last-modified', 'cache-control', 'accept-ranges', 'vary', 'content-length', 'link']) reply.removeHeader(h);
       return reply.code(err.status).send(err.toBody());
     }
     if (err.validation) {

@@ -71,7 +71,7 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
   return {
     files: new FileService(db, blobs, records),
     folders: new FolderService(db, blobs),
-    delivery: new DeliveryService(db, storage, config.maxImagePixels),
+    delivery: new DeliveryService(db, storage, config.maxImagePixels, sources),
     deliverySigner,
     remote,
     multipart,

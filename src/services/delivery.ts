@@ -10,18 +10,31 @@ import { AppError } from '../errors.ts';
 import { buildPipeline, type OutputFormat, parseTransform, type TransformSpec } from '../media/transform.ts';
 import type { ByteRange, StorageDriver } from '../storage/driver.ts';
 import { renditionPrefix } from './blobs.ts';
+import { createHash } from 'node:crypto';
+import { openOrigin } from '../sources/origin.ts';
+import type { SourceService } from './sources.ts';
+
+/** How long a rendition of an origin's object is served before it is made again. */
+const ORIGIN_RENDITION_TTL_MS = 24 * 3600 * 1000;
 
 export interface DeliveryTarget {
+  /** The first path segment: a workspace id, or `{workspace_id}-{source_name}`. */
   workspaceId: string;
+  /** Request headers an origin may see (image_source with forward_header). */
+  headers?: Record<string, string | string[] | undefined>;
   /** Decoded path segments after the workspace id. */
   segments: string[];
   accept: string | undefined;
 }
 
 export interface Delivered {
-  /** Opens the bytes (or a range of them). */
+  /** Opens the bytes (or a range of them, when `ranges`). */
   open(range?: ByteRange): Promise<Readable>;
-  size: number;
+  /** Unknown for some origin responses. */
+  size?: number;
+  ranges: boolean;
+  /** An origin's address, for `Link: <…>; rel="canonical"`. */
+  canonical?: string;
   contentType: string;
   etag: string;
   lastModified: Date;
@@ -69,6 +82,8 @@ export class DeliveryService {
     private readonly db: Db,
     private readonly storage: StorageDriver,
     private readonly maxPixels: number,
+    /** Sources, for `/{workspace_id}-{source_name}/…`. */
+    private readonly sources?: SourceService,
     /** Counts renditions made (tests and metrics read it). */
     readonly stats = { renditionsMade: 0, renditionCacheHits: 0 },
   ) {}
@@ -88,6 +103,12 @@ export class DeliveryService {
   }
 
   async resolve(target: DeliveryTarget): Promise<Delivered> {
+    const dash = target.workspaceId.indexOf('-');
+    if (dash > 0 && this.sources) {
+      const workspaceId = target.workspaceId.slice(0, dash);
+      if (!/^[0-9A-Za-z]{10,16}$/.test(workspaceId)) throw notFound();
+      return this.fromOrigin(workspaceId, target.workspaceId.slice(dash + 1), target);
+    }
     if (!/^[0-9A-Za-z]{10,16}$/.test(target.workspaceId)) throw notFound();
     // The whole path as a file first, so a folder that looks like tokens still works.
     const whole = await this.file(target.workspaceId, target.segments);
@@ -101,6 +122,7 @@ export class DeliveryService {
         isRendition: false,
         varyAccept: false,
         isPrivate: Boolean(whole.is_private),
+        ranges: true,
       };
     }
     const [first, ...rest] = target.segments;
@@ -129,13 +151,73 @@ export class DeliveryService {
       isRendition: true,
       varyAccept: spec.format === 'auto',
       isPrivate: Boolean(file.is_private),
+      ranges: true,
+    };
+  }
+
+  /**
+   * `/{workspace_id}-{source_name}/[tokens/]path`: the object at `path` in the source. A first
+   * segment shaped like tokens is taken as tokens (asking the origin first would cost a
+   * round trip per request). Renditions are cached for a day.
+   */
+  private async fromOrigin(workspaceId: string, sourceName: string, target: DeliveryTarget): Promise<Delivered> {
+    const source = await this.sources!.forDelivery(workspaceId, sourceName);
+    const deps = this.sources!.originDeps;
+    const [first, ...rest] = target.segments;
+    const tokens = first && rest.length > 0 && TOKENS_SHAPE.test(first) ? parseTransform(first) : null;
+    const segments = tokens ? rest : target.segments;
+    if (segments.length === 0) throw notFound();
+    const path = source.type === 'image_source' ? segments.map(encodeURIComponent).join('/') : segments.join('/');
+    const canonicalLink = source.type === 'image_source' && source.config.canonical_header === true ? `${String(source.config.base_url)}/${path}` : undefined;
+    if (!tokens) {
+      const origin = await openOrigin(source.type, source.config, path, deps, target.headers);
+      return {
+        open: async () => origin.body,
+        size: origin.size,
+        ranges: false,
+        contentType: origin.contentType ?? 'application/octet-stream',
+        etag: origin.etag ?? `"${createHash('sha256').update(`${source.id}/${path}`).digest('hex').slice(0, 32)}"`,
+        lastModified: origin.lastModified ?? new Date(),
+        isRendition: false,
+        varyAccept: false,
+        isPrivate: false,
+        canonical: canonicalLink,
+      };
+    }
+    const pathHash = createHash('sha256').update(path).digest('hex').slice(0, 40);
+    // The origin's type is unknown until it is fetched: without f_ a rendition is a JPEG.
+    const format: OutputFormat = tokens.format === 'auto' ? negotiate(target.accept, 'image/jpeg') : tokens.format ?? 'jpg';
+    const key = `${workspaceId}/origins/${source.id}/${pathHash}.renditions/${canonical(tokens, format).replaceAll(',', '.')}.${format}`;
+    let info = await this.storage.stat(key);
+    if (info && Date.now() - info.lastModified.getTime() < ORIGIN_RENDITION_TTL_MS) this.stats.renditionCacheHits++;
+    else {
+      const origin = await openOrigin(source.type, source.config, path, deps, target.headers);
+      await this.renderStream(origin.body, { ...tokens, format }, key);
+      info = await this.storage.stat(key);
+      if (!info) throw new Error('rendition vanished after it was made');
+    }
+    return {
+      open: (range) => this.storage.get(key, range),
+      size: info.size,
+      ranges: true,
+      contentType: MIME[format],
+      etag: `"${pathHash.slice(0, 24)}-${info.lastModified.getTime().toString(36)}-${canonical(tokens, format)}"`,
+      lastModified: info.lastModified,
+      isRendition: true,
+      varyAccept: tokens.format === 'auto',
+      isPrivate: false,
+      canonical: canonicalLink,
     };
   }
 
   private async render(sourceKey: string, spec: TransformSpec, key: string): Promise<void> {
+    await this.renderStream(await this.storage.get(sourceKey), spec, key);
+  }
+
+  private async renderStream(source: Readable, spec: TransformSpec, key: string): Promise<void> {
     const { pipeline: img } = buildPipeline(spec, { autoFormat: 'webp', maxPixels: this.maxPixels });
     const out = new PassThrough();
-    const running = pipeline(await this.storage.get(sourceKey), img, out).catch((err) => out.destroy(err));
+    const running = pipeline(source, img, out).catch((err) => out.destroy(err));
     try {
       await this.storage.put(key, out);
       await running;

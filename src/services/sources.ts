@@ -5,7 +5,7 @@ import type { SecretBox } from '../crypto/secret-box.ts';
 import { type Db, isUniqueViolation, nowIso } from '../db/database.ts';
 import { likeContains, likeEscaped } from '../db/like.ts';
 import type { SourceRow } from '../db/schema.ts';
-import { errors } from '../errors.ts';
+import { AppError, errors } from '../errors.ts';
 import { type ProbeDeps, type ProbeResult, probeSource } from '../sources/probe.ts';
 import {
   type Configuration,
@@ -147,6 +147,20 @@ export class SourceService {
     const visible = JSON.parse(row.configuration) as Configuration;
     const secret = row.secrets ? (JSON.parse(this.box.open(row.secrets, sourceAad(row.id))) as Configuration) : {};
     return { ...visible, ...secret };
+  }
+
+  /** The source a delivery URL names: 404 unknown, 410 inactive. */
+  async forDelivery(workspaceId: string, name: string): Promise<{ id: string; type: SourceType; config: Configuration }> {
+    if (!SOURCE_NAME_RE.test(name)) throw new AppError(404, 'SOURCE_NOT_FOUND', 'Not found', 'No source with this name in this workspace');
+    const row = await this.db.kysely.selectFrom('sources').selectAll().where('workspace_id', '=', workspaceId).where('name', '=', name).executeTakeFirst();
+    if (!row) throw new AppError(404, 'SOURCE_NOT_FOUND', 'Not found', 'No source with this name in this workspace');
+    if (!row.is_active) throw new AppError(410, 'SOURCE_INACTIVE', 'Source inactive', 'This source is switched off');
+    return { id: row.id, type: row.type as SourceType, config: this.configuration(row) };
+  }
+
+  /** How origins are reached (the guard and time limits of source tests). */
+  get originDeps(): ProbeDeps {
+    return this.probeDeps;
   }
 
   /** Re-seals every source secret under the current master key; returns how many changed. */

@@ -43,7 +43,7 @@ export async function deliveryRoutes(app: FastifyInstance, opts: { delivery: Del
   app.get('/:workspace/*', { config: { auth: 'none' }, schema: { hide: true } }, async (request: FastifyRequest, reply: FastifyReply) => {
     const { workspace, '*': rest } = request.params as { workspace: string; '*': string };
     // Not a workspace id (e.g. /api/...): an unknown route, answered by the 404 handler.
-    if (!/^[0-9A-Za-z]{10,16}$/.test(workspace)) return reply.callNotFound();
+    if (!/^[0-9A-Za-z]{10,16}(-[A-Za-z0-9_-]{1,64})?$/.test(workspace)) return reply.callNotFound();
     let segments: string[];
     try {
       segments = (rest ?? '').split('/').filter(Boolean).map((s) => decodeURIComponent(s));
@@ -51,7 +51,7 @@ export async function deliveryRoutes(app: FastifyInstance, opts: { delivery: Del
       throw new AppError(400, 'BAD_URL', 'Bad request', 'The path is not valid percent-encoding');
     }
     if (segments.some((s) => s === '.' || s === '..' || s.includes('/'))) throw new AppError(404, 'FILE_NOT_FOUND', 'Not found', 'Nothing is stored at this address');
-    const d = await opts.delivery.resolve({ workspaceId: workspace, segments, accept: request.headers.accept });
+    const d = await opts.delivery.resolve({ workspaceId: workspace, segments, accept: request.headers.accept, headers: request.headers });
     if (d.isPrivate) {
       const verdict = opts.signer.verify(request.url.split('?')[0], request.query as { expires?: string; signature?: string }, Math.floor(Date.now() / 1000));
       if (verdict === 'missing') throw new AppError(403, 'SIGNED_URL_REQUIRED', 'Forbidden', 'This file is private: use a signed URL');
@@ -64,22 +64,23 @@ export async function deliveryRoutes(app: FastifyInstance, opts: { delivery: Del
       etag: d.etag,
       'last-modified': d.lastModified.toUTCString(),
       'cache-control': d.isPrivate ? 'private, max-age=300' : d.isRendition ? 'public, max-age=86400, stale-while-revalidate=604800' : 'public, max-age=300, must-revalidate',
-      'accept-ranges': 'bytes',
+      'accept-ranges': d.ranges ? 'bytes' : 'none',
     });
     if (d.varyAccept) reply.header('vary', 'Accept');
+    if (d.canonical) reply.header('link', `<${d.canonical}>; rel="canonical"`);
     if (notModified(request, d)) return reply.code(304).send();
 
-    const range = parseRange(request.headers.range, d.size);
+    const range = d.ranges && d.size !== undefined ? parseRange(request.headers.range, d.size) : null;
     if (range === 'unsatisfiable') {
       reply.header('content-range', `bytes */${d.size}`);
       throw new AppError(416, 'RANGE_NOT_SATISFIABLE', 'Range not satisfiable', `The file is ${d.size} bytes long`);
     }
     reply.type(d.contentType);
-    if (range) {
+    if (range && d.size !== undefined) {
       reply.code(206).header('content-range', `bytes ${range.start}-${range.end}/${d.size}`).header('content-length', range.end - range.start + 1);
       return reply.send(await d.open(range));
     }
-    reply.header('content-length', d.size);
+    if (d.size !== undefined) reply.header('content-length', d.size);
     return reply.send(await d.open());
   });
 }
