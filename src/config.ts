@@ -37,6 +37,11 @@ export interface Config {
   maxFileSize: number;
   /** Images above this many pixels are not decoded (decompression bombs). */
   maxImagePixels: number;
+  /** Seconds between webhook attempts (attempt 2, 3, …); after the last, a delivery fails. */
+  webhookRetrySchedule: number[];
+  webhookTimeoutMs: number;
+  /** How often each node looks for due webhook deliveries (0 = never: no worker). */
+  webhookPollMs: number;
   /** Lifetime of the signed URLs in the records of private files, in seconds. */
   privateUrlTtl: number;
   /** Longest a remote URL upload may take to download, in milliseconds. */
@@ -48,6 +53,9 @@ export interface Config {
   /** How long bytes nobody is writing must sit before the sweeper takes them for abandoned. */
   sweepGraceMs: number;
 }
+
+/** Standard Webhooks' reference schedule: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h (~27.5 h). */
+const DEFAULT_WEBHOOK_SCHEDULE = [5, 300, 1800, 7200, 18000, 36000, 36000];
 
 export class ConfigError extends Error {
   constructor(public readonly problems: string[]) {
@@ -134,6 +142,16 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
   const storage = readStorage(read, problems);
   const maxFileSize = integer('STOWAGE_MAX_FILE_SIZE', 5 * 1024 ** 4, 1, Number.MAX_SAFE_INTEGER);
   const maxImagePixels = integer('STOWAGE_MAX_IMAGE_PIXELS', 100_000_000, 1, 1_000_000_000);
+  const scheduleText = read('STOWAGE_WEBHOOK_RETRY_SCHEDULE');
+  let webhookRetrySchedule = DEFAULT_WEBHOOK_SCHEDULE;
+  if (scheduleText !== undefined) {
+    const parts = scheduleText.split(',').map((x) => x.trim());
+    if (parts.length === 0 || parts.length > 50 || parts.some((x) => !/^\d{1,7}$/.test(x))) {
+      problems.push(`STOWAGE_WEBHOOK_RETRY_SCHEDULE must be comma-separated whole seconds (got "${scheduleText}")`);
+    } else webhookRetrySchedule = parts.map(Number);
+  }
+  const webhookTimeoutMs = integer('STOWAGE_WEBHOOK_TIMEOUT_MS', 10_000, 100, 120_000);
+  const webhookPollMs = integer('STOWAGE_WEBHOOK_POLL_MS', 1000, 0, 3_600_000);
   const privateUrlTtl = integer('STOWAGE_PRIVATE_URL_TTL', 3600, 1, 7 * 24 * 3600);
   const remoteTimeoutMs = integer('STOWAGE_REMOTE_TIMEOUT_MS', 10 * 60 * 1000, 100, 24 * 3600 * 1000);
   const multipartMaxTtl = integer('STOWAGE_MULTIPART_MAX_TTL', 7 * 24 * 3600, 60, 7 * 24 * 3600);
@@ -176,6 +194,9 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     sweepGraceMs,
     remoteTimeoutMs,
     privateUrlTtl,
+    webhookRetrySchedule,
+    webhookTimeoutMs,
+    webhookPollMs,
   };
 }
 

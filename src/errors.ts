@@ -14,6 +14,11 @@ export class AppError extends Error {
     this.name = 'AppError';
   }
 
+  /** The same error, its message naming the field it is about. */
+  withField(field: string): AppError {
+    return new AppError(this.status, this.errorCode, this.error, this.message.replace(/^remote_url/, field), this.extra);
+  }
+
   toBody(): Record<string, unknown> {
     return { success: false, error: this.error, errorCode: this.errorCode, message: this.message, ...this.extra.body };
   }

@@ -15,7 +15,7 @@ async function main(): Promise<void> {
     }
     throw err;
   }
-  const services = await createServices(config);
+  const services = await createServices(config, { log: (msg, data) => process.stderr.write(`${JSON.stringify({ level: 40, msg, ...data })}\n`) });
   const created = await services.workspaces.bootstrapIfEmpty();
 
   if (created) {
@@ -48,6 +48,8 @@ async function main(): Promise<void> {
           );
         }, config.sweepIntervalMs).unref()
       : undefined;
+
+  if (config.webhookPollMs > 0) services.webhooks.start();
 
   let closing = false;
   const shutdown = (signal: string) => {

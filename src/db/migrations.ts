@@ -161,6 +161,29 @@ const migrations: Record<string, Migration> = {
       await db.schema.dropTable('multipart_sessions').execute();
     },
   },
+  '0004_webhooks': {
+    async up(db: Kysely<any>) {
+      await db.schema
+        .createTable('webhook_deliveries')
+        .addColumn('id', 'varchar(40)', (c) => c.primaryKey())
+        .addColumn('workspace_id', 'varchar(32)', (c) => c.notNull().references('workspaces.id').onDelete('cascade'))
+        .addColumn('url', 'text', (c) => c.notNull())
+        .addColumn('payload', 'text', (c) => c.notNull())
+        .addColumn('status', 'varchar(16)', (c) => c.notNull())
+        .addColumn('attempts', 'integer', (c) => c.notNull().defaultTo(0))
+        .addColumn('next_attempt_at', 'varchar(32)', (c) => c.notNull())
+        .addColumn('locked_until', 'varchar(32)')
+        .addColumn('last_status', 'integer')
+        .addColumn('last_error', 'text')
+        .addColumn('created_at', 'varchar(32)', (c) => c.notNull())
+        .addColumn('updated_at', 'varchar(32)', (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex('webhook_deliveries_due_idx').on('webhook_deliveries').columns(['status', 'next_attempt_at']).execute();
+    },
+    async down(db: Kysely<any>) {
+      await db.schema.dropTable('webhook_deliveries').execute();
+    },
+  },
 };
 
 class InCodeProvider implements MigrationProvider {

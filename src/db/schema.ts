@@ -124,6 +124,24 @@ export interface MultipartSessionTable {
   updated_at: string;
 }
 
+export interface WebhookDeliveryTable {
+  /** The Standard Webhooks message id: the same on every attempt. */
+  id: string;
+  workspace_id: string;
+  url: string;
+  /** The exact JSON body that is signed and sent. */
+  payload: string;
+  status: 'pending' | 'delivered' | 'failed';
+  attempts: number;
+  next_attempt_at: string;
+  /** A node working on it holds it until then. */
+  locked_until: string | null;
+  last_status: number | null;
+  last_error: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
 export interface SettingTable {
   key: string;
   value: string;
@@ -139,7 +157,10 @@ export interface Database {
   files: FileTable;
   storage_intents: StorageIntentTable;
   multipart_sessions: MultipartSessionTable;
+  webhook_deliveries: WebhookDeliveryTable;
 }
+
+export type WebhookDeliveryRow = Selectable<WebhookDeliveryTable>;
 
 export type MultipartSessionRow = Selectable<MultipartSessionTable>;
 

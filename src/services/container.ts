@@ -12,6 +12,7 @@ import { BlobStore } from './blobs.ts';
 import { FileRecords, FileService } from './files.ts';
 import { FolderService } from './folders.ts';
 import { DeliveryService } from './delivery.ts';
+import { WebhookService } from './webhooks.ts';
 import { SourceService } from './sources.ts';
 import { UploadService } from './uploads.ts';
 import { MultipartService } from './multipart.ts';
@@ -36,6 +37,7 @@ export interface Services {
   folders: FolderService;
   delivery: DeliveryService;
   deliverySigner: DeliverySigner;
+  webhooks: WebhookService;
   close(): Promise<void>;
 }
 
@@ -44,6 +46,8 @@ export interface ServiceOptions {
   resolver?: Resolver;
   /** Receives debug notes such as which configuration field was refused. */
   debug?: (why: string) => void;
+  /** Receives operational notes (webhook retries). */
+  log?: (msg: string, data?: Record<string, unknown>) => void;
 }
 
 export async function createServices(config: Config, opts: ServiceOptions = {}): Promise<Services> {
@@ -62,13 +66,20 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
   const blobs = new BlobStore(db, storage, config.sweepGraceMs);
   const deliverySigner = new DeliverySigner(config.masterKey);
   const records = new FileRecords(config.publicUrl, deliverySigner, config.privateUrlTtl);
-  const uploads = new UploadService(db, blobs, records, { maxFileSize: config.maxFileSize, maxImagePixels: config.maxImagePixels });
+  const webhooks = new WebhookService(db, workspaces, guard, {
+    retrySchedule: config.webhookRetrySchedule,
+    timeoutMs: config.webhookTimeoutMs,
+    pollIntervalMs: config.webhookPollMs,
+    claimMs: Math.max(60_000, config.webhookTimeoutMs * 3),
+  }, opts.log);
+  const uploads = new UploadService(db, blobs, records, { maxFileSize: config.maxFileSize, maxImagePixels: config.maxImagePixels }, webhooks, guard);
   const multipart = new MultipartService(db, blobs, uploads, records, new PartUrlSigner(config.masterKey), {
     publicUrl: config.publicUrl,
     maxTtlSeconds: config.multipartMaxTtl,
   });
   const remote = new RemoteUploadService(uploads, guard, { timeoutMs: config.outboundTimeoutMs, bodyTimeoutMs: config.remoteTimeoutMs });
   return {
+    webhooks,
     files: new FileService(db, blobs, records),
     folders: new FolderService(db, blobs),
     delivery: new DeliveryService(db, storage, config.maxImagePixels, sources),
@@ -85,6 +96,7 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
     workspaces,
     sources,
     async close() {
+      await webhooks.stop();
       guard.destroy();
       if (storage instanceof S3Storage) storage.destroy();
       await db.close();

@@ -201,6 +201,11 @@ export class MultipartService {
     const tags = parseTags(input.tags);
     const metadata = parseMetadata(input.metadata);
     const customId = parseCustomId(input.custom_id);
+    if (input.webhook_url !== undefined) {
+      const u = /^https?:\/\//.test(input.webhook_url) ? input.webhook_url : null;
+      if (!u) throw errors.validation('webhook_url must be an http(s) URL');
+      await this.uploads.checkWebhookTarget(u);
+    }
     const limits = await this.uploads.limits(workspaceId);
     if (input.size > limits.maxFileSize) throw errors.fileTooLarge(limits.maxFileSize);
     if (limits.quotaRemaining !== undefined && input.size > limits.quotaRemaining) throw errors.storageLimitExceeded();

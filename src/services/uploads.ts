@@ -11,6 +11,8 @@ import { buildPipeline, parseTransform, type TransformSpec } from '../media/tran
 import type { BlobStore, StageLimits, Staged } from './blobs.ts';
 import { type FileRecord, type FileRecords } from './files.ts';
 import { ensureFolderPath } from './folders.ts';
+import { OutboundBlockedError, type OutboundGuard } from '../outbound/guard.ts';
+import type { WebhookService } from './webhooks.ts';
 import { checkName, parseBooleanFlag, parseCustomId, parseFolderPath, parseMetadata, parseTags, withExtension, withRandomPrefix, withRandomSuffix } from './names.ts';
 
 /** Upload options as they arrive: form fields (strings) or JSON values. */
@@ -82,7 +84,22 @@ export class UploadService {
     private readonly blobs: BlobStore,
     private readonly records: FileRecords,
     private readonly settings: UploadSettings,
+    private readonly webhooks?: WebhookService,
+    private readonly guard?: OutboundGuard,
   ) {}
+
+  /**
+   * A webhook target is checked like a remote URL, when the upload is accepted (and again on
+   * every delivery). A name that does not resolve yet is let through: delivery retries.
+   */
+  async checkWebhookTarget(url: string | null): Promise<void> {
+    if (!url || !this.guard) return;
+    try {
+      await this.guard.checkUrl(url);
+    } catch (err) {
+      if (err instanceof OutboundBlockedError) throw errors.urlRefused(err.message).withField('webhook_url');
+    }
+  }
 
   /** The limits for the next upload to this workspace; 402 at once when it is already full. */
   async limits(workspaceId: string): Promise<StageLimits & { quotaBytes: number | null }> {
@@ -127,6 +144,7 @@ export class UploadService {
   ): Promise<FileRecord> {
     let current = staged;
     try {
+      await this.checkWebhookTarget(opts.webhookUrl);
       let name = opts.randomPrefix ? (source === 'multipart' ? withRandomPrefix(opts.name) : withRandomSuffix(opts.name)) : opts.name;
       if (opts.transform) {
         const result = await this.transform(current, opts.transform);
@@ -162,6 +180,8 @@ export class UploadService {
         });
         if (replacedBlobId) released = await this.blobs.releaseIfUnused(trx, replacedBlobId);
         await hooks.inTransaction?.(trx, row);
+        // The notification is queued with the record, or not at all.
+        if (opts.webhookUrl && this.webhooks) await this.webhooks.enqueueUpload(trx, opts.webhookUrl, this.records.view(row, folder?.folder_no ?? null, committed.blob.sha256));
         return row;
       });
       if (duplicate) await this.blobs.discard(current);

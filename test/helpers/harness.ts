@@ -64,6 +64,9 @@ export function testConfig(dataDir: string, overrides: Partial<Config> = {}): Co
     sweepGraceMs: 15 * 60 * 1000,
     remoteTimeoutMs: 5000,
     privateUrlTtl: 3600,
+    webhookRetrySchedule: [1, 1, 1],
+    webhookTimeoutMs: 2000,
+    webhookPollMs: 0,
     ...overrides,
   };
 }

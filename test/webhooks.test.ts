@@ -1,0 +1,158 @@
+// Webhooks (EXTENSIONS.md "Webhooks"): queued with the upload, signed the Standard Webhooks way
+// (checked with the independent `standardwebhooks` package), retried with backoff under the
+// same id, durable across a restart, and claimed by one worker at a time.
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { after, before, describe, test } from 'node:test';
+import { Webhook } from 'standardwebhooks';
+import { createServices } from '../src/services/container.ts';
+import { DIALECTS, type Harness, makeHarness } from './helpers/harness.ts';
+import { localServer } from './helpers/servers.ts';
+
+interface Received {
+  headers: Record<string, string>;
+  body: string;
+}
+
+async function receiver(behaviour: (n: number) => 'ok' | 'fail' | 'hang') {
+  const got: Received[] = [];
+  const server = await localServer((req, res) => {
+    let body = '';
+    req.on('data', (d) => (body += d));
+    req.on('end', () => {
+      got.push({ headers: req.headers as Record<string, string>, body });
+      const what = behaviour(got.length);
+      if (what === 'ok') res.writeHead(204).end();
+      else if (what === 'fail') res.writeHead(500).end('nope');
+      // 'hang': never answer; the sender's timeout ends it.
+    });
+  });
+  return { ...server, got };
+}
+
+async function until(cond: () => boolean | Promise<boolean>, step: () => Promise<unknown>, ms = 15_000) {
+  const end = Date.now() + ms;
+  while (!(await cond())) {
+    if (Date.now() > end) throw new Error('timed out waiting');
+    await step();
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+async function upload(base: string, key: string, webhookUrl: string, name = `f-${randomBytes(4).toString('hex')}.bin`) {
+  const form = new FormData();
+  form.append('file', new Blob([randomBytes(1000)]), name);
+  form.append('file_name', name);
+  form.append('webhook_url', webhookUrl);
+  const res = await fetch(`${base}/api/v1/uploads`, { method: 'POST', body: form, headers: { 'x-api-key': key } });
+  return { status: res.status, body: (await res.json()) as any };
+}
+
+describe('webhooks', () => {
+  let h: Harness;
+  let base: string;
+  before(async () => {
+    h = await makeHarness('sqlite', { config: { outboundAllow: ['127.0.0.1'], webhookRetrySchedule: [1, 1, 1], webhookTimeoutMs: 700 } });
+    base = await h.app.listen({ host: '127.0.0.1', port: 0 });
+  });
+  after(() => h?.close());
+
+  test('upload.completed arrives signed; an independent implementation verifies it; the data is the record', async () => {
+    const r = await receiver(() => 'ok');
+    try {
+      const up = await upload(base, h.ws.public_key, `${r.url}/hooks`);
+      assert.equal(up.status, 201);
+      await until(() => r.got.length === 1, () => h.services.webhooks.runOnce());
+      const msg = r.got[0];
+      const verified = new Webhook(h.ws.webhook_secret).verify(msg.body, msg.headers) as any;
+      assert.equal(verified.type, 'upload.completed');
+      assert.equal(verified.workspace_id, h.ws.workspace_id);
+      assert.match(verified.id, /^msg_/);
+      assert.equal(msg.headers['webhook-id'], verified.id);
+      assert.deepEqual(verified.data, up.body);
+      assert.throws(() => new Webhook(Buffer.alloc(32, 1).toString('base64')).verify(msg.body, msg.headers), 'another secret does not verify');
+      assert.throws(() => new Webhook(h.ws.webhook_secret).verify(msg.body.replace('upload.completed', 'upload.deleted'), msg.headers), 'a changed body does not verify');
+    } finally {
+      await r.close();
+    }
+  });
+
+  test('a receiver that fails, then times out, then recovers: retried with backoff under one id', async () => {
+    const r = await receiver((n) => (n <= 2 ? 'fail' : n === 3 ? 'hang' : 'ok'));
+    try {
+      await upload(base, h.ws.public_key, `${r.url}/flaky`);
+      const started = Date.now();
+      await until(() => r.got.length === 4, () => h.services.webhooks.runOnce(), 20_000);
+      const ids = new Set(r.got.map((g) => g.headers['webhook-id']));
+      assert.equal(ids.size, 1, 'the same message id on every attempt');
+      assert.ok(Date.now() - started >= 2500, 'attempts were spaced by the schedule');
+      for (const g of r.got) new Webhook(h.ws.webhook_secret).verify(g.body, g.headers);
+      const row = await h.services.db.kysely.selectFrom('webhook_deliveries').selectAll().where('id', '=', [...ids][0]).executeTakeFirstOrThrow();
+      assert.equal(row.status, 'delivered');
+      assert.equal(row.attempts, 4);
+    } finally {
+      await r.close();
+    }
+  });
+
+  test('a receiver that never recovers: the delivery fails after the last scheduled attempt', async () => {
+    const r = await receiver(() => 'fail');
+    try {
+      await upload(base, h.ws.public_key, `${r.url}/dead`);
+      await until(async () => (await h.services.webhooks.counts()).failed === 1, () => h.services.webhooks.runOnce(), 20_000);
+      assert.equal(r.got.length, 4, 'one attempt plus one per scheduled retry');
+      await new Promise((res) => setTimeout(res, 1200));
+      await h.services.webhooks.runOnce();
+      assert.equal(r.got.length, 4, 'no attempts after failing');
+    } finally {
+      await r.close();
+    }
+  });
+
+  test('a webhook_url at a private address is refused when the upload is made', async () => {
+    const strict = await makeHarness('sqlite');
+    const strictBase = await strict.app.listen({ host: '127.0.0.1', port: 0 });
+    try {
+      for (const url of ['http://127.0.0.1:9/x', 'http://169.254.169.254/latest', 'http://[::1]/x']) {
+        const res = await upload(strictBase, strict.ws.public_key, url);
+        assert.equal(res.status, 400, url);
+        assert.equal(res.body.errorCode, 'URL_REFUSED');
+        assert.match(res.body.message, /^webhook_url/);
+      }
+      assert.equal((await strict.services.db.kysely.selectFrom('files').select('id').execute()).length, 0, 'refused uploads stored nothing');
+    } finally {
+      await strict.close();
+    }
+  });
+});
+
+for (const dialect of DIALECTS) {
+  describe(`webhook durability and claiming on ${dialect.name}`, { skip: dialect.skip }, () => {
+    test('deliveries pending at shutdown are sent after a restart, exactly once each by two workers', async () => {
+      const r = await receiver(() => 'ok');
+      const h = await makeHarness(dialect.name, { config: { outboundAllow: ['127.0.0.1'] } });
+      try {
+        const base = await h.app.listen({ host: '127.0.0.1', port: 0 });
+        for (let i = 0; i < 12; i++) assert.equal((await upload(base, h.ws.public_key, `${r.url}/n${i}`)).status, 201);
+        assert.equal((await h.services.webhooks.counts()).pending, 12);
+        await h.app.close();
+        await h.services.close();
+        // "Restart": two fresh nodes over the same database, working at the same time.
+        const nodes = await Promise.all([createServices(h.config), createServices(h.config)]);
+        try {
+          if (dialect.name === 'postgres') await Promise.all(nodes.map((n) => n.webhooks.runOnce(5)).concat(nodes.map((n) => n.webhooks.runOnce(5))));
+          else for (const n of nodes) await n.webhooks.runOnce(7);
+          await until(async () => (await nodes[0].webhooks.counts()).pending === 0, () => nodes[1].webhooks.runOnce());
+          const ids = r.got.map((g) => g.headers['webhook-id']);
+          assert.equal(ids.length, 12);
+          assert.equal(new Set(ids).size, 12, 'no delivery was sent twice');
+        } finally {
+          await Promise.all(nodes.map((n) => n.close()));
+        }
+      } finally {
+        await r.close();
+        await h.close();
+      }
+    });
+  });
+}
