@@ -112,9 +112,13 @@ export interface ApplyOptions {
   maxPixels: number;
 }
 
-/** A sharp pipeline (a Duplex stream) for `spec`, and the format it writes. */
-export function buildPipeline(spec: TransformSpec, opts: ApplyOptions): { pipeline: SharpPipeline; format: OutputFormat | null } {
-  let img = sharp({ limitInputPixels: opts.maxPixels, failOn: 'error', sequentialRead: true }).rotate();
+/**
+ * A sharp pipeline for `spec` and the format it writes: a Duplex stream, or, given a file path,
+ * one that reads the file itself (libvips is faster on files than on streams).
+ */
+export function buildPipeline(spec: TransformSpec, opts: ApplyOptions, inputPath?: string): { pipeline: SharpPipeline; format: OutputFormat | null } {
+  const options = { limitInputPixels: opts.maxPixels, failOn: 'error' as const, sequentialRead: true };
+  let img = (inputPath ? sharp(inputPath, options) : sharp(options)).rotate();
   if (spec.rotate) img = img.rotate(spec.rotate, { background: spec.background ?? '#00000000' });
   if (spec.flip === 'v' || spec.flip === 'hv') img = img.flip();
   if (spec.flip === 'h' || spec.flip === 'hv') img = img.flop();

@@ -110,8 +110,12 @@ export class DeliveryService {
       return this.fromOrigin(workspaceId, target.workspaceId.slice(dash + 1), target);
     }
     if (!/^[0-9A-Za-z]{10,16}$/.test(target.workspaceId)) throw notFound();
-    // The whole path as a file first, so a folder that looks like tokens still works.
-    const whole = await this.file(target.workspaceId, target.segments);
+    // A first segment shaped like tokens names a rendition, unless no file matches that reading
+    // and the whole path is a file (a folder that merely looks like tokens).
+    const [first, ...rest] = target.segments;
+    const tokenShaped = first !== undefined && rest.length > 0 && TOKENS_SHAPE.test(first);
+    const file = tokenShaped ? await this.file(target.workspaceId, rest) : undefined;
+    const whole = file ? undefined : await this.file(target.workspaceId, target.segments);
     if (whole) {
       return {
         open: (range) => this.storage.get(whole.storage_key, range),
@@ -125,10 +129,8 @@ export class DeliveryService {
         ranges: true,
       };
     }
-    const [first, ...rest] = target.segments;
-    if (!first || rest.length === 0 || !TOKENS_SHAPE.test(first)) throw notFound();
+    if (!tokenShaped) throw notFound();
     const spec = parseTransform(first);
-    const file = await this.file(target.workspaceId, rest);
     if (!file) throw notFound();
     if (!DECODABLE.test(file.mime_type)) throw new AppError(400, 'TRANSFORM_NOT_APPLICABLE', 'Validation failed', 'transformations apply to images');
     const format = spec.format === 'auto' ? negotiate(target.accept, file.mime_type) : spec.format ?? formatOf(file.mime_type);
@@ -211,15 +213,18 @@ export class DeliveryService {
   }
 
   private async render(sourceKey: string, spec: TransformSpec, key: string): Promise<void> {
-    await this.renderStream(await this.storage.get(sourceKey), spec, key);
+    // On local disk libvips reads the file itself; elsewhere the object is streamed in.
+    const path = this.storage.localPath?.(sourceKey);
+    await this.renderStream(path ?? (await this.storage.get(sourceKey)), spec, key);
   }
 
-  private async renderStream(source: Readable, spec: TransformSpec, key: string): Promise<void> {
-    const { pipeline: img } = buildPipeline(spec, { autoFormat: 'webp', maxPixels: this.maxPixels });
+  private async renderStream(source: Readable | string, spec: TransformSpec, key: string): Promise<void> {
+    const { pipeline: img } = buildPipeline(spec, { autoFormat: 'webp', maxPixels: this.maxPixels }, typeof source === 'string' ? source : undefined);
     const out = new PassThrough();
-    const running = pipeline(source, img, out).catch((err) => out.destroy(err));
+    const running = (typeof source === 'string' ? pipeline(img, out) : pipeline(source, img, out)).catch((err) => out.destroy(err));
     try {
-      await this.storage.put(key, out);
+      // A cache entry can always be made again: no flush to disk.
+      await this.storage.put(key, out, { durable: false });
       await running;
     } catch (err) {
       const message = String((err as Error).message);

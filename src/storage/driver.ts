@@ -30,15 +30,18 @@ export interface StorageDriver {
   check(): Promise<void>;
   /**
    * Streams `body` to `key`. Atomic: readers see no object or the whole object, never part of
-   * it; if the stream fails or `signal` aborts, nothing is left behind.
+   * it; if the stream fails or `signal` aborts, nothing is left behind. `durable: false` skips
+   * the flush to disk, for what can be made again (rendition caches).
    */
-  put(key: string, body: Readable, opts?: { contentType?: string; signal?: AbortSignal }): Promise<{ size: number }>;
+  put(key: string, body: Readable, opts?: { contentType?: string; signal?: AbortSignal; durable?: boolean }): Promise<{ size: number }>;
   /** Throws ObjectNotFoundError when there is no such object. */
   get(key: string, range?: ByteRange): Promise<Readable>;
   stat(key: string): Promise<ObjectInfo | null>;
   /** Idempotent. */
   delete(key: string): Promise<void>;
   list(prefix: string): AsyncIterable<ObjectInfo>;
+  /** Local disk only: the file behind a key, for readers (libvips) that open files themselves. */
+  localPath?(key: string): string;
 }
 
 export interface PartInfo {

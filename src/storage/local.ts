@@ -37,9 +37,10 @@ export class PartLengthError extends Error {
  * background as it goes, so that the final fsync has only the tail left: the disk works while
  * the network does, instead of after it.
  */
-async function durableWriteStream(path: string, flags: string, start?: number) {
+async function durableWriteStream(path: string, flags: string, start?: number, durable = true) {
   const fd = await new Promise<number>((resolve, reject) => fsOpen(path, flags, 0o640, (err, fd) => (err ? reject(err) : resolve(fd))));
-  const stream = createWriteStream(path, { fd, start, flush: true, autoClose: true, highWaterMark: 1024 * 1024 });
+  const stream = createWriteStream(path, { fd, start, flush: durable, autoClose: true, highWaterMark: 1024 * 1024 });
+  if (!durable) return stream;
   let unflushed = 0;
   let flushing = false;
   const FLUSH_EVERY = 64 * 1024 * 1024;
@@ -93,7 +94,11 @@ export class LocalStorage implements StorageDriver, MultipartStorage {
     return join(this.objects, ...key.split('/'));
   }
 
-  async put(key: string, body: Readable, opts: { signal?: AbortSignal } = {}): Promise<{ size: number }> {
+  localPath(key: string): string {
+    return this.path(key);
+  }
+
+  async put(key: string, body: Readable, opts: { signal?: AbortSignal; durable?: boolean } = {}): Promise<{ size: number }> {
     const target = this.path(key);
     const temp = join(this.tmp, randomUUID());
     let size = 0;
@@ -105,7 +110,7 @@ export class LocalStorage implements StorageDriver, MultipartStorage {
     });
     try {
       // flush: fsync before close, so the rename below never publishes unwritten bytes.
-      await pipeline(body, counter, await durableWriteStream(temp, 'wx'), { signal: opts.signal });
+      await pipeline(body, counter, await durableWriteStream(temp, 'wx', undefined, opts.durable !== false), { signal: opts.signal });
       await mkdir(dirname(target), { recursive: true });
       await rename(temp, target);
       return { size };
