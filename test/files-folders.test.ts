@@ -66,6 +66,26 @@ for (const dialect of DIALECTS) {
         assert.equal((await api('GET', '/api/v1/files?limit=101')).status, 400);
       });
 
+      test('oldest-first pages never repeat or skip a file while others are being added', async () => {
+        const ws = await h.services.workspaces.create('Paging');
+        const mine = (name: string) => add(name, { workspace: ws.workspace_id });
+        for (let i = 0; i < 7; i++) {
+          await mine(`start-${i}.bin`);
+          await new Promise((r) => setTimeout(r, 2));
+        }
+        const seen: string[] = [];
+        for (let page = 1; page <= 10; page++) {
+          const res = await api('GET', `/api/v1/files?sort=created_at_asc&limit=3&page=${page}`, undefined, ws.private_key);
+          seen.push(...res.body.files.map((f: any) => f.name));
+          if (!res.body.meta.hasNext) break;
+          // Uploads keep arriving while the client pages.
+          await mine(`added-after-page-${page}.bin`);
+        }
+        assert.equal(new Set(seen).size, seen.length, 'no repeats');
+        const all = (await api('GET', '/api/v1/files?sort=created_at_asc&limit=100', undefined, ws.private_key)).body.files.map((f: any) => f.name);
+        assert.deepEqual(seen, all, 'no skips: every file, including those added while paging, in order');
+      });
+
       test('filters: folder_no, search (literal % and _), tags (all must match)', async () => {
         const docs = (await api('GET', '/api/v1/folders')).body.folders.find((f: any) => f.name === 'docs');
         const inDocs = await api('GET', `/api/v1/files?folder_no=${docs.folder_no}`);
