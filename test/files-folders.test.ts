@@ -86,6 +86,29 @@ for (const dialect of DIALECTS) {
         assert.deepEqual(seen, all, 'no skips: every file, including those added while paging, in order');
       });
 
+      test('newest-first pages stay put while files are added, with the X-Snapshot of the first page', async () => {
+        const ws = await h.services.workspaces.create('Snapshot');
+        const mine = (name: string) => add(name, { workspace: ws.workspace_id });
+        for (let i = 0; i < 7; i++) {
+          await mine(`start-${i}.bin`);
+          await new Promise((r) => setTimeout(r, 2));
+        }
+        const first = await call(h.app, 'GET', '/api/v1/files?limit=3', { headers: { 'x-api-key': ws.private_key } });
+        const snapshot = first.headers['x-snapshot'] as string;
+        assert.match(snapshot, /^\d{4}-\d\d-\d\dT/);
+        const seen: string[] = first.body.files.map((f: any) => f.name);
+        await new Promise((r) => setTimeout(r, 2));
+        for (let page = 2; ; page++) {
+          await mine(`added-before-page-${page}.bin`);
+          const res = await api('GET', `/api/v1/files?limit=3&page=${page}&snapshot=${encodeURIComponent(snapshot)}`, undefined, ws.private_key);
+          seen.push(...res.body.files.map((f: any) => f.name));
+          assert.equal(res.body.meta.total, 7, 'the snapshot holds the total');
+          if (!res.body.meta.hasNext) break;
+        }
+        assert.deepEqual(seen, Array.from({ length: 7 }, (_, i) => `start-${6 - i}.bin`), 'newest first, each once, none added since');
+        assert.equal((await api('GET', '/api/v1/files?snapshot=yesterday', undefined, ws.private_key)).status, 400);
+      });
+
       test('filters: folder_no, search (literal % and _), tags (all must match)', async () => {
         const docs = (await api('GET', '/api/v1/folders')).body.folders.find((f: any) => f.name === 'docs');
         const inDocs = await api('GET', `/api/v1/files?folder_no=${docs.folder_no}`);

@@ -163,6 +163,8 @@ export interface FileListQuery {
   sort?: FileSort;
   sort_field?: 'created_at' | 'updated_at' | 'name' | 'file_size';
   sort_order?: 'asc' | 'desc';
+  /** Only files created at or before this instant: stable pages while uploads continue. */
+  snapshot?: string;
 }
 
 export interface FileUpdate {
@@ -206,6 +208,11 @@ export class FileService {
       base = base.where('files.folder_id', '=', folder.id);
     }
     if (q.search) base = base.where(likeEscaped('files.name', likeContains(q.search.normalize('NFC'))));
+    if (q.snapshot) {
+      const at = Date.parse(q.snapshot);
+      if (!Number.isFinite(at)) throw errors.validation('snapshot must be an ISO 8601 date-time (from the X-Snapshot header of a first page)');
+      base = base.where('files.created_at', '<=', new Date(at).toISOString());
+    }
     for (const tag of q.tags ? parseTags(q.tags) : []) {
       // Tags are stored as a JSON array: an element is its JSON string, quotes included.
       base = base.where(likeEscaped('files.tags', `%${escapeLike(JSON.stringify(tag))}%`, true));

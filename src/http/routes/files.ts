@@ -36,7 +36,9 @@ export async function fileRoutes(app: FastifyInstance, opts: { files: FileServic
       schema: {
         tags: ['files'],
         summary: 'List files',
-        description: 'Filters: folder_no, search (name, case-insensitive), tags (comma list, all must match). Order is total: ties are broken by id.',
+        description:
+          'Filters: folder_no, search (name, case-insensitive), tags (comma list, all must match). Order is total: ties are broken by id. ' +
+          'Every answer carries X-Snapshot; send it back as snapshot to page without files added since shifting the pages.',
         querystring: Type.Object({
           ...Page,
           folder_no: Type.Optional(Type.String({ maxLength: 64 })),
@@ -45,6 +47,7 @@ export async function fileRoutes(app: FastifyInstance, opts: { files: FileServic
           sort: Type.Optional(Type.Union(['created_at_desc', 'created_at_asc', 'name_asc', 'name_desc', 'size_asc', 'size_desc'].map((v) => Type.Literal(v)))),
           sort_field: Type.Optional(Type.Union(['created_at', 'updated_at', 'name', 'file_size'].map((v) => Type.Literal(v)))),
           sort_order: Type.Optional(Type.Union([Type.Literal('asc'), Type.Literal('desc')])),
+          snapshot: Type.Optional(Type.String({ maxLength: 40 })),
         }),
         response: {
           200: Type.Object({
@@ -55,7 +58,15 @@ export async function fileRoutes(app: FastifyInstance, opts: { files: FileServic
         },
       },
     },
-    async (request) => files.list(ws(request), request.query as any),
+    async (request, reply) => {
+      // The instant this page describes (taken before the query, which uses it too); a later
+      // page sent with it ignores newer files.
+      const query = request.query as { snapshot?: string };
+      const snapshot = query.snapshot ?? new Date().toISOString();
+      const result = await files.list(ws(request), { ...(request.query as any), snapshot });
+      reply.header('x-snapshot', new Date(Date.parse(snapshot)).toISOString());
+      return result;
+    },
   );
 
   app.get(
