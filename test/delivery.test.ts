@@ -94,6 +94,54 @@ describe('delivery', () => {
     assert.deepEqual([crop.width, crop.height], [100, 100]);
   });
 
+  test('every token has its effect', async () => {
+    // Top half red, bottom half blue: positions, flips and padding show in the colours.
+    const twoTone = await sharp({ create: { width: 200, height: 200, channels: 3, background: '#ff0000' } })
+      .composite([{ input: { create: { width: 200, height: 100, channels: 3, background: '#0000ff' } }, top: 100, left: 0 }])
+      .png()
+      .toBuffer();
+    const noisy = await sharp({ create: { width: 400, height: 300, channels: 3, background: '#808080', noise: { type: 'gaussian', mean: 128, sigma: 50 } } }).png().toBuffer();
+    await add('two-tone.png', twoTone, ['tokens']);
+    await add('noisy.png', noisy, ['tokens']);
+    const render = async (tokens: string, file = 'two-tone.png') => {
+      const res = await get(at(`${tokens}/tokens/${file}`));
+      assert.equal(res.status, 200, `${tokens}: ${res.body.toString().slice(0, 200)}`);
+      const img = sharp(res.body);
+      return { meta: await img.metadata(), stats: await img.stats(), bytes: res.body.length, type: res.headers.get('content-type') };
+    };
+    const dims = async (t: string, file?: string) => {
+      const { meta } = await render(t, file);
+      return [meta.width, meta.height];
+    };
+    const rgb = (stats: { channels: { mean: number }[] }) => stats.channels.slice(0, 3).map((c) => Math.round(c.mean));
+    assert.deepEqual(await dims('w_320,ar_16:9,c_fill'), [320, 180]);
+    assert.deepEqual(await dims('h_90,ar_2:1'), [180, 90]);
+    assert.deepEqual(await dims('w_100,h_50,c_fit', 'noisy.png'), [67, 50]);
+    assert.deepEqual(await dims('w_100,h_50,c_pad', 'noisy.png'), [100, 50]);
+    assert.deepEqual(await dims('w_1000,h_1000,c_crop', 'noisy.png'), [400, 300], 'c_crop never enlarges');
+    assert.deepEqual(await dims('r_90', 'noisy.png'), [300, 400]);
+    const top = rgb((await render('w_100,h_50,c_fill,p_t')).stats);
+    const bottom = rgb((await render('w_100,h_50,c_fill,p_b')).stats);
+    assert.ok(top[0] > 200 && top[2] < 50, `p_t keeps the red top (${top})`);
+    assert.ok(bottom[2] > 200 && bottom[0] < 50, `p_b keeps the blue bottom (${bottom})`);
+    const flipped = rgb((await render('w_100,h_50,c_fill,p_t,flip_v')).stats);
+    assert.ok(flipped[2] > 200, `flip_v puts blue on top (${flipped})`);
+    const padded = await render('w_200,h_400,c_pad,bg_00ff00,f_png');
+    assert.ok(rgb(padded.stats)[1] > 60, 'bg_ colours the padding');
+    const grey = rgb((await render('e_grayscale,f_png')).stats);
+    assert.ok(grey[0] === grey[1] && grey[1] === grey[2], `e_grayscale (${grey})`);
+    const sd = async (t: string) => (await render(t, 'noisy.png')).stats.channels[0].stdev;
+    const plain = await sd('f_png');
+    assert.ok((await sd('e_blur:60,f_png')) < plain * 0.7, 'e_blur smooths');
+    assert.ok((await sd('e_sharpen:300,f_png')) > plain, 'e_sharpen adds contrast');
+    const low = await render('q_10,f_jpg', 'noisy.png');
+    const high = await render('q_95,f_jpg', 'noisy.png');
+    assert.ok(low.bytes < high.bytes * 0.6, `q_ sets quality (${low.bytes} vs ${high.bytes})`);
+    assert.equal((await render('q_auto,f_webp')).type, 'image/webp');
+    assert.equal((await render('w_50,f_gif')).type, 'image/gif');
+    assert.equal((await render('w_50,f_avif')).type, 'image/avif');
+  });
+
   test('f_auto picks by Accept and says Vary: Accept', async () => {
     const path = at('w_120,f_auto/gallery/photo.jpg');
     for (const [accept, type] of [['image/avif,image/webp,*/*', 'image/avif'], ['image/webp,*/*', 'image/webp'], ['*/*', 'image/jpeg']]) {

@@ -109,6 +109,39 @@ describe('webhooks', () => {
     }
   });
 
+  test('remote and multipart uploads notify too, with their records', async () => {
+    const r = await receiver(() => 'ok');
+    const origin = await localServer((_req, res) => res.writeHead(200).end(randomBytes(3000)));
+    try {
+      const remote = await fetch(`${base}/api/v1/uploads/remote`, {
+        method: 'POST',
+        headers: { 'x-api-key': h.ws.public_key, 'content-type': 'application/json' },
+        body: JSON.stringify({ remote_url: `${origin.url}/a.bin`, webhook_url: `${r.url}/remote` }),
+      });
+      const remoteRecord = (await remote.json()) as any;
+      assert.equal(remote.status, 201);
+      (h.services.multipart as any).settings.publicUrl = base;
+      const start = await fetch(`${base}/api/v1/multipart/start`, {
+        method: 'POST',
+        headers: { 'x-api-key': h.ws.public_key, 'content-type': 'application/json' },
+        body: JSON.stringify({ file_name: 'mp.bin', size: 1000, format: 'application/octet-stream', webhook_url: `${r.url}/multipart` }),
+      });
+      const session = (await start.json()) as any;
+      await fetch(session.parts[0], { method: 'PUT', body: randomBytes(1000), headers: { 'content-type': 'application/octet-stream' } });
+      const done = await fetch(`${base}/api/v1/multipart/complete`, { method: 'POST', headers: { 'x-api-key': h.ws.public_key, 'content-type': 'application/json' }, body: JSON.stringify({ session_id: session.session_id }) });
+      const mpRecord = (await done.json()) as any;
+      await until(() => r.got.length === 2, () => h.services.webhooks.runOnce());
+      const byPath = Object.fromEntries(r.got.map((g) => [g.headers['webhook-id'], new Webhook(h.ws.webhook_secret).verify(g.body, g.headers) as any]));
+      const events = Object.values(byPath);
+      assert.deepEqual(events.map((e) => e.data.upload_source).sort(), ['multipart', 'remote']);
+      assert.deepEqual(events.find((e) => e.data.upload_source === 'remote').data, remoteRecord);
+      assert.deepEqual(events.find((e) => e.data.upload_source === 'multipart').data, mpRecord);
+    } finally {
+      await r.close();
+      await origin.close();
+    }
+  });
+
   test('a webhook_url at a private address is refused when the upload is made', async () => {
     const strict = await makeHarness('sqlite');
     const strictBase = await strict.app.listen({ host: '127.0.0.1', port: 0 });
