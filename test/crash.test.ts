@@ -138,3 +138,42 @@ describe('SIGKILL mid-upload', () => {
     await db.close();
   });
 });
+
+describe('webhooks pending when the server dies', () => {
+  test('a new server process delivers what the killed one had queued', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'stowage-crash-hooks-'));
+    const got: string[] = [];
+    const receiver = http.createServer((req, res) => {
+      got.push(String(req.headers['webhook-id']));
+      req.resume();
+      req.on('end', () => res.writeHead(204).end());
+    });
+    await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
+    const hook = `http://127.0.0.1:${(receiver.address() as import('node:net').AddressInfo).port}/hook`;
+    const env = { STOWAGE_DATA_DIR: dataDir, STOWAGE_OUTBOUND_ALLOW: '127.0.0.1', STOWAGE_SWEEP_INTERVAL_MS: '0' };
+    let server: ServerProcess | undefined;
+    try {
+      const ws = JSON.parse((await runCli(['workspace', 'create', '--name', 'Hooks', '--json'], env)).stdout);
+      // This node sends no webhooks: everything it accepts stays queued.
+      server = await startServer({ ...env, STOWAGE_WEBHOOK_POLL_MS: '0' });
+      for (let i = 0; i < 3; i++) {
+        const form = new FormData();
+        form.append('file', new Blob([randomBytes(500)]), `f${i}.bin`);
+        form.append('file_name', `f${i}.bin`);
+        form.append('webhook_url', hook);
+        assert.equal((await fetch(`${server.url}/api/v1/uploads`, { method: 'POST', body: form, headers: { 'x-api-key': ws.public_key } })).status, 201);
+      }
+      await server.stop('SIGKILL');
+      assert.deepEqual(got, [], 'nothing was sent before the crash');
+      server = await startServer({ ...env, STOWAGE_WEBHOOK_POLL_MS: '100' });
+      const deadline = Date.now() + 10_000;
+      while (got.length < 3 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+      assert.equal(got.length, 3);
+      assert.equal(new Set(got).size, 3);
+    } finally {
+      await server?.stop('SIGKILL');
+      await new Promise((r) => receiver.close(r));
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});
