@@ -38,7 +38,7 @@ function chunked(data: Buffer, failAfter?: number): Readable {
 async function uploadPart(d: StorageDriver & MultipartStorage, key: string, uploadId: string, n: number, body: Buffer, declared = body.length) {
   if (d.presignPart) {
     const url = await d.presignPart(key, uploadId, n, declared, 300);
-    const res = await fetch(url, { method: 'PUT', body, headers: { 'content-type': 'application/octet-stream' } });
+    const res = await fetch(url, { method: 'PUT', body: new Blob([new Uint8Array(body)]), headers: { 'content-type': 'application/octet-stream' } });
     await res.arrayBuffer();
     if (!res.ok) throw Object.assign(new Error(`part ${n}: HTTP ${res.status}`), { status: res.status });
     return;

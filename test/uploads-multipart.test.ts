@@ -36,7 +36,7 @@ for (const combo of UPLOAD_MATRIX) {
     };
     const start = (body: Record<string, unknown>, key?: string) => post('/api/v1/multipart/start', { format: 'application/octet-stream', ...body }, key);
     const put = async (url: string, body: Buffer, headers: Record<string, string> = { 'content-type': 'application/octet-stream' }) => {
-      const res = await fetch(url, { method: 'PUT', body, headers });
+      const res = await fetch(url, { method: 'PUT', body: new Blob([new Uint8Array(body)]), headers });
       return { status: res.status, etag: res.headers.get('etag'), text: await res.text() };
     };
     const slice = (data: Buffer, partSize: number, n: number) => data.subarray((n - 1) * partSize, n * partSize);

@@ -1,0 +1,355 @@
+// The Stowage client: every endpoint, for Node (>= 20) and browsers, on plain `fetch`.
+import { StowageAbortError, StowageError } from './errors.ts';
+import type { FileRecord, Folder, MultipartSession, Progress, SessionStatus, Source, SourceType, UploadOptions } from './types.ts';
+
+export interface ClientOptions {
+  /** The service's base URL, e.g. https://media.example.com */
+  baseUrl: string;
+  /** A public key (uploads only) or a private key (everything). */
+  apiKey: string;
+  /** Retries of a request that failed for a passing reason (network, 429, 5xx). Default 4. */
+  retries?: number;
+  /** First backoff delay in ms, doubled each retry (with jitter). Default 300. */
+  retryDelayMs?: number;
+  /** Longest wait between retries, in ms, even when Retry-After asks for more. Default 30 s. */
+  maxRetryDelayMs?: number;
+  fetch?: typeof fetch;
+}
+
+export interface RequestOptions {
+  signal?: AbortSignal;
+}
+
+export interface MultipartOptions extends UploadOptions, RequestOptions {
+  /** MIME type of the file; default the Blob's type or application/octet-stream. */
+  contentType?: string;
+  /** Parts in flight at once. Default 4. */
+  parallel?: number;
+  /** Progress after each acknowledged part. */
+  onProgress?: (p: Progress) => void;
+  /** Called with the session once it exists: keep it to resume after a crash or reload. */
+  onSession?: (session: MultipartSession) => void;
+  /** A session saved from `onSession`: only the parts storage does not hold yet are sent. */
+  resume?: MultipartSession;
+  ttlSeconds?: number;
+}
+
+export interface AutoUploadOptions extends MultipartOptions {
+  /** Files at least this large go multipart. Default 16 MiB. */
+  multipartThreshold?: number;
+}
+
+export interface Page<T> {
+  items: T[];
+  meta: Record<string, unknown>;
+}
+
+type Json = Record<string, unknown>;
+
+const RETRYABLE = new Set([408, 425, 429, 500, 502, 503, 504]);
+
+export class Stowage {
+  private readonly base: string;
+  private readonly fetchImpl: typeof fetch;
+  private readonly retries: number;
+  private readonly retryDelayMs: number;
+  private readonly maxRetryDelayMs: number;
+
+  constructor(private readonly options: ClientOptions) {
+    this.base = options.baseUrl.replace(/\/+$/, '');
+    this.fetchImpl = options.fetch ?? globalThis.fetch.bind(globalThis);
+    this.retries = options.retries ?? 4;
+    this.retryDelayMs = options.retryDelayMs ?? 300;
+    this.maxRetryDelayMs = options.maxRetryDelayMs ?? 30_000;
+  }
+
+  // --- plumbing --------------------------------------------------------------------------
+
+  /** One API call with retries for passing failures; answers are unwrapped from `{success,data}`. */
+  async request<T>(method: string, path: string, opts: { json?: unknown; form?: FormData; query?: Record<string, unknown>; signal?: AbortSignal; raw?: boolean } = {}): Promise<T> {
+    const url = new URL(this.base + path);
+    for (const [k, v] of Object.entries(opts.query ?? {})) if (v !== undefined && v !== null) url.searchParams.set(k, String(v));
+    const headers: Record<string, string> = { authorization: `Bearer ${this.options.apiKey}` };
+    let body: BodyInit | undefined;
+    if (opts.json !== undefined) {
+      headers['content-type'] = 'application/json';
+      body = JSON.stringify(opts.json);
+    } else if (opts.form) body = opts.form;
+    const res = await this.withRetries(() => this.fetchImpl(url, { method, headers, body, signal: opts.signal }), opts.signal);
+    const text = await res.text();
+    const parsed = text ? safeJson(text) : undefined;
+    if (!res.ok) throw toError(res, parsed);
+    if (opts.raw) return parsed as T;
+    return unwrap(parsed) as T;
+  }
+
+  /**
+   * Runs `send` until it gives a final answer: network errors and 408/425/429/5xx are retried
+   * with exponential backoff and jitter, waiting at least what Retry-After asks.
+   */
+  private async withRetries(send: () => Promise<Response>, signal?: AbortSignal): Promise<Response> {
+    for (let attempt = 0; ; attempt++) {
+      if (signal?.aborted) throw new StowageAbortError();
+      let res: Response | undefined;
+      let failure: unknown;
+      try {
+        res = await send();
+      } catch (err) {
+        if (signal?.aborted || (err as Error).name === 'AbortError') throw new StowageAbortError();
+        failure = err;
+      }
+      const retryable = failure !== undefined || (res !== undefined && RETRYABLE.has(res.status));
+      if (!retryable || attempt >= this.retries) {
+        if (res) return res;
+        throw failure;
+      }
+      const asked = res ? retryAfterMs(res) : undefined;
+      const backoff = this.retryDelayMs * 2 ** attempt * (0.75 + Math.random() * 0.5);
+      await res?.arrayBuffer().catch(() => {});
+      await sleep(Math.min(this.maxRetryDelayMs, Math.max(asked ?? 0, backoff)), signal);
+    }
+  }
+
+  // --- uploads ---------------------------------------------------------------------------
+
+  /** Direct upload: one multipart/form-data request. */
+  async upload(file: Blob, fileName: string, opts: UploadOptions & RequestOptions = {}): Promise<FileRecord> {
+    const form = new FormData();
+    form.append('file_name', fileName);
+    if (opts.folder !== undefined) form.append('folder', opts.folder);
+    if (opts.tags?.length) form.append('tags', opts.tags.join(','));
+    if (opts.metadata) form.append('metadata', JSON.stringify(opts.metadata));
+    if (opts.customId !== undefined) form.append('custom_id', opts.customId);
+    if (opts.randomPrefix !== undefined) form.append('random_prefix', String(opts.randomPrefix));
+    if (opts.transform) form.append('transform', opts.transform);
+    if (opts.webhookUrl) form.append('webhook_url', opts.webhookUrl);
+    form.append('file', file, fileName);
+    return this.request<FileRecord>('POST', '/api/v1/uploads', { form, signal: opts.signal });
+  }
+
+  /** The service downloads `remoteUrl` itself. */
+  uploadFromUrl(remoteUrl: string, opts: UploadOptions & RequestOptions & { fileName?: string } = {}): Promise<FileRecord> {
+    return this.request<FileRecord>('POST', '/api/v1/uploads/remote', {
+      json: {
+        remote_url: remoteUrl,
+        file_name: opts.fileName,
+        folder: opts.folder,
+        tags: opts.tags,
+        metadata: opts.metadata,
+        custom_id: opts.customId,
+        random_prefix: opts.randomPrefix,
+        transform: opts.transform,
+        webhook_url: opts.webhookUrl,
+      },
+      signal: opts.signal,
+    });
+  }
+
+  startMultipart(input: { file_name: string; size: number; format: string; folder?: string; tags?: string[]; metadata?: Json; custom_id?: string; random_prefix?: boolean; ttl_seconds?: number; webhook_url?: string }, opts: RequestOptions = {}): Promise<MultipartSession> {
+    // Either documented answer (200 with the short shape, 201 with the full one) is fine.
+    return this.request<MultipartSession>('POST', '/api/v1/multipart/start', { json: input, signal: opts.signal, raw: true });
+  }
+
+  multipartStatus(sessionId: string, opts: RequestOptions = {}): Promise<SessionStatus> {
+    return this.request<SessionStatus>('GET', `/api/v1/multipart/${encodeURIComponent(sessionId)}`, { signal: opts.signal });
+  }
+
+  completeMultipart(sessionId: string, opts: RequestOptions & { uuid?: string } = {}): Promise<FileRecord> {
+    return this.request<FileRecord>('POST', '/api/v1/multipart/complete', { json: { session_id: sessionId, uuid: opts.uuid }, signal: opts.signal });
+  }
+
+  async abortMultipart(sessionId: string, opts: RequestOptions = {}): Promise<void> {
+    await this.request('DELETE', `/api/v1/multipart/${encodeURIComponent(sessionId)}`, { signal: opts.signal });
+  }
+
+  /**
+   * A large file in parts: `parallel` at once, each retried on passing failures, progress after
+   * every part. Cancelling through `signal` leaves the session in place so that it can be
+   * resumed with `resume`; call `abortMultipart` to give it up.
+   */
+  async uploadMultipart(file: Blob, fileName: string, opts: MultipartOptions = {}): Promise<FileRecord> {
+    let session = opts.resume;
+    let done = new Set<number>();
+    if (session) {
+      const status = await this.multipartStatus(session.session_id, opts).catch((err) => {
+        if (err instanceof StowageError && err.status === 404) return undefined;
+        throw err;
+      });
+      if (status?.status === 'completed') return this.completeMultipart(session.session_id, opts);
+      if (!status || status.status !== 'active') session = undefined;
+      else done = new Set(status.uploaded_parts.filter((p) => p.size === partLength(session!, file.size, p.part_number)).map((p) => p.part_number));
+    }
+    if (!session) {
+      session = await this.startMultipart(
+        {
+          file_name: fileName,
+          size: file.size,
+          format: opts.contentType || file.type || 'application/octet-stream',
+          folder: opts.folder,
+          tags: opts.tags,
+          metadata: opts.metadata,
+          custom_id: opts.customId,
+          random_prefix: opts.randomPrefix,
+          ttl_seconds: opts.ttlSeconds,
+          webhook_url: opts.webhookUrl,
+        },
+        opts,
+      );
+      opts.onSession?.(session);
+    }
+    const s = session;
+    const total = file.size;
+    let loaded = [...done].reduce((n, p) => n + partLength(s, total, p), 0);
+    opts.onProgress?.({ loaded, total });
+    const queue = s.parts.map((url, i) => ({ url, n: i + 1 })).filter((p) => !done.has(p.n));
+    const workers = Array.from({ length: Math.max(1, Math.min(opts.parallel ?? 4, queue.length)) }, async () => {
+      for (let job = queue.shift(); job; job = queue.shift()) {
+        const start = (job.n - 1) * s.part_size;
+        const chunk = file.slice(start, Math.min(start + s.part_size, total));
+        const res = await this.withRetries(() => this.fetchImpl(job.url, { method: 'PUT', body: chunk, headers: { 'content-type': 'application/octet-stream' }, signal: opts.signal }), opts.signal);
+        if (!res.ok) {
+          const text = await res.text();
+          throw toError(res, text ? safeJson(text) : undefined, `part ${job.n}`);
+        }
+        await res.arrayBuffer().catch(() => {});
+        loaded += chunk.size;
+        opts.onProgress?.({ loaded, total });
+      }
+    });
+    await Promise.all(workers);
+    return this.completeMultipart(s.session_id, { signal: opts.signal, uuid: s.uuid });
+  }
+
+  /** Direct below `multipartThreshold` (16 MiB), multipart above. */
+  uploadFile(file: Blob, fileName: string, opts: AutoUploadOptions = {}): Promise<FileRecord> {
+    if (file.size >= (opts.multipartThreshold ?? 16 * 1024 * 1024)) return this.uploadMultipart(file, fileName, opts);
+    return this.upload(file, fileName, opts).then((record) => {
+      opts.onProgress?.({ loaded: file.size, total: file.size });
+      return record;
+    });
+  }
+
+  // --- files and folders -----------------------------------------------------------------
+
+  async listFiles(query: { page?: number; limit?: number; folder_no?: string; search?: string; tags?: string[] | string; sort?: string; snapshot?: string } = {}, opts: RequestOptions = {}) {
+    const tags = Array.isArray(query.tags) ? query.tags.join(',') : query.tags;
+    return this.request<{ files: FileRecord[]; meta: { page: number; limit: number; total: number; hasNext: boolean; hasPrev: boolean } }>('GET', '/api/v1/files', { query: { ...query, tags }, signal: opts.signal, raw: true });
+  }
+
+  getFile(fileNo: string, opts: RequestOptions = {}): Promise<FileRecord> {
+    return this.request<FileRecord>('GET', `/api/v1/files/${encodeURIComponent(fileNo)}`, opts);
+  }
+
+  renameFile(fileNo: string, name: string, opts: RequestOptions = {}): Promise<FileRecord> {
+    return this.request<FileRecord>('PATCH', `/api/v1/files/${encodeURIComponent(fileNo)}/rename`, { json: { name }, signal: opts.signal });
+  }
+
+  updateFile(fileNo: string, patch: { add_tags?: string[]; remove_tags?: string[]; metadata?: Json; custom_id?: string | null; folder_no?: string | null; is_private?: boolean }, opts: RequestOptions = {}): Promise<FileRecord> {
+    return this.request<FileRecord>('PATCH', `/api/v1/files/${encodeURIComponent(fileNo)}`, { json: patch, signal: opts.signal });
+  }
+
+  async deleteFile(fileNo: string, opts: RequestOptions = {}): Promise<void> {
+    await this.request('DELETE', `/api/v1/files/${encodeURIComponent(fileNo)}`, opts);
+  }
+
+  signedUrl(fileNo: string, input: { expires_in?: number; transform?: string } = {}, opts: RequestOptions = {}): Promise<{ url: string; expires_at: number }> {
+    return this.request('POST', `/api/v1/files/${encodeURIComponent(fileNo)}/signed-url`, { json: input, signal: opts.signal });
+  }
+
+  listFolders(query: { parent_folder_no?: string; search?: string; page?: number; limit?: number } = {}, opts: RequestOptions = {}) {
+    return this.request<{ folders: Folder[]; meta: { page: number; limit: number; total: number; hasMore: boolean } }>('GET', '/api/v1/folders', { query, signal: opts.signal, raw: true });
+  }
+
+  createFolder(name: string, parentFolderNo?: string, opts: RequestOptions = {}): Promise<Folder> {
+    return this.request<Folder>('POST', '/api/v1/folders', { json: { name, parent_folder_no: parentFolderNo }, signal: opts.signal });
+  }
+
+  renameFolder(folderNo: string, name: string, opts: RequestOptions = {}): Promise<Folder> {
+    return this.request<Folder>('POST', `/api/v1/folders/rename/${encodeURIComponent(folderNo)}`, { json: { name }, signal: opts.signal });
+  }
+
+  async deleteFolder(folderNo: string, opts: RequestOptions = {}): Promise<void> {
+    await this.request('DELETE', `/api/v1/folders/${encodeURIComponent(folderNo)}`, opts);
+  }
+
+  // --- sources ---------------------------------------------------------------------------
+
+  listSources(query: { page?: number; limit?: number; search?: string; type?: SourceType } = {}, opts: RequestOptions = {}) {
+    return this.request<{ sources: Source[]; meta: { page: number; limit: number; total: number; hasMore: boolean } }>('GET', '/api/v1/sources', { query, signal: opts.signal, raw: true });
+  }
+
+  getSource(id: string, opts: RequestOptions = {}): Promise<Source> {
+    return this.request<Source>('GET', `/api/v1/sources/${encodeURIComponent(id)}`, opts);
+  }
+
+  createSource(input: { name: string; type: SourceType; configuration: Json }, opts: RequestOptions = {}): Promise<Source> {
+    return this.request<Source>('POST', '/api/v1/sources', { json: input, signal: opts.signal });
+  }
+
+  updateSource(id: string, patch: { name?: string; configuration?: Json; is_active?: boolean }, opts: RequestOptions = {}): Promise<Source> {
+    return this.request<Source>('PATCH', `/api/v1/sources/${encodeURIComponent(id)}`, { json: patch, signal: opts.signal });
+  }
+
+  async deleteSource(id: string, opts: RequestOptions = {}): Promise<void> {
+    await this.request('DELETE', `/api/v1/sources/${encodeURIComponent(id)}`, opts);
+  }
+
+  testSource(id: string, opts: RequestOptions = {}): Promise<{ ok: boolean; latency_ms: number; error?: string }> {
+    return this.request('POST', `/api/v1/sources/${encodeURIComponent(id)}/test`, opts);
+  }
+
+  /** A delivery URL for a file path, optionally with transformation tokens. */
+  deliveryUrl(workspaceId: string, path: string, tokens?: string): string {
+    const clean = path.replace(/^\/+/, '').split('/').map(encodeURIComponent).join('/');
+    return `${this.base}/${workspaceId}/${tokens ? `${tokens}/` : ''}${clean}`;
+  }
+}
+
+function partLength(s: MultipartSession, size: number, n: number): number {
+  return Math.min(s.part_size, size - (n - 1) * s.part_size);
+}
+
+/** `{success:true, data}` → data; anything else as it is. */
+function unwrap(body: unknown): unknown {
+  if (body && typeof body === 'object' && (body as Json).success === true && 'data' in (body as Json)) return (body as Json).data;
+  return body;
+}
+
+function safeJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return { error: text.slice(0, 200) };
+  }
+}
+
+function toError(res: Response, body: unknown, context?: string): StowageError {
+  const b = (body ?? {}) as Json;
+  const error = typeof b.error === 'string' ? b.error : res.statusText || `HTTP ${res.status}`;
+  const message = typeof b.message === 'string' ? b.message : error;
+  const retry = typeof b.retryAfterSeconds === 'number' ? b.retryAfterSeconds : undefined;
+  return new StowageError(res.status, error, typeof b.errorCode === 'string' ? b.errorCode : undefined, context ? `${context}: ${message}` : message, retry);
+}
+
+function retryAfterMs(res: Response): number | undefined {
+  const h = res.headers.get('retry-after');
+  if (!h) return undefined;
+  if (/^\d+(\.\d+)?$/.test(h)) return Number(h) * 1000;
+  const at = Date.parse(h);
+  return Number.isFinite(at) ? Math.max(0, at - Date.now()) : undefined;
+}
+
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(new StowageAbortError());
+    const t = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(t);
+      reject(new StowageAbortError());
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
