@@ -4,6 +4,8 @@ import { Command, InvalidArgumentError } from 'commander';
 import { ConfigError, loadConfig } from '../config.ts';
 import { AppError } from '../errors.ts';
 import { createServices, type Services } from '../services/container.ts';
+import { StowageError } from '../../sdk/src/errors.ts';
+import { ExitError, exitCodeFor, registerClientCommands } from './client.ts';
 
 
 interface Io {
@@ -40,7 +42,10 @@ export async function runCli(argv: string[], env: Record<string, string | undefi
 
   const program = new Command()
     .name('stowage')
-    .description('Stowage admin commands. They act on the database configured by DATABASE_URL / STOWAGE_DATA_DIR.')
+    .description(
+      'Stowage. Admin commands (workspace, key) act on the database configured by DATABASE_URL / STOWAGE_DATA_DIR; ' +
+        'client commands (upload, files, folders, sources) talk to the service at STOWAGE_URL with STOWAGE_API_KEY.',
+    )
     .exitOverride()
     .configureOutput({ writeOut: io.out, writeErr: io.err });
 
@@ -89,6 +94,8 @@ export async function runCli(argv: string[], env: Record<string, string | undefi
       );
     });
 
+  registerClientCommands(program, { out: io.out, err: io.err, env, tty: Boolean(process.stderr.isTTY) }, print);
+
   const key = program.command('key').description('Manage API keys');
   key
     .command('create')
@@ -135,6 +142,14 @@ export async function runCli(argv: string[], env: Record<string, string | undefi
     if (err instanceof AppError) {
       io.err(`stowage: ${err.message}\n`);
       return err.status === 404 ? 3 : 1;
+    }
+    if (err instanceof ExitError) {
+      if (err.message) io.err(`stowage: ${err.message}\n`);
+      return err.exitCode;
+    }
+    if (err instanceof StowageError) {
+      io.err(`stowage: ${err.message} (HTTP ${err.status}${err.errorCode ? ` ${err.errorCode}` : ''})\n`);
+      return exitCodeFor(err);
     }
     io.err(`stowage: ${e.message ?? String(err)}\n`);
     return 1;

@@ -10,10 +10,11 @@ export interface RunResult {
   stderr: string;
 }
 
-/** Runs `bin/stowage.js` with args and env; resolves when it exits. */
-export function runCli(args: string[], env: Record<string, string | undefined>): Promise<RunResult> {
+/** Runs `bin/stowage.js` with args and env; resolves when it exits. `onSpawn` gets the child (to signal it). */
+export function runCli(args: string[], env: Record<string, string | undefined>, onSpawn?: (child: ChildProcess) => void): Promise<RunResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, ['bin/stowage.js', ...args], { cwd: ROOT, env: { ...cleanEnv(), ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    onSpawn?.(child);
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d) => (stdout += d));

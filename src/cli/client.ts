@@ -1,0 +1,279 @@
+// Client commands of `stowage`, over the SDK: they talk to a running service, configured by
+// STOWAGE_URL and STOWAGE_API_KEY (the admin commands talk to the database instead).
+import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import cliProgress from 'cli-progress';
+import type { Command } from 'commander';
+import { Stowage, StowageAbortError, StowageError } from '../../sdk/src/index.ts';
+import { fileFromPath } from '../../sdk/src/node.ts';
+import type { MultipartSession } from '../../sdk/src/types.ts';
+
+export interface ClientIo {
+  out: (text: string) => void;
+  err: (text: string) => void;
+  env: Record<string, string | undefined>;
+  /** Whether stderr is a terminal (progress bars are drawn only then). */
+  tty: boolean;
+}
+
+/** A failure with the exit code a shell user can act on. */
+export class ExitError extends Error {
+  constructor(
+    message: string,
+    readonly exitCode: number,
+  ) {
+    super(message);
+  }
+}
+
+/** 3 not found, 4 key refused, 5 conflict, 1 anything else. */
+export function exitCodeFor(err: unknown): number {
+  if (err instanceof StowageError) {
+    if (err.status === 404) return 3;
+    if (err.status === 401 || err.status === 403) return 4;
+    if (err.status === 409) return 5;
+  }
+  return 1;
+}
+
+function client(io: ClientIo): Stowage {
+  const baseUrl = io.env.STOWAGE_URL;
+  const apiKey = io.env.STOWAGE_API_KEY;
+  if (!baseUrl || !apiKey) throw new ExitError('set STOWAGE_URL (e.g. http://127.0.0.1:3000) and STOWAGE_API_KEY to use client commands', 78);
+  return new Stowage({ baseUrl, apiKey });
+}
+
+/** Where interrupted multipart uploads are remembered, to be resumed by running the command again. */
+function statePath(io: ClientIo): string {
+  return io.env.STOWAGE_STATE_FILE ?? join(io.env.XDG_STATE_HOME ?? join(homedir(), '.local', 'state'), 'stowage', 'uploads.json');
+}
+
+type UploadState = Record<string, MultipartSession>;
+
+function readState(path: string): UploadState {
+  try {
+    return JSON.parse(readFileSync(path, 'utf8')) as UploadState;
+  } catch {
+    return {};
+  }
+}
+
+function writeState(path: string, state: UploadState): void {
+  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+  writeFileSync(path, JSON.stringify(state), { mode: 0o600 });
+}
+
+const human = (bytes: number) => {
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let n = bytes;
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) {
+    n /= 1024;
+    i++;
+  }
+  return `${n.toFixed(i === 0 ? 0 : 1)} ${units[i]}`;
+};
+
+export function registerClientCommands(program: Command, io: ClientIo, print: (json: boolean, value: unknown, human: () => string) => void): void {
+  program
+    .command('upload')
+    .description('Upload files (multipart above --multipart-threshold, resumable: run the same command again after Ctrl-C)')
+    .argument('<files...>', 'files to upload')
+    .option('--folder <path>', 'destination folder, e.g. photos/2026')
+    .option('--tags <list>', 'comma-separated tags')
+    .option('--metadata <json>', 'a JSON object stored with each file')
+    .option('--random-prefix', 'add a random part to the stored names')
+    .option('--multipart-threshold <bytes>', 'files this large or larger go multipart', (v) => Number(v), 16 * 1024 * 1024)
+    .option('--parallel <n>', 'parts in flight per file', (v) => Number(v), 4)
+    .option('--json', 'print one JSON array of file records')
+    .action(async (files: string[], opts: { folder?: string; tags?: string; metadata?: string; randomPrefix?: boolean; multipartThreshold: number; parallel: number; json?: boolean }) => {
+      const api = client(io);
+      let metadata: Record<string, unknown> | undefined;
+      if (opts.metadata) {
+        try {
+          metadata = JSON.parse(opts.metadata);
+        } catch {
+          throw new ExitError('--metadata must be a JSON object', 2);
+        }
+        if (!metadata || typeof metadata !== 'object' || Array.isArray(metadata)) throw new ExitError('--metadata must be a JSON object', 2);
+      }
+      for (const f of files) {
+        try {
+          if (!statSync(f).isFile()) throw new Error();
+        } catch {
+          throw new ExitError(`${f}: no such file`, 2);
+        }
+      }
+      const stateFile = statePath(io);
+      const controller = new AbortController();
+      const onSigint = () => controller.abort();
+      process.once('SIGINT', onSigint);
+      const bars = io.tty && !opts.json ? new cliProgress.MultiBar({ format: '{name} |{bar}| {percentage}% {done}/{size} {speed}/s ETA {eta_formatted}', hideCursor: true, stream: process.stderr }, cliProgress.Presets.shades_classic) : undefined;
+      const records: unknown[] = [];
+      try {
+        for (const path of files) {
+          const { blob, name } = await fileFromPath(path);
+          const st = statSync(path);
+          const key = `${resolve(path)}:${st.size}:${st.mtimeMs}`;
+          const state = readState(stateFile);
+          const started = Date.now();
+          const bar = bars?.create(blob.size, 0, { name: name.slice(0, 30).padEnd(30), size: human(blob.size), done: human(0), speed: human(0) });
+          const record = await api.uploadFile(blob, name, {
+            folder: opts.folder,
+            tags: opts.tags?.split(',').map((t) => t.trim()).filter(Boolean),
+            metadata,
+            randomPrefix: opts.randomPrefix,
+            multipartThreshold: opts.multipartThreshold,
+            parallel: opts.parallel,
+            signal: controller.signal,
+            resume: state[key],
+            onSession: (s) => writeState(stateFile, { ...readState(stateFile), [key]: s }),
+            onProgress: (p) => {
+              const seconds = Math.max(0.001, (Date.now() - started) / 1000);
+              bar?.update(p.loaded, { done: human(p.loaded), speed: human(p.loaded / seconds) });
+            },
+          });
+          const after = readState(stateFile);
+          if (after[key]) {
+            delete after[key];
+            writeState(stateFile, after);
+          }
+          records.push(record);
+          if (!bars && !opts.json) io.out(`${record.name}  ${human(record.size)}  ${record.url}\n`);
+        }
+      } catch (err) {
+        if (err instanceof StowageAbortError) throw new ExitError('interrupted; run the same command again to resume', 130);
+        throw err;
+      } finally {
+        bars?.stop();
+        process.off('SIGINT', onSigint);
+      }
+      if (opts.json) io.out(JSON.stringify(records) + '\n');
+      else if (bars) for (const r of records as { name: string; url: string }[]) io.out(`${r.name}  ${r.url}\n`);
+    });
+
+  const files = program.command('files').description('List and manage files (private key)');
+  files
+    .command('ls')
+    .description('List files, newest first')
+    .option('--folder <folder_no>', 'only this folder')
+    .option('--search <text>', 'name contains')
+    .option('--tags <list>', 'all of these tags')
+    .option('--page <n>', 'page', (v) => Number(v), 1)
+    .option('--limit <n>', 'per page (1-100)', (v) => Number(v), 20)
+    .option('--json', 'print JSON')
+    .action(async (opts: { folder?: string; search?: string; tags?: string; page: number; limit: number; json?: boolean }) => {
+      const res = await client(io).listFiles({ folder_no: opts.folder, search: opts.search, tags: opts.tags, page: opts.page, limit: opts.limit });
+      print(Boolean(opts.json), res, () =>
+        res.files.length
+          ? res.files.map((f) => `${f.file_no}  ${human(f.size).padStart(10)}  ${f.created_at}  ${f.path}`).join('\n') + `\n(page ${res.meta.page}, ${res.meta.total} files)`
+          : 'No files.',
+      );
+    });
+  files
+    .command('get')
+    .argument('<file_no>')
+    .option('--json', 'print JSON')
+    .action(async (fileNo: string, opts: { json?: boolean }) => {
+      const f = await client(io).getFile(fileNo);
+      print(Boolean(opts.json), f, () => Object.entries(f).map(([k, v]) => `${k.padEnd(14)} ${typeof v === 'object' ? JSON.stringify(v) : v}`).join('\n'));
+    });
+  files
+    .command('rename')
+    .argument('<file_no>')
+    .argument('<name>')
+    .option('--json', 'print JSON')
+    .action(async (fileNo: string, name: string, opts: { json?: boolean }) => {
+      const f = await client(io).renameFile(fileNo, name);
+      print(Boolean(opts.json), f, () => `Renamed to ${f.path}`);
+    });
+  files
+    .command('mv')
+    .description('Move a file into a folder ("/" for the root)')
+    .argument('<file_no>')
+    .argument('<folder_no>')
+    .option('--json', 'print JSON')
+    .action(async (fileNo: string, folderNo: string, opts: { json?: boolean }) => {
+      const f = await client(io).updateFile(fileNo, { folder_no: folderNo === '/' ? null : folderNo });
+      print(Boolean(opts.json), f, () => `Moved to ${f.path}`);
+    });
+  files
+    .command('rm')
+    .argument('<file_no>')
+    .option('--json', 'print JSON')
+    .action(async (fileNo: string, opts: { json?: boolean }) => {
+      await client(io).deleteFile(fileNo);
+      print(Boolean(opts.json), { deleted: fileNo }, () => `Deleted ${fileNo}`);
+    });
+
+  const folders = program.command('folders').description('List and manage folders (private key)');
+  folders
+    .command('ls')
+    .option('--parent <folder_no>', 'children of this folder (default: the root)')
+    .option('--json', 'print JSON')
+    .action(async (opts: { parent?: string; json?: boolean }) => {
+      const res = await client(io).listFolders({ parent_folder_no: opts.parent, limit: 100 });
+      print(Boolean(opts.json), res, () => (res.folders.length ? res.folders.map((f) => `${f.folder_no}  ${String(f.total_items).padStart(6)} files  ${human(f.total_size).padStart(10)}  ${f.path}`).join('\n') : 'No folders.'));
+    });
+  folders
+    .command('create')
+    .argument('<name>')
+    .option('--parent <folder_no>', 'inside this folder')
+    .option('--json', 'print JSON')
+    .action(async (name: string, opts: { parent?: string; json?: boolean }) => {
+      const f = await client(io).createFolder(name, opts.parent);
+      print(Boolean(opts.json), f, () => `Created ${f.path} (${f.folder_no})`);
+    });
+  folders
+    .command('rm')
+    .description('Delete a folder and everything in it')
+    .argument('<folder_no>')
+    .option('--json', 'print JSON')
+    .action(async (folderNo: string, opts: { json?: boolean }) => {
+      await client(io).deleteFolder(folderNo);
+      print(Boolean(opts.json), { deleted: folderNo }, () => `Deleted folder ${folderNo} and everything in it`);
+    });
+
+  const sources = program.command('sources').description('Manage sources (private key)');
+  sources
+    .command('ls')
+    .option('--json', 'print JSON')
+    .action(async (opts: { json?: boolean }) => {
+      const res = await client(io).listSources({ limit: 100 });
+      print(Boolean(opts.json), res, () => (res.sources.length ? res.sources.map((s) => `${s.id}  ${s.type.padEnd(12)}  ${s.is_active ? 'active  ' : 'inactive'}  ${s.name}`).join('\n') : 'No sources.'));
+    });
+  sources
+    .command('add')
+    .argument('<name>')
+    .requiredOption('--type <type>', 's3, azure, google_cloud or image_source')
+    .requiredOption('--config <json>', 'the configuration as a JSON object')
+    .option('--json', 'print JSON')
+    .action(async (name: string, opts: { type: string; config: string; json?: boolean }) => {
+      let configuration: Record<string, unknown>;
+      try {
+        configuration = JSON.parse(opts.config);
+      } catch {
+        throw new ExitError('--config must be a JSON object', 2);
+      }
+      const s = await client(io).createSource({ name, type: opts.type as never, configuration });
+      print(Boolean(opts.json), s, () => `Created source ${s.name} (${s.id})`);
+    });
+  sources
+    .command('test')
+    .argument('<id>')
+    .option('--json', 'print JSON')
+    .action(async (id: string, opts: { json?: boolean }) => {
+      const r = await client(io).testSource(id);
+      print(Boolean(opts.json), r, () => (r.ok ? `ok (${r.latency_ms} ms)` : `failed: ${r.error} (${r.latency_ms} ms)`));
+      if (!r.ok) throw new ExitError('', 1);
+    });
+  sources
+    .command('rm')
+    .argument('<id>')
+    .option('--json', 'print JSON')
+    .action(async (id: string, opts: { json?: boolean }) => {
+      await client(io).deleteSource(id);
+      print(Boolean(opts.json), { deleted: id }, () => `Deleted source ${id}`);
+    });
+}
