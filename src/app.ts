@@ -13,6 +13,7 @@ import { remoteUploadRoute, uploadRoutes } from './http/routes/uploads.ts';
 import { multipartRoutes } from './http/routes/multipart.ts';
 import { fileRoutes } from './http/routes/files.ts';
 import { deliveryRoutes } from './http/routes/delivery.ts';
+import { dashboardRoutes } from './http/routes/dashboard.ts';
 import type { Services } from './services/container.ts';
 
 /** Header and body paths that must never reach a log line. */
@@ -78,6 +79,9 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
   await app.register(async (scope) => remoteUploadRoute(scope, services.remote));
   await app.register(multipartRoutes, { multipart: services.multipart, workspaces: services.workspaces });
   await app.register(fileRoutes, { files: services.files, folders: services.folders });
+  const s3 = config.storage.driver === 's3' ? config.storage.s3 : undefined;
+  const storageOrigin = s3 ? (s3.endpoint ? new URL(s3.endpoint).origin : `https://*.s3.${s3.region}.amazonaws.com`) : undefined;
+  await app.register(dashboardRoutes, { publicUrl: config.publicUrl, storageOrigin });
   await app.register(deliveryRoutes, { delivery: services.delivery, signer: services.deliverySigner });
 
   return app;

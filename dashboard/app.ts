@@ -1,0 +1,427 @@
+// The Stowage dashboard: plain DOM over the SDK. The private key lives in sessionStorage
+// only, so it is gone when the tab closes.
+import { Stowage, StowageError } from '../sdk/src/index.ts';
+import type { FileRecord, Folder, Source } from '../sdk/src/types.ts';
+
+const $ = <T extends HTMLElement = HTMLElement>(id: string) => document.getElementById(id) as T;
+const KEY = 'stowage.key';
+let api: Stowage | undefined;
+let folderNo: string | null = null;
+let folders: Folder[] = [];
+let current: FileRecord | undefined;
+
+function status(text: string, isError = false): void {
+  const el = $('status');
+  el.textContent = text;
+  el.style.color = isError ? 'var(--danger)' : '';
+}
+
+function problem(err: unknown): string {
+  if (err instanceof StowageError) return `${err.error}: ${err.message}`;
+  return err instanceof Error ? err.message : String(err);
+}
+
+async function guarded(what: string, fn: () => Promise<void>): Promise<void> {
+  try {
+    await fn();
+  } catch (err) {
+    status(`${what} failed: ${problem(err)}`, true);
+  }
+}
+
+function human(bytes: number): string {
+  const units = ['B', 'KB', 'MB', 'GB', 'TB'];
+  let n = bytes;
+  let i = 0;
+  while (n >= 1000 && i < units.length - 1) {
+    n /= 1000;
+    i++;
+  }
+  return `${n.toFixed(i ? 1 : 0)} ${units[i]}`;
+}
+
+// --- sign in ---------------------------------------------------------------------------------
+
+async function signIn(key: string): Promise<boolean> {
+  const client = new Stowage({ baseUrl: location.origin, apiKey: key, retries: 1 });
+  try {
+    await client.listSources({ limit: 1 });
+  } catch (err) {
+    status(err instanceof StowageError && err.status === 403 ? 'That is a public key: the dashboard needs a private key.' : `Sign in failed: ${problem(err)}`, true);
+    return false;
+  }
+  api = client;
+  sessionStorage.setItem(KEY, key);
+  $('signin').hidden = true;
+  $('nav').hidden = false;
+  show('files');
+  return true;
+}
+
+function signOut(): void {
+  sessionStorage.removeItem(KEY);
+  api = undefined;
+  location.reload();
+}
+
+function show(view: 'files' | 'sources'): void {
+  $('files-view').hidden = view !== 'files';
+  $('sources-view').hidden = view !== 'sources';
+  for (const b of document.querySelectorAll<HTMLButtonElement>('nav [data-view]')) {
+    if (b.dataset.view === view) b.setAttribute('aria-current', 'page');
+    else b.removeAttribute('aria-current');
+  }
+  void (view === 'files' ? refreshFiles() : refreshSources());
+}
+
+// --- folders and files ------------------------------------------------------------------------
+
+async function refreshFolders(): Promise<void> {
+  const all: Folder[] = [];
+  const walk = async (parent?: string) => {
+    const res = await api!.listFolders({ parent_folder_no: parent, limit: 100 });
+    for (const f of res.folders) {
+      all.push(f);
+      await walk(f.folder_no);
+    }
+  };
+  await walk();
+  folders = all.sort((a, b) => a.path.localeCompare(b.path));
+  const list = $('folders');
+  list.replaceChildren();
+  const entry = (label: string, no: string | null, depth: number) => {
+    const li = document.createElement('li');
+    const b = document.createElement('button');
+    b.type = 'button';
+    b.textContent = label;
+    b.style.paddingLeft = `${0.5 + depth}rem`;
+    if (no === folderNo) b.setAttribute('aria-current', 'true');
+    b.addEventListener('click', () => {
+      folderNo = no;
+      void refreshFiles();
+    });
+    li.append(b);
+    list.append(li);
+  };
+  entry('All files (root)', null, 0);
+  for (const f of folders) entry(f.name, f.folder_no, f.path.split('/').length);
+  const move = $<HTMLSelectElement>('move');
+  move.replaceChildren(new Option('(root)', ''), ...folders.map((f) => new Option(f.path, f.folder_no)));
+}
+
+async function refreshFiles(): Promise<void> {
+  await guarded('Loading files', async () => {
+    await refreshFolders();
+    const folder = folders.find((f) => f.folder_no === folderNo);
+    $('crumb').textContent = folder ? `in ${folder.path}` : '';
+    const res = await api!.listFiles({ folder_no: folderNo ?? undefined, limit: 100 });
+    const grid = $('grid');
+    grid.replaceChildren();
+    for (const f of res.files) grid.append(card(f));
+    $('empty').hidden = res.files.length > 0;
+  });
+}
+
+function card(f: FileRecord): HTMLLIElement {
+  const li = document.createElement('li');
+  const b = document.createElement('button');
+  b.type = 'button';
+  b.className = 'card';
+  b.dataset.fileNo = f.file_no;
+  if (f.thumbnail) {
+    const img = document.createElement('img');
+    img.src = f.thumbnail;
+    img.alt = f.name;
+    img.loading = 'lazy';
+    b.append(img);
+  } else {
+    const icon = document.createElement('div');
+    icon.className = 'icon';
+    icon.textContent = (f.extension ?? 'file').toUpperCase();
+    icon.setAttribute('aria-hidden', 'true');
+    b.append(icon);
+  }
+  const name = document.createElement('span');
+  name.textContent = f.name;
+  const size = document.createElement('small');
+  size.textContent = human(f.size);
+  b.append(name, size);
+  b.addEventListener('click', () => openDetails(f));
+  li.append(b);
+  return li;
+}
+
+// --- uploads ----------------------------------------------------------------------------------
+
+async function uploadAll(files: FileList | File[]): Promise<void> {
+  const list = $('uploads');
+  await Promise.all(
+    [...files].map(async (file) => {
+      const li = document.createElement('li');
+      const label = document.createElement('span');
+      label.textContent = file.name;
+      const bar = document.createElement('progress');
+      bar.max = file.size || 1;
+      bar.value = 0;
+      bar.setAttribute('aria-label', `Uploading ${file.name}`);
+      const pct = document.createElement('small');
+      pct.textContent = '0%';
+      li.append(label, bar, pct);
+      list.append(li);
+      const folder = folders.find((f) => f.folder_no === folderNo);
+      try {
+        await api!.uploadFile(file, file.name, {
+          folder: folder?.path,
+          parallel: 4,
+          onProgress: ({ loaded, total }) => {
+            bar.value = loaded;
+            pct.textContent = `${Math.round((100 * loaded) / Math.max(1, total))}%`;
+          },
+        });
+        li.remove();
+        status(`Uploaded ${file.name}`);
+      } catch (err) {
+        pct.textContent = 'failed';
+        status(`Upload of ${file.name} failed: ${problem(err)}`, true);
+      }
+    }),
+  );
+  await refreshFiles();
+}
+
+// --- details ----------------------------------------------------------------------------------
+
+function openDetails(f: FileRecord): void {
+  current = f;
+  $('details-title').textContent = f.name;
+  const preview = $('preview');
+  preview.replaceChildren();
+  if (f.mime_type.startsWith('image/')) {
+    const img = document.createElement('img');
+    img.src = f.thumbnail ? f.thumbnail.replace('/w_200,h_200,c_fit/', '/w_800,c_fit/') : f.url;
+    img.alt = `Preview of ${f.name}`;
+    preview.append(img);
+  } else {
+    const a = document.createElement('a');
+    a.href = f.url;
+    a.textContent = 'Open the file';
+    a.target = '_blank';
+    a.rel = 'noopener';
+    preview.append(a);
+  }
+  const facts = $('facts');
+  facts.replaceChildren();
+  for (const [k, v] of [['Size', human(f.size)], ['Type', f.mime_type], ['Dimensions', f.width ? `${f.width} × ${f.height}` : '—'], ['Path', f.path], ['URL', f.url], ['SHA-256', f.hash]]) {
+    const dt = document.createElement('dt');
+    dt.textContent = k;
+    const dd = document.createElement('dd');
+    dd.textContent = v;
+    facts.append(dt, dd);
+  }
+  $<HTMLInputElement>('rename').value = f.name;
+  $<HTMLSelectElement>('move').value = f.folder_no ?? '';
+  $<HTMLInputElement>('tags').value = f.tags.join(', ');
+  $<HTMLTextAreaElement>('metadata').value = JSON.stringify(f.metadata, null, 2);
+  $<HTMLInputElement>('private').checked = f.is_private;
+  $('builder').hidden = !f.mime_type.startsWith('image/');
+  updateBuilder();
+  $<HTMLDialogElement>('details').showModal();
+}
+
+/** The delivery URL of the current file with the builder's tokens. */
+function builderUrl(): string | undefined {
+  if (!current) return undefined;
+  const tokens: string[] = [];
+  const val = (id: string) => $<HTMLInputElement>(id).value.trim();
+  if (val('t-width')) tokens.push(`w_${val('t-width')}`);
+  if (val('t-height')) tokens.push(`h_${val('t-height')}`);
+  if (val('t-crop')) tokens.push(`c_${val('t-crop')}`);
+  if (val('t-quality')) tokens.push(`q_${val('t-quality')}`);
+  if ($<HTMLInputElement>('t-gray').checked) tokens.push('e_grayscale');
+  if (val('t-format')) tokens.push(`f_${val('t-format')}`);
+  const url = new URL(current.url);
+  if (tokens.length === 0) return url.toString();
+  const [, workspace, ...rest] = url.pathname.split('/');
+  url.pathname = `/${workspace}/${tokens.join(',')}/${rest.join('/')}`;
+  return url.toString();
+}
+
+function updateBuilder(): void {
+  const url = builderUrl();
+  if (!url) return;
+  $('t-url').textContent = url;
+  $<HTMLImageElement>('t-preview').src = url;
+}
+
+async function saveCurrent(patch: Parameters<Stowage['updateFile']>[1], done: string): Promise<void> {
+  if (!current) return;
+  await guarded(done, async () => {
+    current = await api!.updateFile(current!.file_no, patch);
+    status(done);
+    openDetailsRefresh();
+  });
+}
+
+function openDetailsRefresh(): void {
+  if (current) {
+    $<HTMLDialogElement>('details').close();
+    openDetails(current);
+  }
+  void refreshFiles();
+}
+
+// --- sources ----------------------------------------------------------------------------------
+
+async function refreshSources(): Promise<void> {
+  await guarded('Loading sources', async () => {
+    const res = await api!.listSources({ limit: 100 });
+    const body = $('sources');
+    body.replaceChildren(...res.sources.map(sourceRow));
+  });
+}
+
+function sourceRow(s: Source): HTMLTableRowElement {
+  const tr = document.createElement('tr');
+  const cell = (text: string) => {
+    const td = document.createElement('td');
+    td.textContent = text;
+    return td;
+  };
+  const actions = document.createElement('td');
+  const test = document.createElement('button');
+  test.type = 'button';
+  test.textContent = 'Test';
+  test.setAttribute('aria-label', `Test source ${s.name}`);
+  test.addEventListener('click', () =>
+    guarded('Testing', async () => {
+      const r = await api!.testSource(s.id);
+      status(r.ok ? `${s.name}: reachable (${r.latency_ms} ms)` : `${s.name}: ${r.error}`, !r.ok);
+    }),
+  );
+  const del = document.createElement('button');
+  del.type = 'button';
+  del.className = 'danger';
+  del.textContent = 'Delete';
+  del.setAttribute('aria-label', `Delete source ${s.name}`);
+  del.addEventListener('click', () =>
+    guarded('Deleting', async () => {
+      if (!confirm(`Delete the source ${s.name}?`)) return;
+      await api!.deleteSource(s.id);
+      await refreshSources();
+    }),
+  );
+  actions.append(test, ' ', del);
+  tr.append(cell(s.name), cell(s.type), cell(JSON.stringify(s.configuration)), cell(s.is_active ? 'yes' : 'no'), actions);
+  return tr;
+}
+
+// --- wiring -----------------------------------------------------------------------------------
+
+$('signin-form').addEventListener('submit', (e) => {
+  e.preventDefault();
+  void signIn($<HTMLInputElement>('key').value.trim());
+});
+$('signout').addEventListener('click', signOut);
+for (const b of document.querySelectorAll<HTMLButtonElement>('nav [data-view]')) b.addEventListener('click', () => show(b.dataset.view as 'files' | 'sources'));
+
+$<HTMLInputElement>('file-input').addEventListener('change', (e) => {
+  const input = e.target as HTMLInputElement;
+  if (input.files?.length) void uploadAll([...input.files]).then(() => (input.value = ''));
+});
+const drop = $('drop');
+drop.addEventListener('dragover', (e) => {
+  e.preventDefault();
+  drop.classList.add('over');
+});
+drop.addEventListener('dragleave', () => drop.classList.remove('over'));
+drop.addEventListener('drop', (e) => {
+  e.preventDefault();
+  drop.classList.remove('over');
+  if (e.dataTransfer?.files.length) void uploadAll(e.dataTransfer.files);
+});
+drop.addEventListener('keydown', (e) => {
+  if (e.key === 'Enter' || e.key === ' ') {
+    e.preventDefault();
+    $('file-input').click();
+  }
+});
+
+$('folder-form').addEventListener('submit', (e) => {
+  e.preventDefault();
+  const input = $<HTMLInputElement>('folder-name');
+  void guarded('Creating the folder', async () => {
+    await api!.createFolder(input.value.trim(), folderNo ?? undefined);
+    input.value = '';
+    await refreshFiles();
+  });
+});
+
+$('rename-form').addEventListener('submit', (e) => {
+  e.preventDefault();
+  if (!current) return;
+  void guarded('Renaming', async () => {
+    current = await api!.renameFile(current!.file_no, $<HTMLInputElement>('rename').value.trim());
+    status(`Renamed to ${current.name}`);
+    openDetailsRefresh();
+  });
+});
+$('move-form').addEventListener('submit', (e) => {
+  e.preventDefault();
+  void saveCurrent({ folder_no: $<HTMLSelectElement>('move').value || null }, 'Moved');
+});
+$('meta-form').addEventListener('submit', (e) => {
+  e.preventDefault();
+  if (!current) return;
+  let metadata: Record<string, unknown>;
+  try {
+    metadata = JSON.parse($<HTMLTextAreaElement>('metadata').value || '{}');
+  } catch {
+    status('Metadata must be a JSON object', true);
+    return;
+  }
+  const tags = $<HTMLInputElement>('tags').value.split(',').map((t) => t.trim()).filter(Boolean);
+  const removed = Object.keys(current.metadata).filter((k) => !(k in metadata));
+  for (const k of removed) metadata[k] = null;
+  void saveCurrent(
+    { add_tags: tags, remove_tags: current.tags.filter((t) => !tags.includes(t)), metadata, is_private: $<HTMLInputElement>('private').checked },
+    'Saved',
+  );
+});
+for (const id of ['t-width', 't-height', 't-crop', 't-format', 't-quality', 't-gray']) $(id).addEventListener('input', updateBuilder);
+$('copy').addEventListener('click', () =>
+  guarded('Copying', async () => {
+    const url = builderUrl();
+    if (!url) return;
+    await navigator.clipboard.writeText(url);
+    status('URL copied');
+  }),
+);
+$('delete').addEventListener('click', () => {
+  if (!current || !confirm(`Delete ${current.name}?`)) return;
+  void guarded('Deleting', async () => {
+    await api!.deleteFile(current!.file_no);
+    status(`Deleted ${current!.name}`);
+    $<HTMLDialogElement>('details').close();
+    current = undefined;
+    await refreshFiles();
+  });
+});
+
+$('source-form').addEventListener('submit', (e) => {
+  e.preventDefault();
+  let configuration: Record<string, unknown>;
+  try {
+    configuration = JSON.parse($<HTMLTextAreaElement>('s-config').value);
+  } catch {
+    status('The configuration must be a JSON object', true);
+    return;
+  }
+  void guarded('Adding the source', async () => {
+    await api!.createSource({ name: $<HTMLInputElement>('s-name').value.trim(), type: $<HTMLSelectElement>('s-type').value as Source['type'], configuration });
+    status('Source added');
+    await refreshSources();
+  });
+});
+
+const saved = sessionStorage.getItem(KEY);
+if (saved) void signIn(saved);

@@ -1,0 +1,151 @@
+// The dashboard in a real browser (Debian's Chromium driven by playwright-core): sign in,
+// upload a 30 MB image by multipart, see it with its thumbnail, build a transformation and
+// see its preview, rename, delete. Screenshots at 375 and 1440 px go to .test-artifacts/.
+import assert from 'node:assert/strict';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { type Browser, chromium } from 'playwright-core';
+import sharp from 'sharp';
+import { ROOT, runCli, type ServerProcess, startServer } from './helpers/process.ts';
+import { IN_CI } from './helpers/services.ts';
+
+const CHROMIUM = process.env.STOWAGE_TEST_CHROMIUM ?? '/usr/bin/chromium';
+const haveChromium = existsSync(CHROMIUM);
+if (!haveChromium && IN_CI) test('Chromium is installed', () => assert.fail(`${CHROMIUM} is missing: .ci/run installs Debian's chromium`));
+const ARTIFACTS = join(ROOT, '.test-artifacts');
+
+describe('dashboard in Chromium', { skip: haveChromium ? false : `install chromium (or set STOWAGE_TEST_CHROMIUM) to run` }, () => {
+  const dir = mkdtempSync(join(tmpdir(), 'stowage-ui-'));
+  let server: ServerProcess;
+  let browser: Browser;
+  let ws: { workspace_id: string; public_key: string; private_key: string };
+  let image: string;
+
+  before(async () => {
+    mkdirSync(ARTIFACTS, { recursive: true });
+    const dataDir = join(dir, 'data');
+    ws = JSON.parse((await runCli(['workspace', 'create', '--name', 'UI', '--json'], { STOWAGE_DATA_DIR: dataDir })).stdout);
+    const probe = await startServer({ STOWAGE_DATA_DIR: dataDir });
+    const port = new URL(probe.url).port;
+    await probe.stop();
+    server = await startServer({ STOWAGE_DATA_DIR: dataDir, PORT: port, STOWAGE_PUBLIC_URL: `http://127.0.0.1:${port}`, STOWAGE_SWEEP_INTERVAL_MS: '0' });
+    // A 30 MB image: noise does not compress.
+    image = join(dir, 'poster.png');
+    writeFileSync(image, await sharp({ create: { width: 3200, height: 3200, channels: 3, background: '#777', noise: { type: 'gaussian', mean: 128, sigma: 60 } } }).png({ compressionLevel: 0 }).toBuffer());
+    assert.ok(statSync(image).size > 30_000_000);
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    });
+  });
+  after(async () => {
+    await browser?.close();
+    await server?.stop('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test('sign in, upload 30 MB by multipart, thumbnail, transformation preview, rename, delete', async () => {
+    const context = await browser.newContext({ viewport: { width: 1440, height: 900 } });
+    await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: server.url });
+    const page = await context.newPage();
+    const errors: string[] = [];
+    page.on('pageerror', (e) => errors.push(String(e)));
+    const partPuts: string[] = [];
+    page.on('request', (r) => {
+      if (r.method() === 'PUT' && r.url().includes('/parts/')) partPuts.push(r.url());
+    });
+    await page.goto(`${server.url}/dashboard`);
+
+    // A public key is turned away with a clear message; the private key gets in.
+    await page.getByLabel('Private key').fill(ws.public_key);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByText('That is a public key').waitFor();
+    await page.getByLabel('Private key').fill(ws.private_key);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { name: /Files/ }).waitFor();
+    assert.equal(await page.evaluate(() => sessionStorage.getItem('stowage.key')), ws.private_key);
+    assert.equal(await page.evaluate(() => localStorage.length), 0, 'nothing in long-lived storage');
+
+    await page.locator('#file-input').setInputFiles(image);
+    const thumb = page.getByRole('img', { name: 'poster.png', exact: true });
+    await thumb.waitFor({ timeout: 60_000 });
+    await page.waitForFunction(() => {
+      const img = document.querySelector<HTMLImageElement>('img[alt="poster.png"]');
+      return img !== null && img.complete && img.naturalWidth > 0;
+    });
+    assert.equal(await thumb.evaluate((img: HTMLImageElement) => img.naturalWidth), 200, 'the thumbnail is a 200 px rendition');
+    assert.ok(partPuts.length >= 4, `uploaded in parts (${partPuts.length})`);
+    await page.screenshot({ path: join(ARTIFACTS, 'dashboard-1440.png'), fullPage: true });
+
+    // Details: the transformation builder previews its rendition and copies its URL.
+    await page.getByRole('button', { name: /poster\.png/ }).click();
+    await page.getByLabel('Width').fill('320');
+    await page.getByLabel('Format').selectOption('webp');
+    const preview = page.getByRole('img', { name: 'Transformation preview' });
+    await page.waitForFunction(() => {
+      const img = document.querySelector<HTMLImageElement>('#t-preview');
+      return img !== null && img.complete && img.naturalWidth === 320;
+    });
+    assert.match((await preview.getAttribute('src')) ?? '', /\/w_320,f_webp\/poster\.png$/);
+    await page.getByRole('button', { name: 'Copy URL' }).click();
+    await page.getByText('URL copied').waitFor();
+    assert.match(await page.evaluate(() => navigator.clipboard.readText()), /\/w_320,f_webp\/poster\.png$/);
+    await page.screenshot({ path: join(ARTIFACTS, 'dashboard-details-1440.png') });
+
+    // Rename, then delete.
+    await page.getByLabel('File name').fill('renamed-poster.png');
+    await page.getByRole('button', { name: 'Rename' }).click();
+    await page.getByText('Renamed to renamed-poster.png').waitFor();
+    await page.getByRole('img', { name: 'renamed-poster.png', exact: true }).waitFor();
+    page.once('dialog', (d) => d.accept());
+    await page.getByRole('button', { name: 'Delete file' }).click();
+    await page.getByText('Deleted renamed-poster.png').waitFor();
+    await page.getByText('No files here yet.').waitFor();
+    assert.deepEqual(errors, [], 'no script errors');
+    await context.close();
+  });
+
+  test('usable at 375 px, and by keyboard', async () => {
+    const context = await browser.newContext({ viewport: { width: 375, height: 800 } });
+    const page = await context.newPage();
+    await page.goto(`${server.url}/dashboard/`);
+    // Keyboard only: Tab to the key field, type, Enter.
+    await page.keyboard.press('Tab');
+    await page.keyboard.press('Tab');
+    assert.equal(await page.evaluate(() => document.activeElement?.id), 'key');
+    await page.keyboard.type(ws.private_key);
+    await page.keyboard.press('Enter');
+    await page.getByRole('heading', { name: /Files/ }).waitFor();
+    await page.getByLabel('New folder').fill('mobile');
+    await page.keyboard.press('Enter');
+    await page.getByRole('button', { name: 'mobile' }).waitFor();
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+    assert.ok(overflow <= 0, `no horizontal scrolling at 375 px (${overflow} px)`);
+    await page.screenshot({ path: join(ARTIFACTS, 'dashboard-375.png'), fullPage: true });
+    await page.getByRole('button', { name: 'Sources' }).click();
+    await page.getByLabel('Source name').fill('cdn');
+    await page.getByLabel('Configuration (JSON)').fill('{"base_url":"http://127.0.0.1:9"}');
+    await page.getByRole('button', { name: 'Add source' }).click();
+    await page.getByRole('cell', { name: 'cdn', exact: true }).waitFor();
+    await page.getByRole('button', { name: 'Test source cdn' }).click();
+    await page.getByText(/cdn: address refused/).waitFor();
+    await page.screenshot({ path: join(ARTIFACTS, 'dashboard-sources-375.png'), fullPage: true });
+    await context.close();
+  });
+
+  test('the plain example page uploads with a public key through the SDK', async () => {
+    const page = await browser.newPage();
+    await page.goto(`${server.url}/examples/public-upload.html`);
+    const small = join(dir, 'hello.txt');
+    writeFileSync(small, 'hello from the example page');
+    await page.getByLabel('Public key').fill(ws.public_key);
+    await page.getByLabel('File').setInputFiles(small);
+    await page.getByRole('button', { name: 'Upload' }).click();
+    await page.getByText(/^Uploaded: http/).waitFor();
+    const url = (await page.getByRole('status').textContent())!.replace('Uploaded: ', '');
+    assert.equal(await (await fetch(url)).text(), 'hello from the example page');
+    await page.close();
+  });
+});
