@@ -135,6 +135,39 @@ describe('dashboard in Chromium', { skip: haveChromium ? false : `install chromi
     await context.close();
   });
 
+  test('drag-and-drop upload, then move, tags and metadata from the details', async () => {
+    const context = await browser.newContext({ viewport: { width: 1440, height: 900 } });
+    const page = await context.newPage();
+    await page.goto(`${server.url}/dashboard/`);
+    await page.getByLabel('Private key').fill(ws.private_key);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { name: /Files/ }).waitFor();
+    await page.getByLabel('New folder').fill('archive');
+    await page.getByRole('button', { name: 'Create folder' }).click();
+    await page.getByRole('button', { name: 'archive' }).waitFor();
+    // A drop event carrying a file, as a browser sends it.
+    const drop = await page.evaluateHandle(() => {
+      const dt = new DataTransfer();
+      dt.items.add(new File(['dropped bytes'], 'dropped.txt', { type: 'text/plain' }));
+      return dt;
+    });
+    await page.locator('#drop').dispatchEvent('drop', { dataTransfer: drop });
+    await page.getByRole('button', { name: /dropped\.txt/ }).click();
+    await page.getByLabel('Folder', { exact: true }).selectOption({ label: 'archive' });
+    await page.getByRole('button', { name: 'Move' }).click();
+    await page.getByText('Moved').waitFor();
+    await page.getByLabel('Tags (comma-separated)').fill('one, two');
+    await page.getByLabel('Metadata (JSON)').fill('{"owner":"ui"}');
+    await page.getByRole('button', { name: 'Save' }).click();
+    await page.getByText('Saved').waitFor();
+    const res = await fetch(`${server.url}/api/v1/files?search=dropped`, { headers: { 'x-api-key': ws.private_key } }).then((r) => r.json() as any);
+    const f = res.files[0];
+    assert.equal(f.path, '/archive/dropped.txt');
+    assert.deepEqual(f.tags, ['one', 'two']);
+    assert.deepEqual(f.metadata, { owner: 'ui' });
+    await context.close();
+  });
+
   test('the plain example page uploads with a public key through the SDK', async () => {
     const page = await browser.newPage();
     await page.goto(`${server.url}/examples/public-upload.html`);
