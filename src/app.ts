@@ -6,6 +6,7 @@ import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastif
 import { installAuth } from './http/auth.ts';
 import { frameworkErrors, installErrorHandling } from './http/errors.ts';
 import { installValidation } from './http/validation.ts';
+import { installRateLimits } from './http/rate-limit.ts';
 import { healthRoutes } from './http/routes/health.ts';
 import { sourceRoutes } from './http/routes/sources.ts';
 import { ErrorBody, FileRecord, Source } from './http/schemas.ts';
@@ -71,6 +72,7 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
   installValidation(app);
   installErrorHandling(app);
   installAuth(app, services.workspaces);
+  await installRateLimits(app, { upload: config.rateLimitUpload, api: config.rateLimitApi, redis: services.redis });
 
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   await app.register(healthRoutes, { db: services.db, storage: services.storage });

@@ -6,6 +6,11 @@ import { isAbsolute, join, resolve } from 'node:path';
 
 import type { S3Settings } from './storage/s3.ts';
 
+export interface RateLimit {
+  max: number;
+  windowMs: number;
+}
+
 export type StorageConfig = { driver: 'local' } | { driver: 's3'; s3: S3Settings };
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -42,6 +47,11 @@ export interface Config {
   webhookTimeoutMs: number;
   /** How often each node looks for due webhook deliveries (0 = never: no worker). */
   webhookPollMs: number;
+  /** Per API key: upload endpoints, and everything else; null = no limit. */
+  rateLimitUpload: RateLimit | null;
+  rateLimitApi: RateLimit | null;
+  /** redis://… shares rate limits across nodes; unset = in memory (one node). */
+  redisUrl?: string;
   /** Lifetime of the signed URLs in the records of private files, in seconds. */
   privateUrlTtl: number;
   /** Longest a remote URL upload may take to download, in milliseconds. */
@@ -152,6 +162,21 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
   }
   const webhookTimeoutMs = integer('STOWAGE_WEBHOOK_TIMEOUT_MS', 10_000, 100, 120_000);
   const webhookPollMs = integer('STOWAGE_WEBHOOK_POLL_MS', 1000, 0, 3_600_000);
+  const rate = (name: string, fallback: RateLimit): RateLimit | null => {
+    const raw = read(name);
+    if (raw === undefined) return fallback;
+    if (raw === 'off') return null;
+    const m = /^(\d{1,9})\/(\d{1,6})(s|m|h)$/.exec(raw);
+    if (!m || Number(m[1]) < 1 || Number(m[2]) < 1) {
+      problems.push(`${name} must look like 60/10s, 600/1m or off (got "${raw}")`);
+      return fallback;
+    }
+    return { max: Number(m[1]), windowMs: Number(m[2]) * { s: 1000, m: 60_000, h: 3_600_000 }[m[3] as 's' | 'm' | 'h'] };
+  };
+  const rateLimitUpload = rate('STOWAGE_RATE_LIMIT_UPLOAD', { max: 60, windowMs: 10_000 });
+  const rateLimitApi = rate('STOWAGE_RATE_LIMIT_API', { max: 600, windowMs: 60_000 });
+  const redisUrl = read('REDIS_URL');
+  if (redisUrl !== undefined && !/^rediss?:\/\//.test(redisUrl)) problems.push('REDIS_URL must start with redis:// or rediss://');
   const privateUrlTtl = integer('STOWAGE_PRIVATE_URL_TTL', 3600, 1, 7 * 24 * 3600);
   const remoteTimeoutMs = integer('STOWAGE_REMOTE_TIMEOUT_MS', 10 * 60 * 1000, 100, 24 * 3600 * 1000);
   const multipartMaxTtl = integer('STOWAGE_MULTIPART_MAX_TTL', 7 * 24 * 3600, 60, 7 * 24 * 3600);
@@ -197,6 +222,9 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     webhookRetrySchedule,
     webhookTimeoutMs,
     webhookPollMs,
+    rateLimitUpload,
+    rateLimitApi,
+    redisUrl,
   };
 }
 

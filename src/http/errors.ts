@@ -22,7 +22,8 @@ const UNAVAILABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'E
 export function isUnavailable(err: unknown): boolean {
   const e = err as { code?: string; message?: string } | undefined;
   if (e?.code && UNAVAILABLE_CODES.has(e.code)) return true;
-  return /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error/.test(e?.message ?? '');
+  if ((err as { name?: string })?.name === 'MaxRetriesPerRequestError') return true;
+  return /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Stream isn't writeable|Connection is closed/.test(e?.message ?? '');
 }
 
 /**

@@ -12,6 +12,7 @@ import { BlobStore } from './blobs.ts';
 import { FileRecords, FileService } from './files.ts';
 import { FolderService } from './folders.ts';
 import { DeliveryService } from './delivery.ts';
+import { Redis } from 'ioredis';
 import { WebhookService } from './webhooks.ts';
 import { SourceService } from './sources.ts';
 import { UploadService } from './uploads.ts';
@@ -38,6 +39,8 @@ export interface Services {
   delivery: DeliveryService;
   deliverySigner: DeliverySigner;
   webhooks: WebhookService;
+  /** Shared by the nodes for rate limits, when REDIS_URL is set. */
+  redis?: Redis;
   close(): Promise<void>;
 }
 
@@ -78,7 +81,13 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
     maxTtlSeconds: config.multipartMaxTtl,
   });
   const remote = new RemoteUploadService(uploads, guard, { timeoutMs: config.outboundTimeoutMs, bodyTimeoutMs: config.remoteTimeoutMs });
+  const redis = config.redisUrl
+    ? new Redis(config.redisUrl, { lazyConnect: false, connectTimeout: 2000, maxRetriesPerRequest: 1, enableOfflineQueue: false })
+    : undefined;
+  // Connection trouble is answered per request (503); it must not crash the process.
+  redis?.on('error', () => {});
   return {
+    redis,
     webhooks,
     files: new FileService(db, blobs, records),
     folders: new FolderService(db, blobs),
@@ -97,6 +106,7 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
     sources,
     async close() {
       await webhooks.stop();
+      redis?.disconnect();
       guard.destroy();
       if (storage instanceof S3Storage) storage.destroy();
       await db.close();

@@ -67,6 +67,8 @@ export function testConfig(dataDir: string, overrides: Partial<Config> = {}): Co
     webhookRetrySchedule: [1, 1, 1],
     webhookTimeoutMs: 2000,
     webhookPollMs: 0,
+    rateLimitUpload: null,
+    rateLimitApi: null,
     ...overrides,
   };
 }
