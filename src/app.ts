@@ -75,6 +75,17 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
   await installRateLimits(app, { upload: config.rateLimitUpload, api: config.rateLimitApi, redis: services.redis });
 
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+
+  // Requests by route pattern (never the raw path, which would make every file a new series).
+  app.addHook('onResponse', async (request, reply) => {
+    const route = request.routeOptions.url ?? 'unmatched';
+    const labels = { method: request.method, route, status: String(reply.statusCode) };
+    services.metrics.requests.inc(labels);
+    services.metrics.duration.observe(labels, reply.elapsedTime / 1000);
+  });
+  app.get('/metrics', { schema: { hide: true } }, async (_request, reply) =>
+    reply.type(services.metrics.registry.contentType).send(await services.metrics.registry.metrics()),
+  );
   await app.register(healthRoutes, { db: services.db, storage: services.storage });
   await app.register(sourceRoutes, { sources: services.sources });
   await app.register(uploadRoutes, { uploads: services.uploads });

@@ -13,6 +13,8 @@ import { FileRecords, FileService } from './files.ts';
 import { FolderService } from './folders.ts';
 import { DeliveryService } from './delivery.ts';
 import { Redis } from 'ioredis';
+import { EventEmitter } from 'node:events';
+import { Metrics } from './metrics.ts';
 import { WebhookService } from './webhooks.ts';
 import { SourceService } from './sources.ts';
 import { UploadService } from './uploads.ts';
@@ -39,6 +41,9 @@ export interface Services {
   delivery: DeliveryService;
   deliverySigner: DeliverySigner;
   webhooks: WebhookService;
+  /** Domain events (upload.completed, rendition): side effects such as metrics subscribe here. */
+  events: EventEmitter;
+  metrics: Metrics;
   /** Shared by the nodes for rate limits, when REDIS_URL is set. */
   redis?: Redis;
   close(): Promise<void>;
@@ -67,6 +72,8 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
   const workspaces = new WorkspaceService(db, box);
   const sources = new SourceService(db, box, { guard, timeoutMs: config.outboundTimeoutMs, gcsApiEndpoint: config.gcsApiEndpoint }, opts.debug);
   const blobs = new BlobStore(db, storage, config.sweepGraceMs);
+  const events = new EventEmitter();
+  const metrics = new Metrics(db, events);
   const deliverySigner = new DeliverySigner(config.masterKey);
   const records = new FileRecords(config.publicUrl, deliverySigner, config.privateUrlTtl);
   const webhooks = new WebhookService(db, workspaces, guard, {
@@ -75,7 +82,7 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
     pollIntervalMs: config.webhookPollMs,
     claimMs: Math.max(60_000, config.webhookTimeoutMs * 3),
   }, opts.log);
-  const uploads = new UploadService(db, blobs, records, { maxFileSize: config.maxFileSize, maxImagePixels: config.maxImagePixels }, webhooks, guard);
+  const uploads = new UploadService(db, blobs, records, { maxFileSize: config.maxFileSize, maxImagePixels: config.maxImagePixels }, webhooks, guard, events);
   const multipart = new MultipartService(db, blobs, uploads, records, new PartUrlSigner(config.masterKey), {
     publicUrl: config.publicUrl,
     maxTtlSeconds: config.multipartMaxTtl,
@@ -87,11 +94,13 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
   // Connection trouble is answered per request (503); it must not crash the process.
   redis?.on('error', () => {});
   return {
+    events,
+    metrics,
     redis,
     webhooks,
     files: new FileService(db, blobs, records),
     folders: new FolderService(db, blobs),
-    delivery: new DeliveryService(db, storage, config.maxImagePixels, sources),
+    delivery: new DeliveryService(db, storage, config.maxImagePixels, sources, events),
     deliverySigner,
     remote,
     multipart,

@@ -13,6 +13,7 @@ import { renditionPrefix } from './blobs.ts';
 import { createHash } from 'node:crypto';
 import { openOrigin } from '../sources/origin.ts';
 import type { SourceService } from './sources.ts';
+import type { EventEmitter } from 'node:events';
 
 /** How long a rendition of an origin's object is served before it is made again. */
 const ORIGIN_RENDITION_TTL_MS = 24 * 3600 * 1000;
@@ -84,6 +85,7 @@ export class DeliveryService {
     private readonly maxPixels: number,
     /** Sources, for `/{workspace_id}-{source_name}/…`. */
     private readonly sources?: SourceService,
+    private readonly events?: EventEmitter,
     /** Counts renditions made (tests and metrics read it). */
     readonly stats = { renditionsMade: 0, renditionCacheHits: 0 },
   ) {}
@@ -137,6 +139,7 @@ export class DeliveryService {
     // Storage keys take no commas: the canonical tokens are joined with dots there.
     const key = `${renditionPrefix(file.storage_key)}${canonical(spec, format).replaceAll(',', '.')}.${format}`;
     let info = await this.storage.stat(key);
+    this.events?.emit('rendition', Boolean(info));
     if (info) this.stats.renditionCacheHits++;
     else {
       await this.render(file.storage_key, { ...spec, format }, key);
@@ -191,7 +194,9 @@ export class DeliveryService {
     const format: OutputFormat = tokens.format === 'auto' ? negotiate(target.accept, 'image/jpeg') : tokens.format ?? 'jpg';
     const key = `${workspaceId}/origins/${source.id}/${pathHash}.renditions/${canonical(tokens, format).replaceAll(',', '.')}.${format}`;
     let info = await this.storage.stat(key);
-    if (info && Date.now() - info.lastModified.getTime() < ORIGIN_RENDITION_TTL_MS) this.stats.renditionCacheHits++;
+    const fresh = Boolean(info && Date.now() - info.lastModified.getTime() < ORIGIN_RENDITION_TTL_MS);
+    this.events?.emit('rendition', fresh);
+    if (fresh && info) this.stats.renditionCacheHits++;
     else {
       const origin = await openOrigin(source.type, source.config, path, deps, target.headers);
       await this.renderStream(origin.body, { ...tokens, format }, key);

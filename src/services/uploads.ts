@@ -13,6 +13,7 @@ import { type FileRecord, type FileRecords } from './files.ts';
 import { ensureFolderPath } from './folders.ts';
 import { OutboundBlockedError, type OutboundGuard } from '../outbound/guard.ts';
 import type { WebhookService } from './webhooks.ts';
+import type { EventEmitter } from 'node:events';
 import { checkName, parseBooleanFlag, parseCustomId, parseFolderPath, parseMetadata, parseTags, withExtension, withRandomPrefix, withRandomSuffix } from './names.ts';
 
 /** Upload options as they arrive: form fields (strings) or JSON values. */
@@ -86,6 +87,7 @@ export class UploadService {
     private readonly settings: UploadSettings,
     private readonly webhooks?: WebhookService,
     private readonly guard?: OutboundGuard,
+    private readonly events?: EventEmitter,
   ) {}
 
   /**
@@ -186,6 +188,7 @@ export class UploadService {
       });
       if (duplicate) await this.blobs.discard(current);
       if (released) await this.blobs.forget(current.workspaceId, released);
+      this.events?.emit('upload.completed', { source, size: current.size, workspaceId: current.workspaceId });
       return this.records.view(row, (folder as FolderRow | null)?.folder_no ?? null, sha256);
     } catch (err) {
       if (!hooks.keepOnError?.(err)) {
