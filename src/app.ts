@@ -86,7 +86,7 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
   app.get('/metrics', { schema: { hide: true } }, async (_request, reply) =>
     reply.type(services.metrics.registry.contentType).send(await services.metrics.registry.metrics()),
   );
-  await app.register(healthRoutes, { db: services.db, storage: services.storage });
+  await app.register(healthRoutes, { db: services.db, storage: services.storage, lifecycle: services.lifecycle });
   await app.register(sourceRoutes, { sources: services.sources });
   await app.register(uploadRoutes, { uploads: services.uploads });
   await app.register(async (scope) => remoteUploadRoute(scope, services.remote));

@@ -50,6 +50,10 @@ export interface Config {
   /** Per API key: upload endpoints, and everything else; null = no limit. */
   rateLimitUpload: RateLimit | null;
   rateLimitApi: RateLimit | null;
+  /** On SIGTERM: how long /readyz says 503 before the listener closes (for load balancers). */
+  shutdownDelayMs: number;
+  /** On SIGTERM: how long in-flight requests (uploads) may take to finish before the exit. */
+  shutdownTimeoutMs: number;
   /** redis://… shares rate limits across nodes; unset = in memory (one node). */
   redisUrl?: string;
   /** Lifetime of the signed URLs in the records of private files, in seconds. */
@@ -175,6 +179,8 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
   };
   const rateLimitUpload = rate('STOWAGE_RATE_LIMIT_UPLOAD', { max: 60, windowMs: 10_000 });
   const rateLimitApi = rate('STOWAGE_RATE_LIMIT_API', { max: 600, windowMs: 60_000 });
+  const shutdownDelayMs = integer('STOWAGE_SHUTDOWN_DELAY_MS', 0, 0, 600_000);
+  const shutdownTimeoutMs = integer('STOWAGE_SHUTDOWN_TIMEOUT_MS', 30_000, 0, 3_600_000);
   const redisUrl = read('REDIS_URL');
   if (redisUrl !== undefined && !/^rediss?:\/\//.test(redisUrl)) problems.push('REDIS_URL must start with redis:// or rediss://');
   const privateUrlTtl = integer('STOWAGE_PRIVATE_URL_TTL', 3600, 1, 7 * 24 * 3600);
@@ -225,6 +231,8 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     rateLimitUpload,
     rateLimitApi,
     redisUrl,
+    shutdownDelayMs,
+    shutdownTimeoutMs,
   };
 }
 

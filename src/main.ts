@@ -51,22 +51,36 @@ async function main(): Promise<void> {
 
   if (config.webhookPollMs > 0) services.webhooks.start();
 
+  // Graceful shutdown: readiness turns false at once; after STOWAGE_SHUTDOWN_DELAY_MS the
+  // listener closes (no new connections) while requests in flight, uploads included, finish;
+  // after STOWAGE_SHUTDOWN_TIMEOUT_MS whatever is left is cut and the process exits.
   let closing = false;
   const shutdown = (signal: string) => {
     if (closing) return;
     closing = true;
-    app.log.info({ signal }, 'shutting down');
+    services.lifecycle.draining = true;
+    app.log.info({ signal, delayMs: config.shutdownDelayMs, timeoutMs: config.shutdownTimeoutMs }, 'shutting down');
     if (sweeper) clearInterval(sweeper);
-    app
-      .close()
-      .then(() => services.close())
-      .then(
-        () => process.exit(0),
-        (err) => {
-          app.log.error({ err }, 'shutdown failed');
-          process.exit(1);
-        },
-      );
+    let cut = false;
+    const deadline = setTimeout(() => {
+      cut = true;
+      app.log.warn('shutdown deadline reached; closing the connections still open');
+      app.server.closeAllConnections();
+      setTimeout(() => process.exit(1), 1000).unref();
+    }, config.shutdownDelayMs + config.shutdownTimeoutMs);
+    deadline.unref();
+    setTimeout(() => {
+      app
+        .close()
+        .then(() => services.close())
+        .then(
+          () => process.exit(cut ? 1 : 0),
+          (err) => {
+            app.log.error({ err }, 'shutdown failed');
+            process.exit(1);
+          },
+        );
+    }, config.shutdownDelayMs);
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));

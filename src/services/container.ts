@@ -41,6 +41,8 @@ export interface Services {
   delivery: DeliveryService;
   deliverySigner: DeliverySigner;
   webhooks: WebhookService;
+  /** Set when the process is shutting down: readiness answers 503. */
+  lifecycle: { draining: boolean };
   /** Domain events (upload.completed, rendition): side effects such as metrics subscribe here. */
   events: EventEmitter;
   metrics: Metrics;
@@ -94,6 +96,7 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
   // Connection trouble is answered per request (503); it must not crash the process.
   redis?.on('error', () => {});
   return {
+    lifecycle: { draining: false },
     events,
     metrics,
     redis,

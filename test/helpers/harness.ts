@@ -69,6 +69,8 @@ export function testConfig(dataDir: string, overrides: Partial<Config> = {}): Co
     webhookPollMs: 0,
     rateLimitUpload: null,
     rateLimitApi: null,
+    shutdownDelayMs: 0,
+    shutdownTimeoutMs: 30_000,
     ...overrides,
   };
 }
