@@ -1,5 +1,6 @@
 // `stowage`: the admin CLI. It acts on the configured database directly (same environment as
 // the service), so it needs no running server and no API key.
+import { randomBytes } from 'node:crypto';
 import { Command, InvalidArgumentError } from 'commander';
 import { ConfigError, loadConfig } from '../config.ts';
 import { AppError } from '../errors.ts';
@@ -126,6 +127,38 @@ export async function runCli(argv: string[], env: Record<string, string | undefi
     .action(async (keyId: string, opts: { json?: boolean }) => {
       const revoked = await withServices((s) => s.workspaces.revokeKey(keyId));
       print(Boolean(opts.json), revoked, () => `Revoked ${revoked.type} key ${revoked.id} (${revoked.hint}).`);
+    });
+
+  key
+    .command('rotate')
+    .description('Issue a new key of the same type and retire this one (after --grace seconds, default at once)')
+    .argument('<key_id>', 'id of the key (see key list)')
+    .option('--grace <seconds>', 'how long the old key keeps working', (v) => {
+      if (!/^\d{1,8}$/.test(v)) throw new InvalidArgumentError('must be whole seconds');
+      return Number(v);
+    }, 0)
+    .option('--json', 'print JSON')
+    .action(async (keyId: string, opts: { grace: number; json?: boolean }) => {
+      const r = await withServices((s) => s.workspaces.rotateKey(keyId, opts.grace));
+      print(Boolean(opts.json), r, () => `New ${r.new.type} key ${r.new.id}. Keep it; it will not be shown again:\n  ${r.new.key}\nThe old key ${r.old.hint} stops working at ${r.old.revoked_at}.`);
+    });
+
+  const master = program.command('master-key').description('Rotate the key that encrypts stored secrets');
+  master
+    .command('generate')
+    .description('Print a new random master key (base64), to set as STOWAGE_MASTER_KEY')
+    .action(() => {
+      io.out(randomBytes(32).toString('base64') + '\n');
+    });
+  master
+    .command('rotate')
+    .description(
+      'Re-encrypt every stored secret under STOWAGE_MASTER_KEY. First give every node the new key as STOWAGE_MASTER_KEY and the old one in STOWAGE_MASTER_KEY_PREVIOUS; after this, drop the old one.',
+    )
+    .option('--json', 'print JSON')
+    .action(async (opts: { json?: boolean }) => {
+      const result = await withServices(async (s) => ({ sources: await s.sources.resealAll(), webhook_secrets: await s.workspaces.resealAll() }));
+      print(Boolean(opts.json), result, () => `Re-encrypted ${result.sources} source secret(s) and ${result.webhook_secrets} webhook secret(s) under the current master key. STOWAGE_MASTER_KEY_PREVIOUS can now be removed.`);
     });
 
   try {

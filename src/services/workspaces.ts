@@ -146,6 +146,33 @@ export class WorkspaceService {
     return { id: row.id, workspace_id: row.workspace_id, type: row.type, hint: row.key_hint, created_at: row.created_at, revoked_at: row.revoked_at };
   }
 
+  /**
+   * A new key of the same type for the same workspace; the old one stops working after
+   * `graceSeconds` (0: at once), so clients can switch over without an outage.
+   */
+  async rotateKey(keyId: string, graceSeconds = 0): Promise<{ old: KeyInfo; new: KeyInfo & { key: string } }> {
+    const row = await this.db.kysely.selectFrom('api_keys').selectAll().where('id', '=', keyId).executeTakeFirst();
+    if (!row) throw errors.keyNotFound(keyId);
+    if (row.revoked_at && row.revoked_at <= nowIso()) throw errors.validation('this key is already revoked');
+    const created = await this.createKey(row.workspace_id, row.type);
+    const revokedAt = new Date(Date.now() + graceSeconds * 1000).toISOString();
+    await this.db.kysely.updateTable('api_keys').set({ revoked_at: revokedAt }).where('id', '=', keyId).execute();
+    return { old: { id: row.id, workspace_id: row.workspace_id, type: row.type, hint: row.key_hint, created_at: row.created_at, revoked_at: revokedAt }, new: created };
+  }
+
+  /** Re-seals every webhook secret under the current master key; returns how many changed. */
+  async resealAll(): Promise<number> {
+    const rows = await this.db.kysely.selectFrom('workspaces').select(['id', 'webhook_secret']).execute();
+    let changed = 0;
+    for (const row of rows) {
+      if (!this.box.isStale(row.webhook_secret)) continue;
+      const resealed = this.box.seal(this.box.open(row.webhook_secret, webhookAad(row.id)), webhookAad(row.id));
+      await this.db.kysely.updateTable('workspaces').set({ webhook_secret: resealed }).where('id', '=', row.id).where('webhook_secret', '=', row.webhook_secret).execute();
+      changed++;
+    }
+    return changed;
+  }
+
   /** What multipart start shows as `public_key` to a private-key caller: a hint, never a key. */
   async publicKeyHint(workspaceId: string): Promise<string> {
     const row = await this.db.kysely
@@ -162,11 +189,13 @@ export class WorkspaceService {
   /** The principal a raw key stands for, or null when it is malformed, unknown or revoked. */
   async authenticate(rawKey: string | undefined): Promise<Principal | null> {
     if (!rawKey || !KEY_SHAPE.test(rawKey)) return null;
+    const now = nowIso();
     const row = await this.db.kysely
       .selectFrom('api_keys')
       .select(['id', 'workspace_id', 'type'])
       .where('key_hash', '=', hashApiKey(rawKey))
-      .where('revoked_at', 'is', null)
+      // A revocation may be scheduled (key rotation with a grace period).
+      .where((eb) => eb.or([eb('revoked_at', 'is', null), eb('revoked_at', '>', now)]))
       .executeTakeFirst();
     return row ? { workspaceId: row.workspace_id, keyId: row.id, keyType: row.type } : null;
   }
