@@ -63,7 +63,7 @@ export class SourceService {
       workspace_id: workspaceId,
       name,
       type,
-      configuration: JSON.stringify(visible),
+      configuration: visibleJson(visible, secret),
       secrets: this.sealSecrets(id, secret),
       is_active: 1,
       created_at: now,
@@ -117,7 +117,7 @@ export class SourceService {
       const merged = mergeConfiguration(this.configuration(row), input.configuration);
       const config = validateConfiguration(type, merged, this.debug);
       const { visible, secret } = splitSecrets(type, config);
-      changes.configuration = JSON.stringify(visible);
+      changes.configuration = visibleJson(visible, secret);
       changes.secrets = this.sealSecrets(row.id, secret);
     }
     // updated_at always moves forward, even within the same millisecond as the last write.
@@ -144,7 +144,7 @@ export class SourceService {
 
   /** The full configuration, secrets included; for origin fetches and probes, never for responses. */
   configuration(row: SourceRow): Configuration {
-    const visible = JSON.parse(row.configuration) as Configuration;
+    const { [SECRET_NAMES]: _names, ...visible } = JSON.parse(row.configuration) as Configuration & { [SECRET_NAMES]?: string[] };
     const secret = row.secrets ? (JSON.parse(this.box.open(row.secrets, sourceAad(row.id))) as Configuration) : {};
     return { ...visible, ...secret };
   }
@@ -189,12 +189,15 @@ export class SourceService {
 
   private view(row: SourceRow): SourceView {
     const type = row.type as SourceType;
-    const secretKeys = row.secrets ? Object.keys(JSON.parse(this.box.open(row.secrets, sourceAad(row.id)))) : [];
+    const { [SECRET_NAMES]: names, ...visible } = JSON.parse(row.configuration) as Configuration & { [SECRET_NAMES]?: string[] };
+    // The names of the stored secrets are kept beside the visible fields, so masking needs no
+    // decryption; rows written before that are opened instead.
+    const secretKeys = names ?? (row.secrets ? Object.keys(JSON.parse(this.box.open(row.secrets, sourceAad(row.id)))) : []);
     return {
       id: row.id,
       name: row.name,
       type,
-      configuration: maskConfiguration(type, JSON.parse(row.configuration), secretKeys),
+      configuration: maskConfiguration(type, visible, secretKeys),
       is_active: Boolean(row.is_active),
       created_at: row.created_at,
       updated_at: row.updated_at,
@@ -210,3 +213,10 @@ function checkName(name: unknown): string {
 }
 
 export const sourceAad = (id: string) => `source:${id}`;
+
+/** Key, in the visible configuration JSON, of the names (never the values) of stored secrets. */
+const SECRET_NAMES = '$secret_fields';
+
+function visibleJson(visible: Configuration, secret: Configuration): string {
+  return JSON.stringify({ ...visible, [SECRET_NAMES]: Object.keys(secret) });
+}

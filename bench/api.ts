@@ -1,0 +1,110 @@
+// bench/api: requests/s and p99 latency of two API calls at 50 connections, on SQLite and on
+// PostgreSQL, against a bare Fastify route measured in the same run. Prints; asserts nothing.
+//
+//   npm run bench:api            (PostgreSQL from STOWAGE_BENCH_DATABASE_URL, default local)
+//
+// Targets (issue 6): multipart start (200 parts) >= 0.3x and list sources >= 0.5x the bare route.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import autocannon from 'autocannon';
+import Fastify from 'fastify';
+import pg from 'pg';
+import { buildApp } from '../src/app.ts';
+import { createServices } from '../src/services/container.ts';
+import { testConfig } from '../test/helpers/harness.ts';
+import { fmt } from './lib.ts';
+
+const DURATION = Number(process.env.BENCH_DURATION_S ?? 10);
+const CONNECTIONS = 50;
+const PG_ADMIN = process.env.STOWAGE_BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+
+interface Result {
+  rps: number;
+  p99: number;
+  errors: number;
+}
+
+async function load(opts: autocannon.Options): Promise<Result> {
+  const r = await autocannon({ connections: CONNECTIONS, duration: DURATION, ...opts });
+  return { rps: r.requests.average, p99: r.latency.p99, errors: r.errors + r.non2xx };
+}
+
+async function measure(databaseUrl: string | undefined): Promise<{ start: Result; list: Result }> {
+  const dir = mkdtempSync(join(tmpdir(), 'bench-api-'));
+  const services = await createServices(testConfig(dir, { databaseUrl, logLevel: 'silent' }));
+  const app = await buildApp(services, { logger: false });
+  const base = await app.listen({ host: '127.0.0.1', port: 0 });
+  (services.multipart as any).settings.publicUrl = base;
+  const ws = await services.workspaces.create('bench');
+  for (let i = 0; i < 25; i++) await services.sources.create(ws.workspace_id, { name: `src-${i}`, type: 's3', configuration: { region: 'us-east-1', bucket: `bucket-${i}`, access_key: 'AKIA', secret_key: 'secret' } });
+  const start = await load({
+    url: `${base}/api/v1/multipart/start`,
+    method: 'POST',
+    headers: { 'x-api-key': ws.public_key, 'content-type': 'application/json' },
+    // 200 parts of 8 MiB.
+    body: JSON.stringify({ file_name: 'bench.bin', size: 200 * 8 * 1024 * 1024, format: 'application/octet-stream' }),
+  });
+  const list = await load({ url: `${base}/api/v1/sources?limit=10`, headers: { 'x-api-key': ws.private_key } });
+  await app.close();
+  await services.close();
+  rmSync(dir, { recursive: true, force: true });
+  return { start, list };
+}
+
+async function postgres(): Promise<{ url: string; drop(): Promise<void> } | undefined> {
+  const name = `stowage_bench_${Date.now()}`;
+  const admin = new pg.Client({ connectionString: PG_ADMIN });
+  try {
+    await admin.connect();
+    await admin.query(`CREATE DATABASE ${name}`);
+  } catch {
+    return undefined;
+  } finally {
+    await admin.end().catch(() => {});
+  }
+  const url = new URL(PG_ADMIN);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    async drop() {
+      const c = new pg.Client({ connectionString: PG_ADMIN });
+      await c.connect();
+      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await c.end();
+    },
+  };
+}
+
+async function main() {
+  console.log(`bench/api — ${CONNECTIONS} connections x ${DURATION} s per run; node ${process.version}\n`);
+  const bare = Fastify({ logger: false });
+  bare.get('/x', async () => ({ sources: [], meta: { page: 1, limit: 10, total: 0, hasMore: false } }));
+  const bareUrl = await bare.listen({ host: '127.0.0.1', port: 0 });
+  const baseline = await load({ url: `${bareUrl}/x` });
+  await bare.close();
+
+  const rows: [string, Result, number][] = [];
+  const sqlite = await measure(undefined);
+  rows.push(['multipart start, SQLite', sqlite.start, 0.3], ['list sources, SQLite', sqlite.list, 0.5]);
+  const db = await postgres();
+  if (db) {
+    try {
+      const p = await measure(db.url);
+      rows.push(['multipart start, PostgreSQL', p.start, 0.3], ['list sources, PostgreSQL', p.list, 0.5]);
+    } finally {
+      await db.drop();
+    }
+  } else console.log('(PostgreSQL not reachable: skipped)\n');
+
+  console.log(`${'run'.padEnd(30)} ${'req/s'.padStart(8)} ${'p99 ms'.padStart(7)} ${'errors'.padStart(6)} ${'x bare'.padStart(7)}`);
+  console.log(`${'bare Fastify route'.padEnd(30)} ${fmt(baseline.rps, 0).padStart(8)} ${String(baseline.p99).padStart(7)} ${String(baseline.errors).padStart(6)} ${'1.00'.padStart(7)}`);
+  for (const [label, r, target] of rows) {
+    console.log(`${label.padEnd(30)} ${fmt(r.rps, 0).padStart(8)} ${String(r.p99).padStart(7)} ${String(r.errors).padStart(6)} ${fmt(r.rps / baseline.rps, 3).padStart(7)}  target >= ${target}`);
+  }
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
