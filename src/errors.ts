@@ -56,6 +56,8 @@ export const errors = {
   completeInProgress: () => new AppError(409, 'COMPLETE_IN_PROGRESS', 'Complete in progress', 'This session is being completed; retry in a moment'),
   urlRefused: (why: string) => new AppError(400, 'URL_REFUSED', 'Validation failed', `remote_url is not allowed: ${why}`),
   remoteFailed: (why: string) => new AppError(502, 'REMOTE_FAILED', 'Remote fetch failed', why),
+  /** Delivery: no file (or origin object) at the address. */
+  nothingStored: (message = 'Nothing is stored at this address') => new AppError(404, 'FILE_NOT_FOUND', 'Not found', message),
   fileNotFound: () => new AppError(404, 'FILE_NOT_FOUND', 'File not found', 'No file with this file_no in this workspace'),
   folderNotFound: () => new AppError(404, 'FOLDER_NOT_FOUND', 'Folder not found', 'No folder with this folder_no in this workspace'),
   fileNameTaken: () => new AppError(409, 'FILE_NAME_TAKEN', 'File name already exists in this folder', 'Choose another name, or move the file elsewhere'),

@@ -6,7 +6,7 @@ import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { PassThrough } from 'node:stream';
 import { type Db } from '../db/database.ts';
-import { AppError } from '../errors.ts';
+import { AppError, errors } from '../errors.ts';
 import { buildPipeline, type OutputFormat, parseTransform, type TransformSpec } from '../media/transform.ts';
 import type { ByteRange, StorageDriver } from '../storage/driver.ts';
 import { renditionPrefix } from './blobs.ts';
@@ -248,5 +248,5 @@ function formatOf(mime: string): OutputFormat {
   return 'jpg';
 }
 
-const notFound = () => new AppError(404, 'FILE_NOT_FOUND', 'Not found', 'Nothing is stored at this address');
+const notFound = () => errors.nothingStored();
 

@@ -1,14 +1,13 @@
 // Reading an object from a source, for delivery: the same SDKs and the same outbound guard as
 // the source test, so an origin can reach only what any outbound request may.
 import type { Readable } from 'node:stream';
-import { GetObjectCommand, S3Client } from '@aws-sdk/client-s3';
-import { BlobServiceClient } from '@azure/storage-blob';
-import { Storage } from '@google-cloud/storage';
-import { AppError } from '../errors.ts';
+import { GetObjectCommand } from '@aws-sdk/client-s3';
+import { AppError, errors } from '../errors.ts';
 import { OutboundBlockedError } from '../outbound/guard.ts';
 import { outboundRequest } from '../outbound/http-client.ts';
 import type { ProbeDeps } from './probe.ts';
-import { type Configuration, parseConnectionString, parseServiceAccount, type SourceType } from './source-types.ts';
+import { azureServiceFor, checkGcsEndpoint, gcsStorageFor, s3ClientFor } from './clients.ts';
+import { type Configuration, parseServiceAccount, type SourceType } from './source-types.ts';
 
 export interface OriginObject {
   body: Readable;
@@ -23,7 +22,7 @@ export interface OriginObject {
 /** Request headers an image_source with forward_header passes on; never credentials or cookies. */
 const FORWARDED = ['accept', 'accept-language', 'user-agent', 'referer'];
 
-const notFound = () => new AppError(404, 'FILE_NOT_FOUND', 'Not found', 'The origin has nothing at this path');
+const notFound = () => errors.nothingStored('The origin has nothing at this path');
 const failed = (why: string) => new AppError(502, 'ORIGIN_FAILED', 'Origin failed', why);
 
 export async function openOrigin(type: SourceType, config: Configuration, path: string, deps: ProbeDeps, clientHeaders: Record<string, string | string[] | undefined> = {}): Promise<OriginObject> {
@@ -78,19 +77,7 @@ async function fromWeb(config: Configuration, path: string, deps: ProbeDeps, cli
 }
 
 async function fromS3(config: Configuration, path: string, deps: ProbeDeps): Promise<OriginObject> {
-  const endpoint = config.endpoint ? String(config.endpoint) : undefined;
-  if (endpoint) await deps.guard.checkUrl(endpoint);
-  const client = new S3Client({
-    region: String(config.region),
-    endpoint,
-    forcePathStyle: Boolean(endpoint),
-    credentials: config.access_key ? { accessKeyId: String(config.access_key), secretAccessKey: String(config.secret_key) } : undefined,
-    signer: config.access_key ? undefined : { sign: async (request: any) => request },
-    maxAttempts: 2,
-    requestChecksumCalculation: 'WHEN_REQUIRED',
-    responseChecksumValidation: 'WHEN_REQUIRED',
-    requestHandler: { httpAgent: deps.guard.httpAgent, httpsAgent: deps.guard.httpsAgent, requestTimeout: deps.timeoutMs * 6, connectionTimeout: deps.timeoutMs },
-  });
+  const client = await s3ClientFor(config, deps, { attempts: 2, requestTimeoutMs: deps.timeoutMs * 6 });
   const res = await client.send(new GetObjectCommand({ Bucket: String(config.bucket), Key: path }));
   const body = res.Body as Readable;
   body.once('close', () => client.destroy());
@@ -98,16 +85,7 @@ async function fromS3(config: Configuration, path: string, deps: ProbeDeps): Pro
 }
 
 async function fromAzure(config: Configuration, path: string, deps: ProbeDeps): Promise<OriginObject> {
-  const cs = parseConnectionString(String(config.connection_string)) ?? {};
-  const endpoint =
-    cs.UseDevelopmentStorage === 'true'
-      ? 'http://127.0.0.1:10000/devstoreaccount1'
-      : cs.BlobEndpoint ?? `${cs.DefaultEndpointsProtocol ?? 'https'}://${cs.AccountName}.blob.${cs.EndpointSuffix ?? 'core.windows.net'}`;
-  await deps.guard.checkUrl(endpoint);
-  const service = BlobServiceClient.fromConnectionString(String(config.connection_string), {
-    retryOptions: { maxTries: 2, tryTimeoutInMs: deps.timeoutMs * 6 },
-    agent: deps.guard.agentFor(endpoint),
-  } as Parameters<typeof BlobServiceClient.fromConnectionString>[1]);
+  const service = await azureServiceFor(config, deps, { attempts: 2, requestTimeoutMs: deps.timeoutMs * 6 });
   const res = await service.getContainerClient(String(config.container_name)).getBlobClient(path).download();
   return { body: res.readableStreamBody as Readable, contentType: res.contentType, size: res.contentLength, etag: res.etag, lastModified: res.lastModified };
 }
@@ -115,11 +93,8 @@ async function fromAzure(config: Configuration, path: string, deps: ProbeDeps): 
 async function fromGoogle(config: Configuration, path: string, deps: ProbeDeps): Promise<OriginObject> {
   const account = parseServiceAccount(String(config.service_account_json));
   if (!account) throw failed('the stored service account is not usable');
-  const apiEndpoint = deps.gcsApiEndpoint ?? 'https://storage.googleapis.com';
-  if (!deps.gcsApiEndpoint) await deps.guard.checkUrl(apiEndpoint);
-  const file = new Storage({ apiEndpoint, projectId: account.project_id, credentials: { client_email: account.client_email, private_key: account.private_key }, retryOptions: { autoRetry: false } })
-    .bucket(String(config.bucket_name))
-    .file(path);
+  await checkGcsEndpoint(deps);
+  const file = gcsStorageFor(account, deps).bucket(String(config.bucket_name)).file(path);
   const [meta] = await file.getMetadata();
   return {
     body: file.createReadStream({ validation: false }),

@@ -2,12 +2,11 @@
 // credentials. Answers are written here, never copied from the SDK, so that no credential,
 // signature or request detail can leak into a response.
 import { createSign } from 'node:crypto';
-import { HeadBucketCommand, S3Client } from '@aws-sdk/client-s3';
-import { BlobServiceClient } from '@azure/storage-blob';
-import { Storage } from '@google-cloud/storage';
-import { OutboundBlockedError, type OutboundGuard } from '../outbound/guard.ts';
+import { HeadBucketCommand } from '@aws-sdk/client-s3';
+import { OutboundBlockedError } from '../outbound/guard.ts';
 import { outboundRequest } from '../outbound/http-client.ts';
-import { type Configuration, parseConnectionString, parseServiceAccount, type SourceType } from './source-types.ts';
+import { azureServiceFor, checkGcsEndpoint, type ClientDeps, gcsStorageFor, s3ClientFor } from './clients.ts';
+import { type Configuration, parseServiceAccount, type SourceType } from './source-types.ts';
 
 export interface ProbeResult {
   ok: boolean;
@@ -15,12 +14,8 @@ export interface ProbeResult {
   error?: string;
 }
 
-export interface ProbeDeps {
-  guard: OutboundGuard;
-  timeoutMs: number;
-  /** Operator-set Google Cloud Storage API endpoint (an emulator); default the public API. */
-  gcsApiEndpoint?: string;
-}
+/** How origins are reached: the outbound guard, a time limit, the GCS endpoint. */
+export type ProbeDeps = ClientDeps;
 
 export async function probeSource(type: SourceType, config: Configuration, deps: ProbeDeps): Promise<ProbeResult> {
   const started = performance.now();
@@ -54,18 +49,7 @@ async function probeImageSource(config: Configuration, deps: ProbeDeps): Promise
 }
 
 async function probeS3(config: Configuration, deps: ProbeDeps): Promise<string | undefined> {
-  const endpoint = config.endpoint ? String(config.endpoint) : undefined;
-  if (endpoint) await deps.guard.checkUrl(endpoint);
-  const client = new S3Client({
-    region: String(config.region),
-    endpoint,
-    forcePathStyle: Boolean(endpoint),
-    credentials: config.access_key ? { accessKeyId: String(config.access_key), secretAccessKey: String(config.secret_key) } : undefined,
-    signer: config.access_key ? undefined : { sign: async (request: any) => request },
-    maxAttempts: 1,
-    requestChecksumCalculation: 'WHEN_REQUIRED',
-    requestHandler: { httpAgent: deps.guard.httpAgent, httpsAgent: deps.guard.httpsAgent, requestTimeout: deps.timeoutMs, connectionTimeout: deps.timeoutMs },
-  });
+  const client = await s3ClientFor(config, deps, { attempts: 1, requestTimeoutMs: deps.timeoutMs });
   try {
     await client.send(new HeadBucketCommand({ Bucket: String(config.bucket) }), { abortSignal: AbortSignal.timeout(deps.timeoutMs) });
     return undefined;
@@ -82,18 +66,7 @@ async function probeS3(config: Configuration, deps: ProbeDeps): Promise<string |
 }
 
 async function probeAzure(config: Configuration, deps: ProbeDeps): Promise<string | undefined> {
-  const cs = parseConnectionString(String(config.connection_string)) ?? {};
-  const endpoint =
-    cs.UseDevelopmentStorage === 'true'
-      ? 'http://127.0.0.1:10000/devstoreaccount1'
-      : cs.BlobEndpoint ?? `${cs.DefaultEndpointsProtocol ?? 'https'}://${cs.AccountName}.blob.${cs.EndpointSuffix ?? 'core.windows.net'}`;
-  await deps.guard.checkUrl(endpoint);
-  // storage-blob hands its options to the core pipeline, whose `agent` carries the guard's
-  // lookup: the connection goes only to addresses that passed the checks.
-  const service = BlobServiceClient.fromConnectionString(String(config.connection_string), {
-    retryOptions: { maxTries: 1, tryTimeoutInMs: deps.timeoutMs },
-    agent: deps.guard.agentFor(endpoint),
-  } as Parameters<typeof BlobServiceClient.fromConnectionString>[1]);
+  const service = await azureServiceFor(config, deps, { attempts: 1, requestTimeoutMs: deps.timeoutMs });
   try {
     await service.getContainerClient(String(config.container_name)).getProperties({ abortSignal: AbortSignal.timeout(deps.timeoutMs) });
     return undefined;
@@ -119,21 +92,14 @@ async function probeGoogleCloud(config: Configuration, deps: ProbeDeps): Promise
   } catch {
     return 'the private_key of the service account cannot sign';
   }
-  const apiEndpoint = deps.gcsApiEndpoint ?? 'https://storage.googleapis.com';
   const unreachable = (err: unknown) =>
     `the service account key is valid (checked by signing locally), but Google Cloud Storage could not be reached: ${describeNetworkError(err)}`;
   try {
-    // The operator's own emulator endpoint is trusted; Google's is checked like any origin.
-    if (!deps.gcsApiEndpoint) await deps.guard.checkUrl(apiEndpoint);
+    await checkGcsEndpoint(deps);
   } catch (err) {
     return unreachable(err);
   }
-  const storage = new Storage({
-    apiEndpoint,
-    projectId: account.project_id,
-    credentials: { client_email: account.client_email, private_key: account.private_key },
-    retryOptions: { autoRetry: false },
-  });
+  const storage = gcsStorageFor(account, deps);
   try {
     await storage.bucket(String(config.bucket_name)).getMetadata({ timeout: deps.timeoutMs } as any);
     return undefined;

@@ -1,6 +1,6 @@
 // GET /{workspace_id}/{path} and /{workspace_id}/{tokens}/{path}: public delivery.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { AppError } from '../../errors.ts';
+import { AppError, errors } from '../../errors.ts';
 import type { DeliverySigner } from '../../crypto/delivery-url.ts';
 import type { Delivered, DeliveryService } from '../../services/delivery.ts';
 import type { ByteRange } from '../../storage/driver.ts';
@@ -50,7 +50,7 @@ export async function deliveryRoutes(app: FastifyInstance, opts: { delivery: Del
     } catch {
       throw new AppError(400, 'BAD_URL', 'Bad request', 'The path is not valid percent-encoding');
     }
-    if (segments.some((s) => s === '.' || s === '..' || s.includes('/'))) throw new AppError(404, 'FILE_NOT_FOUND', 'Not found', 'Nothing is stored at this address');
+    if (segments.some((s) => s === '.' || s === '..' || s.includes('/'))) throw errors.nothingStored();
     const d = await opts.delivery.resolve({ workspaceId: workspace, segments, accept: request.headers.accept, headers: request.headers });
     if (d.isPrivate) {
       const verdict = opts.signer.verify(request.url.split('?')[0], request.query as { expires?: string; signature?: string }, Math.floor(Date.now() / 1000));
