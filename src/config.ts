@@ -11,7 +11,8 @@ export interface RateLimit {
   windowMs: number;
 }
 
-export type StorageConfig = { driver: 'local' } | { driver: 's3'; s3: S3Settings };
+/** `fsync: false` acknowledges local writes once the kernel has them (STOWAGE_FSYNC=false). */
+export type StorageConfig = { driver: 'local'; fsync: boolean } | { driver: 's3'; s3: S3Settings };
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 
@@ -238,10 +239,12 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
 
 function readStorage(read: (name: string) => string | undefined, problems: string[]): StorageConfig {
   const driver = read('STOWAGE_STORAGE') ?? 'local';
-  if (driver === 'local') return { driver: 'local' };
+  const fsync = read('STOWAGE_FSYNC');
+  if (fsync !== undefined && fsync !== 'true' && fsync !== 'false') problems.push(`STOWAGE_FSYNC must be true or false (got "${fsync}")`);
+  if (driver === 'local') return { driver: 'local', fsync: fsync !== 'false' };
   if (driver !== 's3') {
     problems.push(`STOWAGE_STORAGE must be "local" or "s3" (got "${driver}")`);
-    return { driver: 'local' };
+    return { driver: 'local', fsync: true };
   }
   const endpoint = read('S3_ENDPOINT');
   if (endpoint !== undefined && !/^https?:\/\/[^\s/]+(\/[^\s]*)?$/.test(endpoint)) problems.push(`S3_ENDPOINT must be an http(s) URL (got "${endpoint}")`);

@@ -96,7 +96,8 @@ describe('configuration', () => {
   });
 
   test('storage: local by default; s3 with its settings; s3 without a bucket is an error', () => {
-    assert.deepEqual(loadConfig({ STOWAGE_DATA_DIR: tmp() }).storage, { driver: 'local' });
+    assert.deepEqual(loadConfig({ STOWAGE_DATA_DIR: tmp() }).storage, { driver: 'local', fsync: true });
+    assert.deepEqual(loadConfig({ STOWAGE_DATA_DIR: tmp(), STOWAGE_FSYNC: 'false' }).storage, { driver: 'local', fsync: false });
     const c = loadConfig({ STOWAGE_DATA_DIR: tmp(), STOWAGE_STORAGE: 's3', S3_ENDPOINT: 'http://127.0.0.1:9000/', S3_BUCKET: 'media', S3_ACCESS_KEY_ID: 'id', S3_SECRET_ACCESS_KEY: 'secret' });
     assert.deepEqual(c.storage, { driver: 's3', s3: { endpoint: 'http://127.0.0.1:9000', region: 'us-east-1', bucket: 'media', accessKeyId: 'id', secretAccessKey: 'secret', forcePathStyle: true } });
     const aws = loadConfig({ STOWAGE_DATA_DIR: tmp(), STOWAGE_STORAGE: 's3', S3_BUCKET: 'media', S3_REGION: 'eu-west-1' });

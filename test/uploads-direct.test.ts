@@ -45,7 +45,7 @@ for (const combo of UPLOAD_MATRIX) {
     };
 
     before(async () => {
-      const storage = combo.storage === 's3' ? await freshS3Storage() : { driver: 'local' as const };
+      const storage = combo.storage === 's3' ? await freshS3Storage() : { driver: 'local' as const, fsync: true };
       h = await makeHarness(combo.dialect, { config: { storage, publicUrl: 'https://media.example.com' } });
       base = await h.app.listen({ host: '127.0.0.1', port: 0 });
     });

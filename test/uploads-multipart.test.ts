@@ -46,7 +46,7 @@ for (const combo of UPLOAD_MATRIX) {
     };
 
     before(async () => {
-      const storage = combo.storage === 's3' ? await freshS3Storage() : { driver: 'local' as const };
+      const storage = combo.storage === 's3' ? await freshS3Storage() : { driver: 'local' as const, fsync: true };
       h = await makeHarness(combo.dialect, { config: { storage } });
       base = await h.app.listen({ host: '127.0.0.1', port: 0 });
       // Part URLs for local storage point at the service's public URL.

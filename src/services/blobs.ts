@@ -49,7 +49,9 @@ export class BlobStore {
   async stage(workspaceId: string, body: Readable, limits: StageLimits, signal?: AbortSignal): Promise<Staged> {
     const key = this.newKey(workspaceId);
     await this.recordIntent(workspaceId, key, 'upload');
-    const hash = createHash('sha256');
+    // Local disk hashes on its own thread as it writes; otherwise the bytes are hashed here.
+    const offload = this.storage.hashesOnPut === true;
+    const hash = offload ? undefined : createHash('sha256');
     const headChunks: Buffer[] = [];
     let headLength = 0;
     let size = 0;
@@ -58,7 +60,7 @@ export class BlobStore {
         size += chunk.length;
         if (size > limits.maxFileSize) return cb(errors.fileTooLarge(limits.maxFileSize));
         if (limits.quotaRemaining !== undefined && size > limits.quotaRemaining) return cb(errors.storageLimitExceeded());
-        hash.update(chunk);
+        hash?.update(chunk);
         if (headLength < HEAD_BYTES) {
           headChunks.push(chunk.subarray(0, HEAD_BYTES - headLength));
           headLength += Math.min(chunk.length, HEAD_BYTES - headLength);
@@ -79,8 +81,9 @@ export class BlobStore {
       this.db.kysely.updateTable('storage_intents').set({ created_at: nowIso() }).where('storage_key', '=', key).execute().catch(() => {});
     }, Math.max(1000, Math.floor(this.graceMs / 3)));
     heartbeat.unref();
+    let sha256: string | undefined;
     try {
-      await this.storage.put(key, meter, { signal });
+      ({ sha256 } = await this.storage.put(key, meter, { signal, hash: offload }));
     } catch (err) {
       body.unpipe(meter);
       body.off('error', onBodyError);
@@ -90,7 +93,9 @@ export class BlobStore {
       clearInterval(heartbeat);
     }
     body.off('error', onBodyError);
-    return { workspaceId, key, size, sha256: hash.digest('hex'), head: Buffer.concat(headChunks) };
+    sha256 ??= hash?.digest('hex');
+    if (!sha256) throw new Error('storage stored the bytes without their hash');
+    return { workspaceId, key, size, sha256, head: Buffer.concat(headChunks) };
   }
 
   /**

@@ -6,6 +6,7 @@ import { type Db, openDatabase } from '../db/database.ts';
 import { migrateToLatest } from '../db/migrations.ts';
 import { OutboundGuard, type Resolver } from '../outbound/guard.ts';
 import type { StorageDriver } from '../storage/driver.ts';
+import { FileHasher } from '../hashing/file-hasher.ts';
 import { LocalStorage } from '../storage/local.ts';
 import { S3Storage } from '../storage/s3.ts';
 import { BlobStore } from './blobs.ts';
@@ -70,7 +71,9 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
   }
   const box = new SecretBox(config.masterKey, config.previousMasterKeys);
   const guard = new OutboundGuard(config.outboundAllow, opts.resolver);
-  const storage = await openStorage(config);
+  // One thread hashes what is written to local disk (see hashing/file-hasher.ts).
+  const hasher = new FileHasher();
+  const storage = await openStorage(config, hasher);
   const workspaces = new WorkspaceService(db, box);
   const sources = new SourceService(db, box, { guard, timeoutMs: config.outboundTimeoutMs, gcsApiEndpoint: config.gcsApiEndpoint }, opts.debug);
   const blobs = new BlobStore(db, storage, config.sweepGraceMs);
@@ -88,7 +91,7 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
   const multipart = new MultipartService(db, blobs, uploads, records, new PartUrlSigner(config.masterKey), {
     publicUrl: config.publicUrl,
     maxTtlSeconds: config.multipartMaxTtl,
-  });
+  }, hasher);
   const remote = new RemoteUploadService(uploads, guard, { timeoutMs: config.outboundTimeoutMs, bodyTimeoutMs: config.remoteTimeoutMs });
   const redis = config.redisUrl
     ? new Redis(config.redisUrl, { lazyConnect: false, connectTimeout: 2000, maxRetriesPerRequest: 1, enableOfflineQueue: false })
@@ -121,14 +124,15 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
       redis?.disconnect();
       guard.destroy();
       if (storage instanceof S3Storage) storage.destroy();
+      await hasher.close();
       await db.close();
     },
   };
 }
 
-async function openStorage(config: Config): Promise<StorageDriver> {
+async function openStorage(config: Config, hasher: FileHasher): Promise<StorageDriver> {
   if (config.storage.driver === 's3') return new S3Storage(config.storage.s3);
-  const local = new LocalStorage(join(config.dataDir, 'storage'));
+  const local = new LocalStorage(join(config.dataDir, 'storage'), { fsync: config.storage.fsync, hasher });
   await local.init();
   return local;
 }

@@ -2,8 +2,9 @@
 // database, parts straight to storage (S3 presigned URLs) or through the service (local disk,
 // signed URLs), and a complete that asks storage which parts it holds, so clients never need
 // to send ETags. Every step survives a restart: the session row and storage hold all state.
-import { createHash, type Hash } from 'node:crypto';
-import { type Readable, Transform } from 'node:stream';
+import { createHash } from 'node:crypto';
+import { PassThrough, type Readable } from 'node:stream';
+import type { FileHasher, HashJob } from '../hashing/file-hasher.ts';
 import type { PartUrlSigner } from '../crypto/part-url.ts';
 import { newUuid, randomBase62 } from '../crypto/ids.ts';
 import { type Db, nowIso } from '../db/database.ts';
@@ -77,99 +78,91 @@ const nowSeconds = () => Math.floor(Date.now() / 1000);
 
 /**
  * SHA-256 of a session's file, computed while the parts arrive, so that complete need not read
- * the whole file again. A part that arrives when it is next in line is hashed as it streams;
- * parts that arrive ahead of their turn are hashed later, in order, by reading them back right
- * after they were written (from the page cache). Lost on restart, on a re-upload of a part
- * already hashed, or on another node: complete then reads the file once.
+ * the whole file again. Parts are hashed in place, in file order, on the hashing thread
+ * (FileHasher): each part as soon as it and every part before it are written. Lost on restart,
+ * on a re-upload of a part already hashed or being written, or on another node: complete then
+ * reads the file once.
  */
-class SessionHasher {
-  private readonly hash = createHash('sha256');
+class SessionHash {
   private next = 1;
-  private readonly finished = new Set<number>();
-  private inflight: number | null = null;
-  private chain: Promise<void> = Promise.resolve();
+  private readonly written = new Set<number>();
+  private readonly writing = new Map<number, number>();
   broken = false;
 
-  constructor(private readonly readPart: (n: number) => Promise<Readable>) {}
+  constructor(
+    private readonly job: HashJob,
+    private readonly path: string,
+    private readonly s: { size: number; part_size: number; part_count: number },
+    readonly expireAt: number,
+  ) {}
 
-  /** A transform for part n's bytes: hashing inline when n is next and nothing else is. */
-  tap(n: number): { stream: Transform; done(ok: boolean): void } {
-    if (n < this.next || this.finished.has(n)) this.broken = true; // a re-upload of hashed bytes
-    const inline = !this.broken && n === this.next && this.inflight === null && this.finished.size === 0;
-    if (inline) this.inflight = n;
-    const hash = inline ? this.hash : undefined;
-    const stream = new Transform({
-      transform(chunk: Buffer, _enc, cb) {
-        hash?.update(chunk);
-        cb(null, chunk);
-      },
-    });
-    return {
-      stream,
-      done: (ok: boolean) => {
-        if (inline) {
-          this.inflight = null;
-          if (!ok) this.broken = true;
-          else this.next++;
-        } else if (ok) this.finished.add(n);
-        this.catchUp();
-      },
-    };
-  }
-
-  private catchUp(): void {
-    this.chain = this.chain.then(async () => {
-      while (!this.broken && this.inflight === null && this.finished.has(this.next)) {
-        const n = this.next;
-        try {
-          for await (const chunk of await this.readPart(n)) this.hash.update(chunk as Buffer);
-        } catch {
-          this.broken = true;
-          return;
-        }
-        this.finished.delete(n);
+  /** Part n starts arriving; `done` is called when it is written (or failed). */
+  begin(n: number): (ok: boolean) => void {
+    // The same bytes twice, or two writers at once: the hash can no longer be trusted.
+    if (n < this.next || this.written.has(n) || this.writing.has(n)) this.broken = true;
+    this.writing.set(n, (this.writing.get(n) ?? 0) + 1);
+    return (ok) => {
+      const left = this.writing.get(n)! - 1;
+      if (left === 0) this.writing.delete(n);
+      else this.writing.set(n, left);
+      if (!ok) return;
+      this.written.add(n);
+      while (!this.broken && this.written.has(this.next)) {
+        const start = (this.next - 1) * Number(this.s.part_size);
+        this.job.feed(this.path, start, start + partLength(this.s, this.next));
+        this.written.delete(this.next);
         this.next++;
       }
-    });
+    };
   }
 
   /** The file's hash when every part was hashed in order. */
   async digest(partCount: number): Promise<string | undefined> {
-    await this.chain;
-    return !this.broken && this.inflight === null && this.next === partCount + 1 ? this.hash.digest('hex') : undefined;
+    if (this.broken || this.writing.size > 0 || this.next !== partCount + 1) {
+      this.job.drop();
+      return undefined;
+    }
+    return this.job.digest().catch(() => undefined);
+  }
+
+  drop(): void {
+    this.job.drop();
   }
 }
 
 class RunningHashes {
-  private readonly sessions = new Map<string, SessionHasher & { expireAt?: number }>();
+  private readonly sessions = new Map<string, SessionHash>();
 
-  constructor(private readonly readPart?: (s: MultipartSessionRow, n: number) => Promise<Readable>) {}
+  constructor(
+    private readonly hasher: FileHasher | undefined,
+    private readonly dataPath: ((uploadId: string) => string) | undefined,
+  ) {}
 
-  tap(s: MultipartSessionRow, n: number): { stream: Transform; done(ok: boolean): void } {
-    let hasher = this.sessions.get(s.id);
-    if (!hasher && this.readPart) {
+  begin(s: MultipartSessionRow, n: number): (ok: boolean) => void {
+    let hash = this.sessions.get(s.id);
+    if (!hash && this.hasher && this.dataPath) {
       // Started by whichever part arrives first; it still hashes from part 1 on, in order. (After
       // a restart, parts sent before it are missing here, and complete reads the file instead.)
-      hasher = Object.assign(new SessionHasher((part) => this.readPart!(s, part)), { expireAt: Number(s.expire_at) });
-      this.sessions.set(s.id, hasher);
+      hash = new SessionHash(this.hasher.start(), this.dataPath(s.upload_id), s, Number(s.expire_at));
+      this.sessions.set(s.id, hash);
     }
-    if (!hasher) return { stream: new Transform({ transform: (c, _e, cb) => cb(null, c) }), done: () => {} };
-    return hasher.tap(n);
+    return hash ? hash.begin(n) : () => {};
   }
 
   async take(sessionId: string, partCount: number): Promise<string | undefined> {
-    const hasher = this.sessions.get(sessionId);
+    const hash = this.sessions.get(sessionId);
     this.sessions.delete(sessionId);
-    return hasher?.digest(partCount);
+    return hash?.digest(partCount);
   }
 
   forget(sessionId: string): void {
+    this.sessions.get(sessionId)?.drop();
     this.sessions.delete(sessionId);
   }
 
   /** Drops hashes of sessions past their expiry (abandoned, or finished on another node). */
   prune(nowSecondsValue: number): void {
-    for (const [id, hasher] of this.sessions) if ((hasher.expireAt ?? 0) < nowSecondsValue) this.sessions.delete(id);
+    for (const [id, hash] of this.sessions) if (hash.expireAt < nowSecondsValue) this.forget(id);
   }
 
   get size(): number {
@@ -179,7 +172,7 @@ class RunningHashes {
 
 export class MultipartService {
   private readonly hashes: RunningHashes;
-  private readonly storage: StorageDriver & MultipartStorage & { readPart?: (key: string, uploadId: string, n: number) => Promise<Readable> };
+  private readonly storage: StorageDriver & MultipartStorage;
 
   constructor(
     private readonly db: Db,
@@ -188,11 +181,12 @@ export class MultipartService {
     private readonly records: FileRecords,
     private readonly signer: PartUrlSigner,
     private readonly settings: MultipartSettings,
+    hasher?: FileHasher,
   ) {
     if (!supportsMultipart(blobs.storage)) throw new Error(`storage driver ${blobs.storage.name} has no multipart support`);
     this.storage = blobs.storage;
     const storage = this.storage;
-    this.hashes = new RunningHashes(storage.readPart ? (s, n) => storage.readPart!(s.storage_key, s.upload_id, n) : undefined);
+    this.hashes = new RunningHashes(hasher, storage.multipartDataPath?.bind(storage));
   }
 
   async start(workspaceId: string, publicKey: string, input: StartInput): Promise<StartedSession> {
@@ -286,17 +280,20 @@ export class MultipartService {
     if (contentLength !== undefined && Number(contentLength) !== expected) {
       throw new AppError(400, 'PART_SIZE_MISMATCH', `Part ${partNumber} must be exactly ${expected} bytes`, `Part ${partNumber} must be exactly ${expected} bytes; Content-Length says ${contentLength}`);
     }
-    const tap = this.hashes.tap(s, partNumber);
-    tap.stream.on('error', () => {}); // kept for the driver's pipeline, as in BlobStore.stage
-    body.once('error', (err) => tap.stream.destroy(err));
-    body.pipe(tap.stream);
+    // Piped through, so that a refused part ends the driver's pipeline but not the request,
+    // which still gets its answer.
+    const pass = new PassThrough();
+    pass.on('error', () => {}); // kept for the driver's pipeline, as in BlobStore.stage
+    body.once('error', (err) => pass.destroy(err));
+    body.pipe(pass);
+    const done = this.hashes.begin(s, partNumber);
     try {
-      const part = await this.storage.writePart!(s.storage_key, s.upload_id, partNumber, tap.stream, expected);
-      tap.done(true);
+      const part = await this.storage.writePart!(s.storage_key, s.upload_id, partNumber, pass, expected);
+      done(true);
       return part;
     } catch (err) {
-      tap.done(false);
-      body.unpipe(tap.stream);
+      done(false);
+      body.unpipe(pass);
       if (err instanceof PartLengthError) throw new AppError(400, 'PART_SIZE_MISMATCH', `Part ${partNumber} must be exactly ${expected} bytes`, err.message);
       if (err instanceof ObjectNotFoundError) throw errors.sessionNotFound();
       throw err;

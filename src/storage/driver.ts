@@ -33,7 +33,12 @@ export interface StorageDriver {
    * it; if the stream fails or `signal` aborts, nothing is left behind. `durable: false` skips
    * the flush to disk, for what can be made again (rendition caches).
    */
-  put(key: string, body: Readable, opts?: { contentType?: string; signal?: AbortSignal; durable?: boolean }): Promise<{ size: number }>;
+  put(key: string, body: Readable, opts?: { contentType?: string; signal?: AbortSignal; durable?: boolean; hash?: boolean }): Promise<{ size: number; sha256?: string }>;
+  /**
+   * True when `put(…, { hash: true })` returns the SHA-256 of what it stored, computed off the
+   * main thread; the caller then does not hash.
+   */
+  readonly hashesOnPut?: boolean;
   /** Throws ObjectNotFoundError when there is no such object. */
   get(key: string, range?: ByteRange): Promise<Readable>;
   stat(key: string): Promise<ObjectInfo | null>;
@@ -62,6 +67,8 @@ export interface MultipartStorage {
   /** Local disk: writes one part in place; must receive exactly `length` bytes. */
   writePart?(key: string, uploadId: string, partNumber: number, body: Readable, length: number, signal?: AbortSignal): Promise<PartInfo>;
   listParts(key: string, uploadId: string): Promise<PartInfo[]>;
+  /** Local disk: the file that holds the parts, part n at (n - 1) * partSize (hashed in place). */
+  multipartDataPath?(uploadId: string): string;
   /** Makes the object visible at `key` from all parts, in order. */
   completeMultipart(key: string, uploadId: string, parts: PartInfo[]): Promise<void>;
   /** Frees every stored part. Idempotent. */

@@ -5,11 +5,12 @@
 //   multipart/<uploadId>/meta.json, part-<n>.json   what is known and which parts are done
 // Every finished object appears by rename(2), so a crash never leaves half a file visible,
 // and completing a multipart upload is a rename, never a copy.
-import { createHash, randomUUID } from 'node:crypto';
-import { createWriteStream, type Dirent, fdatasync, open as fsOpen } from 'node:fs';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { close, type Dirent, fdatasync, open as fsOpen, writev } from 'node:fs';
 import { mkdir, open, readdir, readFile, rename, rm, stat, truncate, writeFile } from 'node:fs/promises';
 import { dirname, join, relative, sep } from 'node:path';
-import { type Readable, Transform } from 'node:stream';
+import { type Readable, Transform, Writable } from 'node:stream';
+import type { FileHasher } from '../hashing/file-hasher.ts';
 import { pipeline } from 'node:stream/promises';
 import {
   assertKey,
@@ -33,31 +34,75 @@ export class PartLengthError extends Error {
 }
 
 /**
- * A write stream that is durable when it finishes (fsync before close) and flushes in the
- * background as it goes, so that the final fsync has only the tail left: the disk works while
- * the network does, instead of after it.
+ * Writes a stream to an open file from `start` on, in batches (writev), reporting each written
+ * range (for hashing off the main thread). With `sync`, it is durable when it finishes
+ * (fdatasync before it ends) and flushes in the background as it goes, so that the final sync
+ * has only the tail left: the disk works while the network does, instead of after it.
  */
-async function durableWriteStream(path: string, flags: string, start?: number, durable = true) {
-  const fd = await new Promise<number>((resolve, reject) => fsOpen(path, flags, 0o640, (err, fd) => (err ? reject(err) : resolve(fd))));
-  const stream = createWriteStream(path, { fd, start, flush: durable, autoClose: true, highWaterMark: 1024 * 1024 });
-  if (!durable) return stream;
-  let unflushed = 0;
-  let flushing = false;
-  const FLUSH_EVERY = 64 * 1024 * 1024;
-  const original = stream.write.bind(stream);
-  stream.write = ((chunk: Buffer, ...rest: unknown[]) => {
-    unflushed += chunk.length;
-    if (unflushed >= FLUSH_EVERY && !flushing) {
-      unflushed = 0;
-      flushing = true;
-      fdatasync(fd, () => {
-        flushing = false;
-      });
-    }
-    return (original as (c: Buffer, ...r: unknown[]) => boolean)(chunk, ...rest);
-  }) as typeof stream.write;
-  return stream;
+class FileSink extends Writable {
+  private pos: number;
+  private unflushed = 0;
+  private flushing = false;
+
+  constructor(
+    private readonly fd: number,
+    start: number,
+    private readonly sync: boolean,
+    private readonly onWritten?: (from: number, to: number) => void,
+  ) {
+    super({ highWaterMark: 1024 * 1024 });
+    this.pos = start;
+  }
+
+  static async open(path: string, flags: string, start: number, sync: boolean, onWritten?: (from: number, to: number) => void): Promise<FileSink> {
+    const fd = await new Promise<number>((resolve, reject) => fsOpen(path, flags, 0o640, (err, fd) => (err ? reject(err) : resolve(fd))));
+    return new FileSink(fd, start, sync, onWritten);
+  }
+
+  override _write(chunk: Buffer, _enc: BufferEncoding, cb: (err?: Error | null) => void): void {
+    this.writeAll([chunk], cb);
+  }
+
+  override _writev(chunks: { chunk: Buffer }[], cb: (err?: Error | null) => void): void {
+    this.writeAll(
+      chunks.map((c) => c.chunk),
+      cb,
+    );
+  }
+
+  private writeAll(buffers: Buffer[], cb: (err?: Error | null) => void): void {
+    const from = this.pos;
+    const total = buffers.reduce((n, b) => n + b.length, 0);
+    writev(this.fd, buffers, from, (err, written) => {
+      if (err) return cb(err);
+      this.pos += written;
+      this.onWritten?.(from, this.pos);
+      if (written < total) return this.writeAll([Buffer.concat(buffers).subarray(written)], cb); // a short write: the rest
+      if (this.sync) {
+        this.unflushed += written;
+        if (this.unflushed >= FLUSH_EVERY && !this.flushing) {
+          this.unflushed = 0;
+          this.flushing = true;
+          fdatasync(this.fd, () => {
+            this.flushing = false;
+          });
+        }
+      }
+      cb();
+    });
+  }
+
+  override _final(cb: (err?: Error | null) => void): void {
+    if (this.sync) fdatasync(this.fd, (err) => cb(err));
+    else cb();
+  }
+
+  override _destroy(err: Error | null, cb: (err?: Error | null) => void): void {
+    close(this.fd, (closeErr) => cb(err ?? closeErr));
+  }
 }
+
+const FLUSH_EVERY = 64 * 1024 * 1024;
 
 interface UploadMeta {
   key: string;
@@ -73,7 +118,24 @@ export class LocalStorage implements StorageDriver, MultipartStorage {
   private readonly tmp: string;
   private readonly multipart: string;
 
-  constructor(private readonly root: string) {
+  /** Uploads hash off the main thread when the driver has a hasher (see BlobStore.stage). */
+  readonly hashesOnPut: boolean;
+  private readonly fsync: boolean;
+  private readonly hasher?: FileHasher;
+  /** Sessions' meta, read once per upload rather than once per part. */
+  private readonly metas = new Map<string, UploadMeta>();
+
+  /**
+   * `fsync: false` acknowledges writes once the kernel has them (as tusd and a plain pipe to a
+   * file do): they survive a crash of the process, not of the machine.
+   */
+  constructor(
+    private readonly root: string,
+    opts: { fsync?: boolean; hasher?: FileHasher } = {},
+  ) {
+    this.fsync = opts.fsync !== false;
+    this.hasher = opts.hasher;
+    this.hashesOnPut = opts.hasher !== undefined;
     this.objects = join(root, 'objects');
     this.tmp = join(root, 'tmp');
     this.multipart = join(root, 'multipart');
@@ -98,7 +160,7 @@ export class LocalStorage implements StorageDriver, MultipartStorage {
     return this.path(key);
   }
 
-  async put(key: string, body: Readable, opts: { signal?: AbortSignal; durable?: boolean } = {}): Promise<{ size: number }> {
+  async put(key: string, body: Readable, opts: { signal?: AbortSignal; durable?: boolean; hash?: boolean } = {}): Promise<{ size: number; sha256?: string }> {
     const target = this.path(key);
     const temp = join(this.tmp, randomUUID());
     let size = 0;
@@ -108,13 +170,18 @@ export class LocalStorage implements StorageDriver, MultipartStorage {
         cb(null, chunk);
       },
     });
+    const job = opts.hash ? this.hasher?.start() : undefined;
     try {
-      // flush: fsync before close, so the rename below never publishes unwritten bytes.
-      await pipeline(body, counter, await durableWriteStream(temp, 'wx', undefined, opts.durable !== false), { signal: opts.signal });
+      // With fsync, the bytes are on disk before the rename below publishes them.
+      const sink = await FileSink.open(temp, 'wx', 0, this.fsync && opts.durable !== false, job ? (from, to) => job.feed(temp, from, to) : undefined);
+      await pipeline(body, counter, sink, { signal: opts.signal });
+      // The thread reads the file by its temporary name: done before the rename.
+      const sha256 = await job?.digest();
       await mkdir(dirname(target), { recursive: true });
       await rename(temp, target);
-      return { size };
+      return { size, sha256 };
     } catch (err) {
+      job?.drop();
       await rm(temp, { force: true });
       throw err;
     }
@@ -176,12 +243,22 @@ export class LocalStorage implements StorageDriver, MultipartStorage {
   }
 
   private async meta(uploadId: string): Promise<UploadMeta> {
+    const known = this.metas.get(uploadId);
+    if (known) return known;
     try {
-      return JSON.parse(await readFile(join(this.uploadDir(uploadId), 'meta.json'), 'utf8')) as UploadMeta;
+      const meta = JSON.parse(await readFile(join(this.uploadDir(uploadId), 'meta.json'), 'utf8')) as UploadMeta;
+      if (this.metas.size >= 10_000) this.metas.delete(this.metas.keys().next().value!);
+      this.metas.set(uploadId, meta);
+      return meta;
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new ObjectNotFoundError(`multipart ${uploadId}`);
       throw err;
     }
+  }
+
+  /** Where a session's bytes are, each part at (partNumber - 1) * partSize: for hashing in place. */
+  multipartDataPath(uploadId: string): string {
+    return join(this.uploadDir(uploadId), 'data');
   }
 
   async createMultipart(key: string, opts: { size: number; partSize: number }): Promise<string> {
@@ -193,7 +270,9 @@ export class LocalStorage implements StorageDriver, MultipartStorage {
     const fh = await open(join(dir, 'data'), 'w', 0o640);
     await fh.truncate(opts.size);
     await fh.close();
-    await writeAtomic(join(dir, 'meta.json'), JSON.stringify({ key, size: opts.size, partSize: opts.partSize } satisfies UploadMeta));
+    const meta: UploadMeta = { key, size: opts.size, partSize: opts.partSize };
+    await writeAtomic(join(dir, 'meta.json'), JSON.stringify(meta), this.fsync);
+    this.metas.set(uploadId, meta);
     return uploadId;
   }
 
@@ -206,33 +285,21 @@ export class LocalStorage implements StorageDriver, MultipartStorage {
     // The part is not done until its record is written again, so a failed re-upload never
     // leaves an old record describing new, half-written bytes.
     await rm(join(dir, `part-${partNumber}.json`), { force: true });
-    // The ETag is a content hash of the part: SHA-256 (hardware-accelerated on most CPUs, unlike
-    // MD5), cut to the 32 hex digits S3 clients expect.
-    const digest = createHash('sha256');
+    // The ETag names this write of the part (S3 clients only compare it): hashing happens once,
+    // for the whole file, off the main thread (see MultipartService).
     let received = 0;
     const limiter = new Transform({
       transform(chunk: Buffer, _enc, cb) {
         received += chunk.length;
         if (received > length) return cb(new PartLengthError(length, received));
-        digest.update(chunk);
         cb(null, chunk);
       },
     });
-    await pipeline(body, limiter, await durableWriteStream(join(dir, 'data'), 'r+', offset), { signal });
+    await pipeline(body, limiter, await FileSink.open(join(dir, 'data'), 'r+', offset, this.fsync), { signal });
     if (received !== length) throw new PartLengthError(length, received);
-    const part: PartInfo = { partNumber, size: length, etag: `"${digest.digest('hex').slice(0, 32)}"` };
-    await writeAtomic(join(dir, `part-${partNumber}.json`), JSON.stringify(part));
+    const part: PartInfo = { partNumber, size: length, etag: `"${randomBytes(16).toString('hex')}"` };
+    await writeAtomic(join(dir, `part-${partNumber}.json`), JSON.stringify(part), this.fsync);
     return part;
-  }
-
-  /** The bytes of one finished part (for hashing in order after parts arrived out of order). */
-  async readPart(_key: string, uploadId: string, partNumber: number): Promise<Readable> {
-    const meta = await this.meta(uploadId);
-    const dir = this.uploadDir(uploadId);
-    const part = JSON.parse(await readFile(join(dir, `part-${partNumber}.json`), 'utf8')) as PartInfo;
-    const start = (partNumber - 1) * meta.partSize;
-    const fh = await open(join(dir, 'data'), 'r');
-    return fh.createReadStream({ start, end: start + part.size - 1 });
   }
 
   async listParts(_key: string, uploadId: string): Promise<PartInfo[]> {
@@ -253,10 +320,12 @@ export class LocalStorage implements StorageDriver, MultipartStorage {
     await truncate(join(dir, 'data'), meta.size);
     await mkdir(dirname(target), { recursive: true });
     await rename(join(dir, 'data'), target);
+    this.metas.delete(uploadId);
     await rm(dir, { recursive: true, force: true });
   }
 
   async abortMultipart(_key: string, uploadId: string): Promise<void> {
+    this.metas.delete(uploadId);
     await rm(this.uploadDir(uploadId), { recursive: true, force: true });
   }
 
@@ -272,6 +341,7 @@ export class LocalStorage implements StorageDriver, MultipartStorage {
         const path = join(dir, name);
         const s = await stat(path).catch(() => null);
         if (s && s.mtimeMs < cutoff) {
+          this.metas.delete(name);
           await rm(path, { recursive: true, force: true });
           removed++;
         }
@@ -283,12 +353,12 @@ export class LocalStorage implements StorageDriver, MultipartStorage {
   }
 }
 
-async function writeAtomic(path: string, text: string): Promise<void> {
+async function writeAtomic(path: string, text: string, sync: boolean): Promise<void> {
   const temp = `${path}.${randomUUID()}.tmp`;
   const fh = await open(temp, 'w', 0o640);
   try {
     await fh.writeFile(text);
-    await fh.sync();
+    if (sync) await fh.sync();
   } finally {
     await fh.close();
   }

@@ -56,7 +56,7 @@ export function testConfig(dataDir: string, overrides: Partial<Config> = {}): Co
     jsonBodyLimit: 1024 * 1024,
     outboundAllow: [],
     outboundTimeoutMs: 5000,
-    storage: { driver: 'local' },
+    storage: { driver: 'local', fsync: true },
     maxFileSize: 5 * 1024 ** 4,
     maxImagePixels: 100_000_000,
     multipartMaxTtl: 7 * 24 * 3600,
