@@ -36,8 +36,29 @@ export function openDatabase(opts: { databaseUrl?: string; dataDir: string; sqli
   database.pragma('synchronous = NORMAL');
   database.pragma('foreign_keys = ON');
   database.pragma('busy_timeout = 5000');
+  cacheStatements(database);
   const kysely = new Kysely<Database>({ dialect: new SqliteDialect({ database }) });
   return { kysely, dialect: 'sqlite', close: () => kysely.destroy() };
+}
+
+/**
+ * Kysely's SQLite driver prepares every query anew; the same few dozen SQL texts come back on
+ * every request, so prepared statements are kept (bounded) and reused. A statement still busy
+ * (an open iterator) is never handed out twice: a fresh one is prepared instead.
+ */
+function cacheStatements(database: SQLite.Database, max = 500): void {
+  const prepare = database.prepare.bind(database);
+  const cache = new Map<string, SQLite.Statement>();
+  database.prepare = ((source: string) => {
+    const known = cache.get(source);
+    if (known && !known.busy) return known;
+    const stmt = prepare(source);
+    if (!known) {
+      if (cache.size >= max) cache.delete(cache.keys().next().value!);
+      cache.set(source, stmt);
+    }
+    return stmt;
+  }) as typeof database.prepare;
 }
 
 export async function ping(db: Db): Promise<void> {

@@ -4,7 +4,7 @@ import type { SecretBox } from '../crypto/secret-box.ts';
 import { type Db, isUniqueViolation, nowIso } from '../db/database.ts';
 import type { Database } from '../db/schema.ts';
 import { errors } from '../errors.ts';
-import type { Kysely } from 'kysely';
+import type { CompiledQuery, Kysely } from 'kysely';
 
 export interface Principal {
   workspaceId: string;
@@ -31,6 +31,8 @@ export interface KeyInfo {
 const KEY_SHAPE = new RegExp(`^(${KEY_PREFIX.public}|${KEY_PREFIX.private})[0-9A-Za-z]{43}$`);
 
 export class WorkspaceService {
+  private authQuery?: CompiledQuery<{ id: string; workspace_id: string; type: KeyType }>;
+
   constructor(
     private readonly db: Db,
     private readonly box: SecretBox,
@@ -189,14 +191,18 @@ export class WorkspaceService {
   /** The principal a raw key stands for, or null when it is malformed, unknown or revoked. */
   async authenticate(rawKey: string | undefined): Promise<Principal | null> {
     if (!rawKey || !KEY_SHAPE.test(rawKey)) return null;
-    const now = nowIso();
-    const row = await this.db.kysely
+    // Asked on every request: the query is built once and only its parameters change.
+    this.authQuery ??= this.db.kysely
       .selectFrom('api_keys')
       .select(['id', 'workspace_id', 'type'])
-      .where('key_hash', '=', hashApiKey(rawKey))
+      .where('key_hash', '=', '$hash')
       // A revocation may be scheduled (key rotation with a grace period).
-      .where((eb) => eb.or([eb('revoked_at', 'is', null), eb('revoked_at', '>', now)]))
-      .executeTakeFirst();
+      .where((eb) => eb.or([eb('revoked_at', 'is', null), eb('revoked_at', '>', '$now')]))
+      .compile();
+    const values: Record<string, unknown> = { $hash: hashApiKey(rawKey), $now: nowIso() };
+    const parameters = this.authQuery.parameters.map((p) => (typeof p === 'string' && p in values ? values[p] : p));
+    const { rows } = await this.db.kysely.executeQuery<{ id: string; workspace_id: string; type: KeyType }>({ ...this.authQuery, parameters });
+    const row = rows[0];
     return row ? { workspaceId: row.workspace_id, keyId: row.id, keyType: row.type } : null;
   }
 }

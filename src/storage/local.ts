@@ -271,7 +271,9 @@ export class LocalStorage implements StorageDriver, MultipartStorage {
     await fh.truncate(opts.size);
     await fh.close();
     const meta: UploadMeta = { key, size: opts.size, partSize: opts.partSize };
-    await writeAtomic(join(dir, 'meta.json'), JSON.stringify(meta), this.fsync);
+    // Not fsynced: a session holds no acknowledged bytes yet, and the folder it lives in is not
+    // either. Should a power cut lose it, its part URLs answer 404 and the client starts again.
+    await writeAtomic(join(dir, 'meta.json'), JSON.stringify(meta), false);
     this.metas.set(uploadId, meta);
     return uploadId;
   }
