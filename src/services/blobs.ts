@@ -14,6 +14,15 @@ import { errors } from '../errors.ts';
 import { HEAD_BYTES } from '../media/detect.ts';
 import type { StorageDriver } from '../storage/driver.ts';
 
+/** The body stopped before its end (the client went away, or the form ended inside the file). */
+export class IncompleteBodyError extends Error {
+  readonly code = 'EINCOMPLETE';
+  constructor() {
+    super('the body ended before the whole file arrived');
+    this.name = 'IncompleteBodyError';
+  }
+}
+
 export interface Staged {
   workspaceId: string;
   key: string;
@@ -47,6 +56,8 @@ export class BlobStore {
   }
 
   async stage(workspaceId: string, body: Readable, limits: StageLimits, signal?: AbortSignal): Promise<Staged> {
+    // Already given up on (the form was parsed to its broken end before we got here).
+    if (body.destroyed && !body.readableEnded) throw new IncompleteBodyError();
     const key = this.newKey(workspaceId);
     await this.recordIntent(workspaceId, key, 'upload');
     // Local disk hashes on its own thread as it writes; otherwise the bytes are hashed here.
@@ -75,6 +86,12 @@ export class BlobStore {
     meter.on('error', () => {});
     const onBodyError = (err: Error) => meter.destroy(err);
     body.once('error', onBodyError);
+    // A body destroyed without an error (a multipart parser giving up on a form that ends inside
+    // the file) neither ends nor fails: without this the upload would wait forever.
+    const onBodyClose = () => {
+      if (!body.readableEnded) meter.destroy(new IncompleteBodyError());
+    };
+    body.once('close', onBodyClose);
     body.pipe(meter);
     // However long the upload takes, its intent stays fresh, so no sweeper takes it for dead.
     const heartbeat = setInterval(() => {
@@ -87,12 +104,14 @@ export class BlobStore {
     } catch (err) {
       body.unpipe(meter);
       body.off('error', onBodyError);
+      body.off('close', onBodyClose);
       await this.forget(workspaceId, key);
       throw err;
     } finally {
       clearInterval(heartbeat);
     }
     body.off('error', onBodyError);
+    body.off('close', onBodyClose);
     sha256 ??= hash?.digest('hex');
     if (!sha256) throw new Error('storage stored the bytes without their hash');
     return { workspaceId, key, size, sha256, head: Buffer.concat(headChunks) };

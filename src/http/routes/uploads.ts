@@ -112,6 +112,8 @@ function mapMultipartError(err: unknown): unknown {
       return errors.validation('too many form fields');
     case 'FST_INVALID_MULTIPART_CONTENT_TYPE':
       return errors.validation('send the upload as multipart/form-data');
+    case 'EINCOMPLETE':
+      return errors.validation('the multipart body ended inside the file: send the closing boundary');
     default:
       if (err instanceof Error && /Multipart: Boundary not found|Unexpected end of form|Malformed part header/i.test(err.message)) {
         return errors.validation('the multipart body is malformed');
