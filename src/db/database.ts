@@ -23,6 +23,9 @@ export function openDatabase(opts: { databaseUrl?: string; dataDir: string; sqli
     const pool = new pg.Pool({ connectionString: opts.databaseUrl, max: 10, types: pgTypes as any });
     // An idle client's error (the server restarted) must not crash the process.
     pool.on('error', () => {});
+    // Nor a checked-out client's (the connection dropped between two queries of a transaction):
+    // its query fails on its own, and the pool replaces the client.
+    pool.on('connect', (client) => client.on('error', () => {}));
     const kysely = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
     return { kysely, dialect: 'postgres', close: () => kysely.destroy() };
   }
