@@ -43,7 +43,7 @@ async function main(): Promise<void> {
     config.sweepIntervalMs > 0
       ? setInterval(() => {
           services.multipart.sweep().then(
-            (r) => (r.expired || r.intents ? app.log.info(r, 'sweep') : undefined),
+            (r) => (r.expired || r.intents || r.finished ? app.log.info(r, 'sweep') : undefined),
             (err) => app.log.warn({ err }, 'sweep failed'),
           );
         }, config.sweepIntervalMs).unref()

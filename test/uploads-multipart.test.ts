@@ -138,6 +138,25 @@ for (const combo of UPLOAD_MATRIX) {
       assert.equal(done.body.hash, sha(data));
     });
 
+    test('a completer that died after storage assembled the file: the sweeper finishes it into the record', async () => {
+      const data = randomBytes(8 * MiB + 321);
+      const s = (await start({ file_name: 'orphan-complete.bin', size: data.length })).body;
+      for (const n of [1, 2]) assert.equal((await put(s.parts[n - 1], slice(data, s.part_size, n))).status, 200);
+      // What a crash leaves: the session claimed, the object assembled, no record written.
+      const row = await h.services.db.kysely.selectFrom('multipart_sessions').selectAll().where('id', '=', s.session_id).executeTakeFirstOrThrow();
+      const storage = h.services.storage as StorageDriver & MultipartStorage;
+      await storage.completeMultipart(row.storage_key, row.upload_id, await storage.listParts(row.storage_key, row.upload_id));
+      await h.services.db.kysely.updateTable('multipart_sessions').set({ status: 'completing', updated_at: new Date(Date.now() - 10 * 60_000).toISOString() }).where('id', '=', s.session_id).execute();
+      const swept = await h.services.multipart.sweep();
+      assert.ok(swept.finished >= 1, JSON.stringify(swept));
+      const after = await h.services.db.kysely.selectFrom('multipart_sessions').selectAll().where('id', '=', s.session_id).executeTakeFirstOrThrow();
+      assert.equal(after.status, 'completed');
+      const done = await post('/api/v1/multipart/complete', { session_id: s.session_id });
+      assert.equal(done.status, 200);
+      assert.equal(done.body.hash, sha(data));
+      assert.equal((await h.services.db.kysely.selectFrom('storage_intents').selectAll().where('storage_key', '=', row.storage_key).execute()).length, 0, 'its intent is gone');
+    });
+
     test('expired: complete is 410, and the sweeper frees the parts', async () => {
       const s = (await start({ file_name: 'late.bin', size: 6 * MiB })).body;
       await put(s.parts[0], randomBytes(6 * MiB));

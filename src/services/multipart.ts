@@ -373,13 +373,28 @@ export class MultipartService {
     } else if (Date.now() - Date.parse(s.updated_at) < STALE_COMPLETE_MS) {
       // Someone else is completing it right now.
       throw errors.completeInProgress();
-    } else if (!(await this.storage.stat(s.storage_key))) {
+    }
+    return this.finishStale(s);
+  }
+
+  /** A 'completing' session whose completer died: take it over (one taker wins) and finish it. */
+  private async finishStale(s: MultipartSessionRow): Promise<FileRecord> {
+    const now = nowIso();
+    const taken = await this.db.kysely
+      .updateTable('multipart_sessions')
+      .set({ updated_at: now })
+      .where('id', '=', s.id)
+      .where('status', '=', 'completing')
+      .where('updated_at', '=', s.updated_at)
+      .executeTakeFirst();
+    if (Number(taken.numUpdatedRows) === 0) throw errors.completeInProgress();
+    if (!(await this.storage.stat(s.storage_key))) {
       // The completer died before storage assembled the file: do that part again.
       const parts = await this.storage.listParts(s.storage_key, s.upload_id);
       this.checkParts(s, parts, undefined);
       await this.storage.completeMultipart(s.storage_key, s.upload_id, parts);
     }
-    return this.record(s);
+    return this.record({ ...s, updated_at: now });
   }
 
   private checkParts(s: MultipartSessionRow, stored: PartInfo[], sent: { part_number: number; etag: string }[] | undefined): void {
@@ -456,8 +471,17 @@ export class MultipartService {
    * The sweeper: expires active sessions past their time and frees their parts; finishes
    * what crashed completers left; and drops bytes that crashed uploads left behind.
    */
-  async sweep(graceMs?: number): Promise<{ expired: number; intents: number }> {
+  async sweep(graceMs?: number): Promise<{ expired: number; intents: number; finished: number }> {
     this.hashes.prune(nowSeconds());
+    // Completes whose completer died (a crash between assembling the file and writing its
+    // record) are finished here, so their bytes become the file the client asked for instead
+    // of staying behind unowned. Before the intents sweep, which leaves them alone.
+    const staleBefore = new Date(Date.now() - Math.min(STALE_COMPLETE_MS, graceMs ?? this.blobs.graceMs)).toISOString();
+    const stuck = await this.db.kysely.selectFrom('multipart_sessions').selectAll().where('status', '=', 'completing').where('updated_at', '<=', staleBefore).limit(100).execute();
+    let finished = 0;
+    for (const s of stuck) {
+      if (await this.finishStale(s).then(() => true, () => false)) finished++;
+    }
     const due = await this.db.kysely
       .selectFrom('multipart_sessions')
       .selectAll()
@@ -473,7 +497,7 @@ export class MultipartService {
       expired++;
     }
     const intents = await this.blobs.sweepIntents(graceMs, (this.settings.maxTtlSeconds + 24 * 3600) * 1000);
-    return { expired, intents };
+    return { expired, intents, finished };
   }
 }
 
