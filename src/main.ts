@@ -39,13 +39,22 @@ async function main(): Promise<void> {
 
   // The sweeper: frees the bytes of expired or aborted multipart sessions and of uploads a
   // crash interrupted. Safe on several nodes at once (every step is conditional).
+  let sweeping = false;
   const sweeper =
     config.sweepIntervalMs > 0
       ? setInterval(() => {
-          services.multipart.sweep().then(
-            (r) => (r.expired || r.intents || r.finished ? app.log.info(r, 'sweep') : undefined),
-            (err) => app.log.warn({ err }, 'sweep failed'),
-          );
+          // One sweep at a time on this node: a slow one (a large file to finish) is not joined by the next.
+          if (sweeping) return;
+          sweeping = true;
+          services.multipart
+            .sweep()
+            .then(
+              (r) => (r.expired || r.intents || r.finished ? app.log.info(r, 'sweep') : undefined),
+              (err) => app.log.warn({ err }, 'sweep failed'),
+            )
+            .finally(() => {
+              sweeping = false;
+            });
         }, config.sweepIntervalMs).unref()
       : undefined;
 

@@ -157,6 +157,22 @@ for (const combo of UPLOAD_MATRIX) {
       assert.equal((await h.services.db.kysely.selectFrom('storage_intents').selectAll().where('storage_key', '=', row.storage_key).execute()).length, 0, 'its intent is gone');
     });
 
+    test('two completers writing the record at once: one record, and the bytes stay', async () => {
+      const data = randomBytes(6 * MiB + 11);
+      const s = (await start({ file_name: 'raced.bin', size: data.length })).body;
+      assert.equal((await put(s.parts[0], data)).status, 200);
+      const row = await h.services.db.kysely.selectFrom('multipart_sessions').selectAll().where('id', '=', s.session_id).executeTakeFirstOrThrow();
+      const storage = h.services.storage as StorageDriver & MultipartStorage;
+      await storage.completeMultipart(row.storage_key, row.upload_id, await storage.listParts(row.storage_key, row.upload_id));
+      await h.services.db.kysely.updateTable('multipart_sessions').set({ status: 'completing' }).where('id', '=', s.session_id).execute();
+      const record = (h.services.multipart as any).record.bind(h.services.multipart);
+      const [a, b] = await Promise.all([record({ ...row, status: 'completing' }), record({ ...row, status: 'completing' })]);
+      assert.equal(a.file_no, b.file_no);
+      assert.equal(a.hash, sha(data));
+      assert.equal((await h.services.db.kysely.selectFrom('files').selectAll().where('name', '=', 'raced.bin').execute()).length, 1);
+      assert.ok(await storage.stat(row.storage_key), 'the loser did not delete the winner\'s bytes');
+    });
+
     test('expired: complete is 410, and the sweeper frees the parts', async () => {
       const s = (await start({ file_name: 'late.bin', size: 6 * MiB })).body;
       await put(s.parts[0], randomBytes(6 * MiB));

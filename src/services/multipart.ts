@@ -170,6 +170,9 @@ class RunningHashes {
   }
 }
 
+/** Another completer wrote the session's record first (see `record`). */
+class CompletedElsewhere extends Error {}
+
 export class MultipartService {
   private readonly hashes: RunningHashes;
   private readonly storage: StorageDriver & MultipartStorage;
@@ -438,7 +441,16 @@ export class MultipartService {
         'multipart',
         {
           inTransaction: async (trx, row) => {
-            await trx.updateTable('multipart_sessions').set({ status: 'completed', file_id: row.id, updated_at: nowIso() }).where('id', '=', s.id).execute();
+            // Only one completer writes the record: a second one (a client retry racing the
+            // sweeper's take-over) rolls back here and returns the winner's record, never
+            // touching the bytes that are now the winner's.
+            const won = await trx
+              .updateTable('multipart_sessions')
+              .set({ status: 'completed', file_id: row.id, updated_at: nowIso() })
+              .where('id', '=', s.id)
+              .where('status', '=', 'completing')
+              .executeTakeFirst();
+            if (Number(won.numUpdatedRows) === 0) throw new CompletedElsewhere();
           },
           // A passing failure (database down) must not lose the assembled file: a retry of
           // complete picks it up. A refusal (quota) ends the session.
@@ -446,8 +458,13 @@ export class MultipartService {
         },
       );
     } catch (err) {
+      // Lost the race (here, or on PostgreSQL at the blob's unique index, which waits for the
+      // winner to commit): the winner's record is the answer.
+      const now = await this.db.kysely.selectFrom('multipart_sessions').selectAll().where('id', '=', s.id).executeTakeFirst().catch(() => undefined);
+      if (now?.status === 'completed' && now.file_id) return this.recordOf(now);
+      if (err instanceof CompletedElsewhere) throw errors.completeInProgress();
       if (err instanceof AppError) {
-        await this.db.kysely.updateTable('multipart_sessions').set({ status: 'aborted', updated_at: nowIso() }).where('id', '=', s.id).execute();
+        await this.db.kysely.updateTable('multipart_sessions').set({ status: 'aborted', updated_at: nowIso() }).where('id', '=', s.id).where('status', '=', 'completing').execute();
       }
       throw err;
     }
