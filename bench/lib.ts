@@ -4,6 +4,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import http from 'node:http';
+import net from 'node:net';
 import { fileURLToPath } from 'node:url';
 
 export const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -45,11 +46,25 @@ export function startProcess(args: string[], env: Record<string, string>, ready:
   });
 }
 
-/** Peak resident set size of a process so far, in bytes (VmHWM). */
-export function peakRss(pid: number): number {
-  const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+/** A memory figure of a process from /proc, in bytes: VmHWM (peak so far) or VmRSS (now). */
+function procStatus(pid: number, field: 'VmHWM' | 'VmRSS'): number {
+  const m = new RegExp(`${field}:\\s+(\\d+) kB`).exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
   return m ? Number(m[1]) * 1024 : NaN;
 }
+
+/** Peak resident set size of a process so far, in bytes. */
+export const peakRss = (pid: number) => procStatus(pid, 'VmHWM');
+/** Resident set size of a process now, in bytes. */
+export const rss = (pid: number) => procStatus(pid, 'VmRSS');
+
+/** A port nothing listens on right now, on loopback. */
+export const freePort = () =>
+  new Promise<number>((resolve) => {
+    const s = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as net.AddressInfo;
+      s.close(() => resolve(port));
+    });
+  });
 
 /** A source of `total` bytes: a random MiB repeated with a counter, so no two MiB are equal. */
 export function* chunks(total: number, chunkSize = MiB): Generator<Buffer> {

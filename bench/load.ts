@@ -7,11 +7,10 @@
 //   npm run bench:load                          200 clients for 60 s
 //   LOAD_CLIENTS=50 LOAD_SECONDS=10 npm run bench:load
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import net from 'node:net';
-import { fmt, MiB, startProcess } from './lib.ts';
+import { fmt, freePort, MiB, rss, startProcess } from './lib.ts';
 
 const CLIENTS = Number(process.env.LOAD_CLIENTS ?? 200);
 const SECONDS = Number(process.env.LOAD_SECONDS ?? 60);
@@ -25,21 +24,12 @@ interface Acked {
   sha256: string;
 }
 
-const rssOf = (pid: number) => {
-  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return m ? Number(m[1]) * 1024 : NaN;
-};
 const percentile = (sorted: number[], p: number) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] : NaN);
 
 export async function runLoad(opts: { clients: number; seconds: number; log?: (line: string) => void } = { clients: CLIENTS, seconds: SECONDS }) {
   const log = opts.log ?? console.log;
   const dir = mkdtempSync(join(tmpdir(), 'load-stowage-'));
-  const port = await new Promise<number>((resolve) => {
-    const probe = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as net.AddressInfo;
-      probe.close(() => resolve(port));
-    });
-  });
+  const port = await freePort();
   const server = await startProcess(
     ['--import', 'tsx', 'src/main.ts'],
     { STOWAGE_DATA_DIR: dir, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'error', STOWAGE_RATE_LIMIT_UPLOAD: 'off', STOWAGE_RATE_LIMIT_API: 'off', AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true' },
@@ -56,8 +46,8 @@ export async function runLoad(opts: { clients: number; seconds: number; log?: (l
   const statuses = new Map<string, number>();
   const failures: string[] = [];
   const acked: Acked[] = [];
-  const rss: number[] = [];
-  const sampler = setInterval(() => rss.push(rssOf(pid)), 500);
+  const rssSamples: number[] = [];
+  const sampler = setInterval(() => rssSamples.push(rss(pid)), 500);
   const count = (kind: Kind, status: number) => statuses.set(`${kind} ${status}`, (statuses.get(`${kind} ${status}`) ?? 0) + 1);
 
   const started = performance.now();
@@ -124,7 +114,7 @@ export async function runLoad(opts: { clients: number; seconds: number; log?: (l
       }),
     );
   }
-  const finalRss = rssOf(pid);
+  const finalRss = rss(pid);
   await server.stop();
   rmSync(dir, { recursive: true, force: true });
 
@@ -137,10 +127,10 @@ export async function runLoad(opts: { clients: number; seconds: number; log?: (l
     log(`${kind.padEnd(10)} ${String(s.length).padStart(9)} ${fmt(s.length / elapsed, 0).padStart(8)} ${fmt(percentile(s, 50)).padStart(8)} ${fmt(percentile(s, 90)).padStart(8)} ${fmt(percentile(s, 99)).padStart(8)} ${fmt(s[s.length - 1] ?? NaN).padStart(8)}`);
   }
   log(`statuses: ${[...statuses].sort().map(([k, c]) => `${k}: ${c}`).join(', ')}`);
-  const third = Math.floor(rss.length / 3);
-  const peak = Math.max(...rss);
-  const mid = Math.max(...rss.slice(third, 2 * third));
-  const last = Math.max(...rss.slice(2 * third));
+  const third = Math.floor(rssSamples.length / 3);
+  const peak = Math.max(...rssSamples);
+  const mid = Math.max(...rssSamples.slice(third, 2 * third));
+  const last = Math.max(...rssSamples.slice(2 * third));
   log(`server RSS: peak ${fmt(peak / MiB)} MiB (limit ${RSS_LIMIT_MB}); max in the middle third ${fmt(mid / MiB)}, last third ${fmt(last / MiB)}, after the checks ${fmt(finalRss / MiB)}`);
   log(`acknowledged uploads: ${acked.length}, missing or different afterwards: ${missing}; 5xx or failed requests: ${fiveXx}; other failures: ${failures.length}`);
   for (const f of failures.slice(0, 10)) log(`  ${f}`);

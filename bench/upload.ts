@@ -9,10 +9,9 @@
 // in-order parts under 0.5 s.
 import { execSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
-import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { chunks, fmt, GiB, MiB, mbps, peakRss, type Proc, send, startProcess } from './lib.ts';
+import { chunks, fmt, freePort, GiB, MiB, mbps, peakRss, type Proc, send, startProcess } from './lib.ts';
 
 const SIZE = Number(process.env.BENCH_SIZE_MB ?? 1024) * MiB;
 const BIG = Number(process.env.BENCH_BIG_MB ?? 4096) * MiB;
@@ -22,13 +21,6 @@ const TMP = process.env.BENCH_TMP ?? tmpdir();
 const PAUSE_MS = Number(process.env.BENCH_PAUSE_MS ?? 3000);
 const REPS = Number(process.env.BENCH_REPS ?? 3);
 
-const freePort = () =>
-  new Promise<number>((resolve) => {
-    const s = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as net.AddressInfo;
-      s.close(() => resolve(port));
-    });
-  });
 
 interface Stowage extends Proc {
   url: string;

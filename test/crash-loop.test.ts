@@ -5,7 +5,7 @@
 // change the sizes; the kill moments are random (printed, with what each life acknowledged).
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { openDatabase } from '../src/db/database.ts';
 import { runCli, type ServerProcess, startServer } from './helpers/process.ts';
+import { leftoverTemp, storedObjects } from './helpers/storage.ts';
 
 const TOTAL = Number(process.env.CRASH_UPLOADS ?? 200);
 const KILLS = Number(process.env.CRASH_KILLS ?? 20);
@@ -154,12 +155,8 @@ test(`${TOTAL} mixed uploads, ${KILLS} SIGKILLs at random moments: nothing ackno
     }
     await new Promise((r) => setTimeout(r, 1500));
     const blobs = await db.kysely.selectFrom('blobs').select('storage_key').execute();
-    const objects = (function walk(dir: string, prefix = ''): string[] {
-      if (!existsSync(dir)) return [];
-      return readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? walk(join(dir, e.name), `${prefix}${e.name}/`) : [`${prefix}${e.name}`]));
-    })(join(dataDir, 'storage', 'objects'));
-    assert.deepEqual(objects.sort(), blobs.map((b) => b.storage_key).sort(), 'no orphaned bytes in storage after one sweep');
-    assert.deepEqual(readdirSync(join(dataDir, 'storage', 'tmp')).filter((n) => !n.startsWith('.ready')), [], 'no temporary files left');
+    assert.deepEqual(storedObjects(dataDir), blobs.map((b) => b.storage_key).sort(), 'no orphaned bytes in storage after one sweep');
+    assert.deepEqual(leftoverTemp(dataDir), [], 'no temporary files left');
     const intents = await db.kysely.selectFrom('storage_intents').select(['reason']).execute();
     assert.ok(intents.every((i) => i.reason === 'multipart'), `only unfinished multipart sessions (alive until they expire) hold intents: ${JSON.stringify(intents)}`);
   } finally {

@@ -4,13 +4,14 @@
 // session completes byte-exact.
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { openDatabase } from '../src/db/database.ts';
 import { runCli, type ServerProcess, startServer } from './helpers/process.ts';
+import { leftoverTemp, storedObjects } from './helpers/storage.ts';
 
 const MiB = 1024 * 1024;
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
@@ -114,12 +115,8 @@ describe('SIGKILL mid-upload', () => {
     server = await startServer({ ...env, STOWAGE_SWEEP_INTERVAL_MS: '200', STOWAGE_SWEEP_GRACE_MS: '0' });
     await new Promise((r) => setTimeout(r, 1500));
     const blobs = await db.kysely.selectFrom('blobs').select('storage_key').execute();
-    const objects = (function walk(dir: string, prefix = ''): string[] {
-      if (!existsSync(dir)) return [];
-      return readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? walk(join(dir, e.name), `${prefix}${e.name}/`) : [`${prefix}${e.name}`]));
-    })(join(dataDir, 'storage', 'objects'));
-    assert.deepEqual(objects.sort(), blobs.map((b) => b.storage_key).sort(), 'no orphaned bytes in storage');
-    assert.deepEqual(readdirSync(join(dataDir, 'storage', 'tmp')).filter((n) => !n.startsWith('.ready')), [], 'no temporary files left');
+    assert.deepEqual(storedObjects(dataDir), blobs.map((b) => b.storage_key).sort(), 'no orphaned bytes in storage');
+    assert.deepEqual(leftoverTemp(dataDir), [], 'no temporary files left');
     const intents = await db.kysely.selectFrom('storage_intents').select(['reason']).execute();
     assert.deepEqual(intents.map((i) => i.reason), ['multipart'], 'only the live session still holds an intent');
 

@@ -87,7 +87,7 @@ class SessionHash {
   private next = 1;
   private readonly written = new Set<number>();
   private readonly writing = new Map<number, number>();
-  broken = false;
+  private broken = false;
 
   constructor(
     private readonly job: HashJob,
@@ -188,8 +188,7 @@ export class MultipartService {
   ) {
     if (!supportsMultipart(blobs.storage)) throw new Error(`storage driver ${blobs.storage.name} has no multipart support`);
     this.storage = blobs.storage;
-    const storage = this.storage;
-    this.hashes = new RunningHashes(hasher, storage.multipartDataPath?.bind(storage));
+    this.hashes = new RunningHashes(hasher, this.storage.multipartDataPath?.bind(this.storage));
   }
 
   async start(workspaceId: string, publicKey: string, input: StartInput): Promise<StartedSession> {

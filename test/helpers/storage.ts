@@ -1,4 +1,6 @@
 import { randomBytes } from 'node:crypto';
+import { existsSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
 import type { StorageConfig } from '../../src/config.ts';
 import { externalService } from './services.ts';
@@ -29,3 +31,13 @@ export const UPLOAD_MATRIX: { name: string; dialect: DialectName; storage: 'loca
   { name: 'local disk + PostgreSQL', dialect: 'postgres', storage: 'local', skip: DIALECTS[1].skip },
   { name: 'S3 + SQLite', dialect: 'sqlite', storage: 's3', skip: s3.skip },
 ];
+
+/** A local data directory's stored objects (keys under storage/objects), sorted. */
+export function storedObjects(dataDir: string): string[] {
+  const walk = (dir: string, prefix = ''): string[] =>
+    existsSync(dir) ? readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? walk(join(dir, e.name), `${prefix}${e.name}/`) : [`${prefix}${e.name}`])) : [];
+  return walk(join(dataDir, 'storage', 'objects')).sort();
+}
+
+/** Temporary files a local data directory still holds (readiness probes aside). */
+export const leftoverTemp = (dataDir: string): string[] => readdirSync(join(dataDir, 'storage', 'tmp')).filter((n) => !n.startsWith('.ready'));
