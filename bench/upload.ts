@@ -11,7 +11,7 @@ import { execSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { chunks, fmt, freePort, GiB, MiB, mbps, peakRss, type Proc, send, startProcess } from './lib.ts';
+import { fmt, freePort, GiB, MiB, mbps, peakRss, type Proc, send, startProcess } from './lib.ts';
 
 const SIZE = Number(process.env.BENCH_SIZE_MB ?? 1024) * MiB;
 const BIG = Number(process.env.BENCH_BIG_MB ?? 4096) * MiB;
@@ -76,8 +76,8 @@ async function multipart(s: Stowage, size: number, name: string, concurrency: nu
     Array.from({ length: concurrency }, async () => {
       for (let job = queue.shift(); job; job = queue.shift()) {
         const length = Math.min(session.part_size, size - (job.n - 1) * session.part_size);
-        const body = Buffer.concat([...chunks(length)]);
-        const res = await send(job.url, { method: 'PUT', headers: { 'content-type': 'application/octet-stream', 'content-length': length }, total: length, body });
+        // Streamed from the same generator as every other body, never assembled in memory.
+        const res = await send(job.url, { method: 'PUT', headers: { 'content-type': 'application/octet-stream', 'content-length': length }, total: length });
         if (res.status !== 200) throw new Error(`part ${job.n}: ${res.status} ${res.body}`);
       }
     }),

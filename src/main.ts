@@ -2,9 +2,11 @@
 // empty database, listen, and shut down cleanly on SIGTERM/SIGINT.
 import { buildApp } from './app.ts';
 import { ConfigError, loadConfig } from './config.ts';
+import { tuneHeapForStreaming } from './heap.ts';
 import { createServices } from './services/container.ts';
 
 async function main(): Promise<void> {
+  tuneHeapForStreaming();
   let config;
   try {
     config = loadConfig();

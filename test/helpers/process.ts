@@ -31,10 +31,10 @@ export interface ServerProcess {
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
-/** Starts `npm start`'s command with PORT=0 and waits until it listens. */
-export function startServer(env: Record<string, string | undefined>): Promise<ServerProcess> {
+/** Starts `npm start`'s command with PORT=0 and waits until it listens. `nodeArgs` go before the script. */
+export function startServer(env: Record<string, string | undefined>, nodeArgs: string[] = []): Promise<ServerProcess> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+    const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', 'src/main.ts'], {
       cwd: ROOT,
       env: { ...cleanEnv(), HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'info', ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
