@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
+import { xxh3 } from '@node-rs/xxhash';
 import { CreateBucketCommand } from '@aws-sdk/client-s3';
 import { type MultipartStorage, ObjectNotFoundError, type StorageDriver, supportsMultipart } from '../src/storage/driver.ts';
 import { LocalStorage, PartLengthError } from '../src/storage/local.ts';
@@ -43,7 +44,7 @@ async function uploadPart(d: StorageDriver & MultipartStorage, key: string, uplo
     if (!res.ok) throw Object.assign(new Error(`part ${n}: HTTP ${res.status}`), { status: res.status });
     return;
   }
-  await d.writePart!(key, uploadId, n, Readable.from([body]), declared);
+  return d.writePart!(key, uploadId, n, Readable.from([body]), declared);
 }
 
 const drivers: { name: string; skip: string | false; make: () => Promise<{ driver: StorageDriver; cleanup(): Promise<void> }> }[] = [
@@ -159,10 +160,22 @@ for (const spec of drivers) {
         await uploadPart(m, key, id, 2, part(2));
         const parts = await m.listParts(key, id);
         assert.deepEqual(parts.map((p) => [p.partNumber, p.size]), [[1, partSize], [2, partSize], [3, 4321]]);
-        assert.ok(parts.every((p) => /^"[0-9a-f]{32}"$/.test(p.etag)), 'quoted content hashes');
+        // Quoted content hashes: local storage XXH3-64 (16 hex digits), S3 MD5 (32).
+        assert.ok(parts.every((p) => (d.name === 'local' ? /^"[0-9a-f]{16}"$/ : /^"[0-9a-f]{32}"$/).test(p.etag)), JSON.stringify(parts));
+        assert.notEqual(parts[0].etag, parts[1].etag);
+        if (d.name === 'local') assert.deepEqual(parts.map((p) => p.etag), [1, 2, 3].map((n) => `"${xxh3.xxh64(part(n)).toString(16).padStart(16, '0')}"`));
         await m.completeMultipart(key, id, parts);
         assert.equal(sha(await readAll(await d.get(key))), sha(data));
       });
+
+      if (spec.name === 'local') {
+        test('local part ETags are XXH3-64 of the part (the published test vector for "abc")', async () => {
+          const m = d as StorageDriver & MultipartStorage;
+          const id = await m.createMultipart('mp/abc.bin', { size: 3, partSize });
+          assert.equal((await uploadPart(m, 'mp/abc.bin', id, 1, Buffer.from('abc')))?.etag, '"78af5f94892f3950"');
+          await m.abortMultipart('mp/abc.bin', id);
+        });
+      }
 
       test('a part of another length than declared is refused and not recorded', async (t) => {
         if (!supportsMultipart(d)) return t.skip('driver has no multipart');
