@@ -2,11 +2,11 @@
 // puts that hash on it instead of on the main thread, with and without fsync.
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Readable } from 'node:stream';
+import { PassThrough, Readable } from 'node:stream';
 import { after, describe, test } from 'node:test';
 import { FileHasher } from '../src/hashing/file-hasher.ts';
 import { LocalStorage } from '../src/storage/local.ts';
@@ -67,4 +67,36 @@ describe('FileHasher', () => {
       assert.equal(plain.sha256, undefined, 'no hash unless asked');
     });
   }
+
+  test('local put: chunks of any size across write batches stay byte-exact, hash included', async () => {
+    const storage = new LocalStorage(join(dir, 'odd'), { fsync: false, hasher });
+    await storage.init();
+    const data = randomBytes(3 * 1024 * 1024 + 123);
+    const chunks: Buffer[] = [];
+    for (let at = 0, i = 0; at < data.length; i++) {
+      const n = [1, 7, 65536, 200_000, 1024 * 1024 - 1, 3][i % 6];
+      chunks.push(data.subarray(at, at + n));
+      at += n;
+    }
+    const res = await storage.put('ws/blobs/odd', Readable.from(chunks), { hash: true });
+    assert.equal(res.sha256, sha(data));
+    assert.ok((await readFile(storage.localPath('ws/blobs/odd'))).equals(data));
+  });
+
+  test("local put: a slow client's bytes are on disk within moments, not held until a batch fills", async () => {
+    const root = join(dir, 'slow');
+    const storage = new LocalStorage(root, { fsync: true, hasher });
+    await storage.init();
+    const body = new PassThrough();
+    const put = storage.put('ws/blobs/slow', body, { hash: true });
+    body.write(Buffer.from('hello, '));
+    await new Promise((r) => setTimeout(r, 400));
+    const temp = readdirSync(join(root, 'tmp')).filter((n) => !n.startsWith('.'));
+    assert.equal(temp.length, 1);
+    assert.equal(statSync(join(root, 'tmp', temp[0])).size, 7, 'written while the upload is still open');
+    body.end(Buffer.from('world'));
+    const res = await put;
+    assert.equal(res.sha256, sha(Buffer.from('hello, world')));
+    assert.equal((await readFile(storage.localPath('ws/blobs/slow'))).toString(), 'hello, world');
+  });
 });

@@ -60,50 +60,129 @@ class FileSink extends Writable {
     return new FileSink(fd, start, sync, onWritten);
   }
 
+  /**
+   * Chunks taken but not yet written. Request bodies arrive in pieces of up to 64 KiB; they are
+   * written in batches of BATCH_BYTES (one system call, one trip through the thread pool each)
+   * and, so that a slow client's bytes never wait long in memory, at the latest HOLD_MS after
+   * they came.
+   */
+  private held: Buffer[] = [];
+  private heldBytes = 0;
+  private holdTimer: NodeJS.Timeout | undefined;
+  /** A write started by the timer, which the next chunk (or the end) waits for. */
+  private timedWrite: Promise<void> | null = null;
+
   override _write(chunk: Buffer, _enc: BufferEncoding, cb: (err?: Error | null) => void): void {
-    this.writeAll([chunk], cb);
+    this.take([chunk], cb);
   }
 
   override _writev(chunks: { chunk: Buffer }[], cb: (err?: Error | null) => void): void {
-    this.writeAll(
+    this.take(
       chunks.map((c) => c.chunk),
       cb,
     );
   }
 
+  private take(buffers: Buffer[], cb: (err?: Error | null) => void): void {
+    if (this.timedWrite) return void this.timedWrite.then(() => this.take(buffers, cb), cb);
+    for (const b of buffers) {
+      this.held.push(b);
+      this.heldBytes += b.length;
+    }
+    if (this.heldBytes >= BATCH_BYTES) return this.writeHeld(cb);
+    this.holdTimer ??= setTimeout(() => {
+      this.holdTimer = undefined;
+      if (this.heldBytes === 0 || this.destroyed) return;
+      this.timedWrite = new Promise<void>((resolve, reject) => this.writeHeld((err) => (err ? reject(err) : resolve())));
+      this.timedWrite.then(
+        () => (this.timedWrite = null),
+        (err: Error) => this.destroy(err),
+      );
+    }, HOLD_MS);
+    cb();
+  }
+
+  private writeHeld(cb: (err?: Error | null) => void): void {
+    clearTimeout(this.holdTimer);
+    this.holdTimer = undefined;
+    const batch = this.held;
+    this.held = [];
+    this.heldBytes = 0;
+    if (batch.length === 0) return cb();
+    this.writeAll(batch, cb);
+  }
+
+  /** Operations on the descriptor still running in the thread pool; it is closed only after them. */
+  private inflight = 0;
+  private idleWaiters: (() => void)[] = [];
+
+  private io(): () => void {
+    this.inflight++;
+    return () => {
+      if (--this.inflight > 0) return;
+      for (const w of this.idleWaiters.splice(0)) w();
+    };
+  }
+
   private writeAll(buffers: Buffer[], cb: (err?: Error | null) => void): void {
     const from = this.pos;
     const total = buffers.reduce((n, b) => n + b.length, 0);
+    const done = this.io();
     writev(this.fd, buffers, from, (err, written) => {
-      if (err) return cb(err);
+      if (err) {
+        done();
+        return cb(err);
+      }
       this.pos += written;
       this.onWritten?.(from, this.pos);
-      if (written < total) return this.writeAll([Buffer.concat(buffers).subarray(written)], cb); // a short write: the rest
+      if (written < total) {
+        // A short write: the rest, started before this one counts as done, so the descriptor stays open.
+        this.writeAll([Buffer.concat(buffers).subarray(written)], cb);
+        return done();
+      }
       if (this.sync) {
         this.unflushed += written;
         if (this.unflushed >= FLUSH_EVERY && !this.flushing) {
           this.unflushed = 0;
           this.flushing = true;
+          const synced = this.io();
           fdatasync(this.fd, () => {
             this.flushing = false;
+            synced();
           });
         }
       }
+      done();
       cb();
     });
   }
 
   override _final(cb: (err?: Error | null) => void): void {
-    if (this.sync) fdatasync(this.fd, (err) => cb(err));
-    else cb();
+    if (this.timedWrite) return void this.timedWrite.then(() => this._final(cb), cb);
+    this.writeHeld((err) => {
+      if (err) return cb(err);
+      if (!this.sync) return cb();
+      const synced = this.io();
+      fdatasync(this.fd, (e) => {
+        synced();
+        cb(e);
+      });
+    });
   }
 
   override _destroy(err: Error | null, cb: (err?: Error | null) => void): void {
-    close(this.fd, (closeErr) => cb(err ?? closeErr));
+    clearTimeout(this.holdTimer);
+    // A write or sync still running would otherwise land on whatever file reuses the number.
+    const closeFd = () => close(this.fd, (closeErr) => cb(err ?? closeErr));
+    if (this.inflight > 0) this.idleWaiters.push(closeFd);
+    else closeFd();
   }
+
 }
 
 const FLUSH_EVERY = 64 * 1024 * 1024;
+const BATCH_BYTES = 1024 * 1024;
+const HOLD_MS = 100;
 
 interface UploadMeta {
   key: string;
