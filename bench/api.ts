@@ -9,10 +9,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
 import Fastify from 'fastify';
-import pg from 'pg';
 import { buildApp } from '../src/app.ts';
 import { createServices } from '../src/services/container.ts';
-import { testConfig } from '../test/helpers/harness.ts';
+import { freshPostgres, testConfig } from '../test/helpers/harness.ts';
 import { fmt } from './lib.ts';
 
 const DURATION = Number(process.env.BENCH_DURATION_S ?? 10);
@@ -75,30 +74,6 @@ async function bareRoute(body: unknown): Promise<Result> {
   return r;
 }
 
-async function postgres(): Promise<{ url: string; drop(): Promise<void> } | undefined> {
-  const name = `stowage_bench_${Date.now()}`;
-  const admin = new pg.Client({ connectionString: PG_ADMIN });
-  try {
-    await admin.connect();
-    await admin.query(`CREATE DATABASE ${name}`);
-  } catch {
-    return undefined;
-  } finally {
-    await admin.end().catch(() => {});
-  }
-  const url = new URL(PG_ADMIN);
-  url.pathname = `/${name}`;
-  return {
-    url: url.toString(),
-    async drop() {
-      const c = new pg.Client({ connectionString: PG_ADMIN });
-      await c.connect();
-      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await c.end();
-    },
-  };
-}
-
 async function main() {
   console.log(`bench/api — ${CONNECTIONS} connections x ${DURATION} s per run; node ${process.version}\n`);
   const baseline = await bareRoute({ sources: [], meta: { page: 1, limit: 10, total: 0, hasMore: false } });
@@ -111,7 +86,7 @@ async function main() {
   const sameStart = await bareRoute(sqlite.startBody);
   const sameList = await bareRoute(sqlite.listBody);
   rows.push(['multipart start, SQLite', sqlite.start, 0.3, sameStart], ['list sources, SQLite', sqlite.list, 0.5, sameList]);
-  const db = await postgres();
+  const db = await freshPostgres(PG_ADMIN, 'stowage_bench').catch(() => undefined);
   if (db) {
     try {
       const p = await measure(db.url);

@@ -22,14 +22,16 @@ export const DIALECTS: { name: DialectName; skip: string | false }[] = [
   { name: 'postgres', skip: pgGate.skip },
 ];
 
-/** Creates an empty PostgreSQL database for one suite; returns its URL and a drop function. */
-export async function freshPostgres(): Promise<{ url: string; drop(): Promise<void> }> {
-  const admin = pgGate.value!;
-  const name = `stowage_test_${randomBytes(6).toString('hex')}`;
+/** Creates an empty PostgreSQL database (for one suite, or a bench run); returns its URL and a drop function. */
+export async function freshPostgres(admin = pgGate.value!, prefix = 'stowage_test'): Promise<{ url: string; drop(): Promise<void> }> {
+  const name = `${prefix}_${randomBytes(6).toString('hex')}`;
   const client = new pg.Client({ connectionString: admin });
-  await client.connect();
-  await client.query(`CREATE DATABASE ${name}`);
-  await client.end();
+  try {
+    await client.connect();
+    await client.query(`CREATE DATABASE ${name}`);
+  } finally {
+    await client.end().catch(() => {});
+  }
   const url = new URL(admin);
   url.pathname = `/${name}`;
   return {
