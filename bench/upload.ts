@@ -11,7 +11,7 @@ import { execSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fmt, freePort, GiB, MiB, mbps, peakRss, type Proc, send, startProcess } from './lib.ts';
+import { fmt, freePort, GiB, MiB, mbps, peakRss, type Proc, send, sendDirectUpload, startProcess } from './lib.ts';
 
 const SIZE = Number(process.env.BENCH_SIZE_MB ?? 1024) * MiB;
 const BIG = Number(process.env.BENCH_BIG_MB ?? 4096) * MiB;
@@ -48,16 +48,7 @@ async function startBaseline(script: string): Promise<Proc & { url: string; dir:
 }
 
 async function direct(s: Stowage, size: number, name: string): Promise<number> {
-  const boundary = '----stowagebench';
-  const prefix = Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="file_name"\r\n\r\n${name}\r\n--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="${name}"\r\nContent-Type: application/octet-stream\r\n\r\n`);
-  const suffix = Buffer.from(`\r\n--${boundary}--\r\n`);
-  const res = await send(`${s.url}/api/v1/uploads`, {
-    method: 'POST',
-    headers: { 'x-api-key': s.key, 'content-type': `multipart/form-data; boundary=${boundary}`, 'content-length': prefix.length + size + suffix.length },
-    total: size,
-    prefix,
-    suffix,
-  });
+  const res = await sendDirectUpload(s.url, s.key, name, size);
   if (res.status !== 201) throw new Error(`direct upload: ${res.status} ${res.body}`);
   await remove(s, JSON.parse(res.body));
   return res.ms;

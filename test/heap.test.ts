@@ -5,41 +5,12 @@
 // 256 MiB upload streams in is counted. The control shows the problem is there to be solved.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
-import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
+import { MiB, sendDirectUpload } from '../bench/lib.ts';
 import { HEAP_GROWING_PERCENT, tuneHeapForStreaming } from '../src/heap.ts';
 import { runCli, type ServerProcess, startServer } from './helpers/process.ts';
-
-const MiB = 1024 * 1024;
-
-/** Streams a direct upload of `size` bytes (1 MiB chunks of one random-looking block) and resolves with the status. */
-function upload(url: string, key: string, size: number): Promise<number> {
-  const boundary = '----heap';
-  const head = Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="file_name"\r\n\r\nbig.bin\r\n--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="big.bin"\r\n\r\n`);
-  const tail = Buffer.from(`\r\n--${boundary}--\r\n`);
-  const block = Buffer.alloc(MiB);
-  for (let i = 0; i < block.length; i += 4) block.writeUInt32LE((i * 2654435761) >>> 0, i);
-  return new Promise((resolve, reject) => {
-    const req = http.request(`${url}/api/v1/uploads`, { method: 'POST', headers: { 'x-api-key': key, 'content-type': `multipart/form-data; boundary=${boundary}`, 'content-length': head.length + size + tail.length } });
-    req.on('response', (res) => {
-      res.resume();
-      res.on('end', () => resolve(res.statusCode ?? 0));
-    });
-    req.on('error', reject);
-    req.write(head);
-    let sent = 0;
-    const pump = () => {
-      while (sent < size) {
-        sent += MiB;
-        if (!req.write(block)) return void req.once('drain', pump);
-      }
-      req.end(tail);
-    };
-    pump();
-  });
-}
 
 /** Full collections the server printed while `during` ran. */
 async function markCompactsDuring(server: ServerProcess, during: () => Promise<void>): Promise<number> {
@@ -73,7 +44,7 @@ describe('heap tuning for streamed uploads', () => {
       await new Promise((r) => setTimeout(r, 12_000));
       const counts: Record<string, number> = {};
       for (const [name, { server, key }] of Object.entries(servers)) {
-        counts[name] = await markCompactsDuring(server, async () => assert.equal(await upload(server.url, key, 256 * MiB), 201));
+        counts[name] = await markCompactsDuring(server, async () => assert.equal((await sendDirectUpload(server.url, key, 'big.bin', 256 * MiB)).status, 201));
       }
       console.log(`full collections during a 256 MiB upload after 12 s idle: ${JSON.stringify(counts)}`);
       assert.ok(counts.control >= 4, `V8 left to itself collects again and again (${counts.control}): the upload exercises the problem`);
