@@ -44,6 +44,21 @@ class FileSink extends Writable {
   private pos: number;
   private unflushed = 0;
   private flushing = false;
+  /**
+   * Chunks taken but not yet written. Request bodies arrive in pieces of up to 64 KiB; they are
+   * written in batches of BATCH_BYTES (one system call, one trip through the thread pool each)
+   * and, so that a slow client's bytes never wait long in memory, at the latest HOLD_MS after
+   * they came.
+   */
+  private held: Buffer[] = [];
+  private heldBytes = 0;
+  private holdTimer: NodeJS.Timeout | undefined;
+  /** A write started by the timer, which the next chunk (or the end) waits for. */
+  private timedWrite: Promise<void> | null = null;
+
+  /** Operations on the descriptor still running in the thread pool; it is closed only after them. */
+  private inflight = 0;
+  private idleWaiters: (() => void)[] = [];
 
   constructor(
     private readonly fd: number,
@@ -59,18 +74,6 @@ class FileSink extends Writable {
     const fd = await new Promise<number>((resolve, reject) => fsOpen(path, flags, 0o640, (err, fd) => (err ? reject(err) : resolve(fd))));
     return new FileSink(fd, start, sync, onWritten);
   }
-
-  /**
-   * Chunks taken but not yet written. Request bodies arrive in pieces of up to 64 KiB; they are
-   * written in batches of BATCH_BYTES (one system call, one trip through the thread pool each)
-   * and, so that a slow client's bytes never wait long in memory, at the latest HOLD_MS after
-   * they came.
-   */
-  private held: Buffer[] = [];
-  private heldBytes = 0;
-  private holdTimer: NodeJS.Timeout | undefined;
-  /** A write started by the timer, which the next chunk (or the end) waits for. */
-  private timedWrite: Promise<void> | null = null;
 
   override _write(chunk: Buffer, _enc: BufferEncoding, cb: (err?: Error | null) => void): void {
     this.take([chunk], cb);
@@ -112,10 +115,6 @@ class FileSink extends Writable {
     this.writeAll(batch, cb);
   }
 
-  /** Operations on the descriptor still running in the thread pool; it is closed only after them. */
-  private inflight = 0;
-  private idleWaiters: (() => void)[] = [];
-
   private io(): () => void {
     this.inflight++;
     return () => {
@@ -145,10 +144,8 @@ class FileSink extends Writable {
         if (this.unflushed >= FLUSH_EVERY && !this.flushing) {
           this.unflushed = 0;
           this.flushing = true;
-          const synced = this.io();
-          fdatasync(this.fd, () => {
+          this.datasync(() => {
             this.flushing = false;
-            synced();
           });
         }
       }
@@ -157,16 +154,20 @@ class FileSink extends Writable {
     });
   }
 
+  private datasync(cb: (err?: Error | null) => void): void {
+    const done = this.io();
+    fdatasync(this.fd, (err) => {
+      done();
+      cb(err);
+    });
+  }
+
   override _final(cb: (err?: Error | null) => void): void {
     if (this.timedWrite) return void this.timedWrite.then(() => this._final(cb), cb);
     this.writeHeld((err) => {
       if (err) return cb(err);
-      if (!this.sync) return cb();
-      const synced = this.io();
-      fdatasync(this.fd, (e) => {
-        synced();
-        cb(e);
-      });
+      if (this.sync) this.datasync(cb);
+      else cb();
     });
   }
 
@@ -177,7 +178,6 @@ class FileSink extends Writable {
     if (this.inflight > 0) this.idleWaiters.push(closeFd);
     else closeFd();
   }
-
 }
 
 const FLUSH_EVERY = 64 * 1024 * 1024;
