@@ -1,8 +1,10 @@
 // The V8 heap tuning of src/heap.ts: a large upload after a quiet spell must not set off one full
 // collection of the heap after another. Two servers run as `npm start` runs them, with
-// --trace-gc: one as shipped, one with `--heap-growing-percent=0`, which leaves V8 its own
-// choice (and the tuning off). Both sit idle for 12 s, then every Mark-Compact printed while a
-// 256 MiB upload streams in is counted. The control shows the problem is there to be solved.
+// --trace-gc: one as shipped, and a control held at `--heap-growing-percent=10`, the factor V8
+// picks by itself after a quiet spell (its trace says "factor 1.1"). Left to its own choice
+// the control only sometimes lands there, which made the check flaky under load. Both sit idle
+// for 12 s, then every Mark-Compact printed while a 256 MiB upload streams in is counted. The
+// control shows the problem is there to be solved.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -29,12 +31,12 @@ describe('heap tuning for streamed uploads', () => {
     assert.equal(tuneHeapForStreaming(['--max-old-space-size=512']), true);
   });
 
-  test(`after a quiet spell, a 256 MiB upload runs no full collection after another (${HEAP_GROWING_PERCENT}% growth), unlike V8's own choice`, async () => {
+  test(`after a quiet spell, a 256 MiB upload runs no full collection after another (${HEAP_GROWING_PERCENT}% growth), unlike V8's quiet-spell 10%`, async () => {
     const servers: Record<string, { server: ServerProcess; key: string }> = {};
     try {
       for (const [name, nodeArgs] of [
         ['tuned', ['--trace-gc']],
-        ['control', ['--trace-gc', '--heap-growing-percent=0']],
+        ['control', ['--trace-gc', '--heap-growing-percent=10']],
       ] as const) {
         const env = { STOWAGE_DATA_DIR: join(dir, name), STOWAGE_FSYNC: 'false' };
         const ws = JSON.parse((await runCli(['workspace', 'create', '--name', name, '--json'], env)).stdout);
@@ -47,7 +49,7 @@ describe('heap tuning for streamed uploads', () => {
         counts[name] = await markCompactsDuring(server, async () => assert.equal((await sendDirectUpload(server.url, key, 'big.bin', 256 * MiB)).status, 201));
       }
       console.log(`full collections during a 256 MiB upload after 12 s idle: ${JSON.stringify(counts)}`);
-      assert.ok(counts.control >= 4, `V8 left to itself collects again and again (${counts.control}): the upload exercises the problem`);
+      assert.ok(counts.control >= 4, `V8 at its quiet-spell growth collects again and again (${counts.control}): the upload exercises the problem`);
       assert.ok(counts.tuned <= 2, `the tuned server ran ${counts.tuned} full collections`);
     } finally {
       for (const { server } of Object.values(servers)) await server.stop('SIGKILL');
