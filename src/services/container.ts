@@ -14,7 +14,7 @@ import { FileRecords, FileService } from './files.ts';
 import { FolderService } from './folders.ts';
 import { DeliveryService } from './delivery.ts';
 import { Redis } from 'ioredis';
-import { EventEmitter } from 'node:events';
+import { EventEmitter, once } from 'node:events';
 import { Metrics } from './metrics.ts';
 import { WebhookService } from './webhooks.ts';
 import { SourceService } from './sources.ts';
@@ -98,6 +98,10 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
     : undefined;
   // Connection trouble is answered per request (503); it must not crash the process.
   redis?.on('error', () => {});
+  // Commands are not queued while disconnected, so a node would answer its first requests 503
+  // while the connection is still opening: it waits for it, at most the connect timeout. A
+  // Redis that is down at start is not waited for; requests get 503 until it is back.
+  if (redis) await Promise.race([once(redis, 'ready'), new Promise((r) => setTimeout(r, 2000).unref())]).catch(() => {});
   return {
     lifecycle: { draining: false },
     events,
