@@ -122,6 +122,7 @@ describe('dependencies going away and coming back', () => {
 
   test('Redis (shared rate limits): 503 while it is gone, served again once it is back', { skip: redisGate.skip }, async () => {
     await h?.close();
+    p?.close(); // a proxy left by a test that failed half way
     const redisUrl = new URL(redisGate.value!);
     p = await proxy(redisUrl);
     h = await makeHarness('sqlite', { config: { redisUrl: p.url(redisUrl), rateLimitApi: { max: 1000, windowMs: 60_000 }, rateLimitUpload: { max: 1000, windowMs: 60_000 } } });
@@ -137,6 +138,7 @@ describe('dependencies going away and coming back', () => {
 
   test('S3: 503 while it is gone, nothing half-stored, served again once it is back', { skip: s3Gate.skip }, async () => {
     await h?.close();
+    p?.close(); // a proxy left by a test that failed half way
     const storage = await freshS3Storage();
     if (storage.driver !== 's3') throw new Error('expected s3');
     const endpoint = new URL(storage.s3.endpoint!);
