@@ -4,13 +4,22 @@
 //   npm run bench:api            (PostgreSQL from STOWAGE_BENCH_DATABASE_URL, default local)
 //
 // Targets (issue 6): multipart start (200 parts) >= 0.3x and list sources >= 0.5x the bare route.
+//
+// Then the signing of a start's 200 part URLs on its own, against one HMAC (local disk) or one
+// getSignedUrl (S3) per part measured in the same run: the straightforward way, which start
+// used before.
+import { createHmac, randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { UploadPartCommand } from '@aws-sdk/client-s3';
+import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import autocannon from 'autocannon';
 import Fastify from 'fastify';
 import { buildApp } from '../src/app.ts';
+import { PartUrlSigner } from '../src/crypto/part-url.ts';
 import { createServices } from '../src/services/container.ts';
+import { S3Storage } from '../src/storage/s3.ts';
 import { freshPostgres, testConfig } from '../test/helpers/harness.ts';
 import { fmt } from './lib.ts';
 
@@ -74,6 +83,50 @@ async function bareRoute(body: unknown): Promise<Result> {
   return r;
 }
 
+/** Mean µs per call of `f`, after a warm-up; calls run one after another. */
+async function perCall(f: () => unknown, minMs = 1500): Promise<number> {
+  for (let i = 0; i < 20; i++) await f();
+  let n = 0;
+  const t0 = performance.now();
+  while (performance.now() - t0 < minMs) {
+    await f();
+    n++;
+  }
+  return ((performance.now() - t0) * 1000) / n;
+}
+
+/** Signing the part URLs of one 200-part start (no HTTP, no database). */
+async function signing(): Promise<void> {
+  const PARTS = 200;
+  const lengths = Array(PARTS).fill(8 * 1024 * 1024);
+  const session = 'S'.repeat(24);
+  const expires = Math.floor(Date.now() / 1000) + 3600;
+  const master = randomBytes(32);
+  const key = createHmac('sha256', master).update('stowage/part-url/v1').digest();
+  const signer = new PartUrlSigner(master);
+  const perPartHmac = await perCall(() => {
+    for (let n = 1; n <= PARTS; n++) createHmac('sha256', key).update(`${session}\n${n}\n${lengths[n - 1]}\n${expires}`).digest('base64url');
+  });
+  const batched = await perCall(() => signer.urls('http://127.0.0.1:8080', session, lengths, expires));
+  // Presigning needs no server: nothing is sent.
+  const s3 = new S3Storage({ endpoint: 'http://127.0.0.1:9', region: 'us-east-1', bucket: 'bench', accessKeyId: 'AKIA', secretAccessKey: 'secret', forcePathStyle: true });
+  const parts = lengths.map((length, i) => ({ partNumber: i + 1, length }));
+  const perPartSdk = await perCall(async () => {
+    for (const p of parts) {
+      await getSignedUrl(s3.client, new UploadPartCommand({ Bucket: 'bench', Key: 'ws/key.bin', UploadId: 'upload-1', PartNumber: p.partNumber, ContentLength: p.length }), {
+        expiresIn: 3600,
+        signableHeaders: new Set(['content-length']),
+      });
+    }
+  });
+  const presigned = await perCall(() => s3.presignParts('ws/key.bin', 'upload-1', parts, 3600));
+  console.log(`\nsigning the ${PARTS} part URLs of one start (µs per start, one start after another; x = baseline / ours)`);
+  console.log(`${'local: one HMAC per part'.padEnd(40)} ${fmt(perPartHmac, 0).padStart(8)}`);
+  console.log(`${'local: batched (PartUrlSigner.urls)'.padEnd(40)} ${fmt(batched, 0).padStart(8)}  ${fmt(perPartHmac / batched, 2)}x`);
+  console.log(`${'S3: getSignedUrl per part'.padEnd(40)} ${fmt(perPartSdk, 0).padStart(8)}`);
+  console.log(`${'S3: presignParts'.padEnd(40)} ${fmt(presigned, 0).padStart(8)}  ${fmt(perPartSdk / presigned, 2)}x`);
+}
+
 async function main() {
   console.log(`bench/api — ${CONNECTIONS} connections x ${DURATION} s per run; node ${process.version}\n`);
   const baseline = await bareRoute({ sources: [], meta: { page: 1, limit: 10, total: 0, hasMore: false } });
@@ -103,6 +156,7 @@ async function main() {
   for (const [label, r, target, same] of rows) {
     console.log(`${label.padEnd(30)} ${fmt(r.rps, 0).padStart(8)} ${String(r.p99).padStart(7)} ${String(r.errors).padStart(6)} ${fmt(r.rps / baseline.rps, 3).padStart(7)}  ${fmt(r.rps / same.rps, 3).padStart(16)}  target >= ${target} x bare`);
   }
+  await signing();
 }
 
 main().catch((err) => {

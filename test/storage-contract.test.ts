@@ -8,7 +8,8 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import { xxh3 } from '@node-rs/xxhash';
-import { CreateBucketCommand } from '@aws-sdk/client-s3';
+import { CreateBucketCommand, UploadPartCommand } from '@aws-sdk/client-s3';
+import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import { type MultipartStorage, ObjectNotFoundError, type StorageDriver, supportsMultipart } from '../src/storage/driver.ts';
 import { LocalStorage, PartLengthError } from '../src/storage/local.ts';
 import { S3Storage } from '../src/storage/s3.ts';
@@ -37,8 +38,11 @@ function chunked(data: Buffer, failAfter?: number): Readable {
 }
 
 async function uploadPart(d: StorageDriver & MultipartStorage, key: string, uploadId: string, n: number, body: Buffer, declared = body.length) {
-  if (d.presignPart) {
-    const url = await d.presignPart(key, uploadId, n, declared, 300);
+  if (d.presignParts) {
+    // Parts 1..n are signed together, as a start does, so that for n > 1 the URL comes from
+    // the batch path rather than from getSignedUrl.
+    const urls = await d.presignParts(key, uploadId, Array.from({ length: n }, (_, i) => ({ partNumber: i + 1, length: declared })), 300);
+    const url = urls[n - 1];
     const res = await fetch(url, { method: 'PUT', body: new Blob([new Uint8Array(body)]), headers: { 'content-type': 'application/octet-stream' } });
     await res.arrayBuffer();
     if (!res.ok) throw Object.assign(new Error(`part ${n}: HTTP ${res.status}`), { status: res.status });
@@ -177,12 +181,35 @@ for (const spec of drivers) {
         });
       }
 
+      if (spec.name === 's3') {
+        test('batch-presigned part URLs are exactly what getSignedUrl gives for each part', async () => {
+          const m = d as S3Storage;
+          const key = 'mp/batch_file-1.v2.bin';
+          const id = await m.createMultipart(key, { contentType: 'application/octet-stream' });
+          const signingDate = new Date(Date.now() - 60_000);
+          const parts = [1, 2, 3].map((partNumber) => ({ partNumber, length: partNumber < 3 ? partSize : partSize - 7 }));
+          const urls = await m.presignParts(key, id, parts, 900, signingDate);
+          const expected = await Promise.all(
+            parts.map((p) =>
+              getSignedUrl(m.client, new UploadPartCommand({ Bucket: (m as any).bucket, Key: key, UploadId: id, PartNumber: p.partNumber, ContentLength: p.length }), {
+                expiresIn: 900,
+                signableHeaders: new Set(['content-length']),
+                signingDate,
+              }),
+            ),
+          );
+          assert.deepEqual(urls, expected);
+          assert.equal(new Set(urls.map((u) => new URL(u).searchParams.get('X-Amz-Signature'))).size, 3);
+          await m.abortMultipart(key, id);
+        });
+      }
+
       test('a part of another length than declared is refused and not recorded', async (t) => {
         if (!supportsMultipart(d)) return t.skip('driver has no multipart');
         const key = 'mp/len.bin';
         const id = await d.createMultipart(key, { size: 2 * partSize, partSize });
         await assert.rejects(uploadPart(d, key, id, 1, randomBytes(partSize - 10), partSize), (e: any) => e instanceof PartLengthError || e.status === 403 || e.status === 400);
-        await assert.rejects(uploadPart(d, key, id, 1, randomBytes(partSize + 10), partSize), (e: any) => e instanceof PartLengthError || e.status === 403 || e.status === 400);
+        await assert.rejects(uploadPart(d, key, id, 2, randomBytes(partSize + 10), partSize), (e: any) => e instanceof PartLengthError || e.status === 403 || e.status === 400);
         assert.deepEqual(await d.listParts(key, id), []);
         await d.abortMultipart(key, id);
       });

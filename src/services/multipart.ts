@@ -239,8 +239,7 @@ export class MultipartService {
       updated_at: now,
     };
     await this.db.kysely.insertInto('multipart_sessions').values(session).execute();
-    const parts: string[] = [];
-    for (let n = 1; n <= partCount; n++) parts.push(await this.partUrl(session, n, ttl));
+    const parts = await this.partUrls(session, ttl);
     return {
       session_id: session.id,
       uuid: session.uuid,
@@ -254,10 +253,11 @@ export class MultipartService {
     };
   }
 
-  private partUrl(s: MultipartSessionRow, n: number, ttl: number): Promise<string> | string {
-    const length = partLength(s, n);
-    if (this.storage.presignPart) return this.storage.presignPart(s.storage_key, s.upload_id, n, length, ttl);
-    return this.signer.url(this.settings.publicUrl, s.id, n, length, Number(s.expire_at));
+  /** The upload URL of every part, in order: presigned by storage (S3) or signed here. */
+  private partUrls(s: MultipartSessionRow, ttl: number): Promise<string[]> {
+    const lengths = Array.from({ length: s.part_count }, (_, i) => partLength(s, i + 1));
+    if (this.storage.presignParts) return this.storage.presignParts(s.storage_key, s.upload_id, lengths.map((length, i) => ({ partNumber: i + 1, length })), ttl);
+    return this.signer.urls(this.settings.publicUrl, s.id, lengths, Number(s.expire_at));
   }
 
   /** A part through the service (local disk): the URL is the authorisation. */

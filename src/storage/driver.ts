@@ -49,6 +49,11 @@ export interface StorageDriver {
   localPath?(key: string): string;
 }
 
+export interface PartToSign {
+  partNumber: number;
+  length: number;
+}
+
 export interface PartInfo {
   partNumber: number;
   size: number;
@@ -62,8 +67,11 @@ export interface PartInfo {
  */
 export interface MultipartStorage {
   createMultipart(key: string, opts: { contentType?: string; size: number; partSize: number }): Promise<string>;
-  /** S3: a presigned UploadPart URL. Drivers without it get parts through `writePart`. */
-  presignPart?(key: string, uploadId: string, partNumber: number, contentLength: number, expiresInSeconds: number): Promise<string>;
+  /**
+   * S3: presigned UploadPart URLs, one per `{partNumber, length}` asked for, in that order, each
+   * signed for exactly that length. Drivers without it get parts through `writePart`.
+   */
+  presignParts?(key: string, uploadId: string, parts: readonly PartToSign[], expiresInSeconds: number): Promise<string[]>;
   /** Local disk: writes one part in place; must receive exactly `length` bytes. */
   writePart?(key: string, uploadId: string, partNumber: number, body: Readable, length: number, signal?: AbortSignal): Promise<PartInfo>;
   listParts(key: string, uploadId: string): Promise<PartInfo[]>;
