@@ -202,6 +202,23 @@ for (const spec of drivers) {
           assert.equal(new Set(urls.map((u) => new URL(u).searchParams.get('X-Amz-Signature'))).size, 3);
           await m.abortMultipart(key, id);
         });
+
+        test('a start with thousands of parts lets the event loop turn while its URLs are signed', async () => {
+          const m = d as S3Storage;
+          const many = Array.from({ length: 2000 }, (_, i) => ({ partNumber: i + 1, length: partSize }));
+          let turns = 0;
+          const tick = () => {
+            turns++;
+            if (!done) setImmediate(tick);
+          };
+          let done = false;
+          setImmediate(tick);
+          const urls = await m.presignParts('mp/many.bin', 'upload-1', many, 900);
+          done = true;
+          assert.equal(urls.length, 2000);
+          assert.match(urls[1999], /[?&]partNumber=2000&/);
+          assert.ok(turns >= 5, `the event loop turned ${turns} times`);
+        });
       }
 
       test('a part of another length than declared is refused and not recorded', async (t) => {

@@ -176,7 +176,10 @@ export class S3Storage implements StorageDriver, MultipartStorage {
     const path = first.slice(first.indexOf('/', url.protocol.length + 2), first.indexOf('?'));
     const port = url.port ? Number(url.port) : undefined;
     const presigner = this.presigner(region, service);
-    for (const p of parts.slice(1)) {
+    for (const [i, p] of parts.entries()) {
+      if (i === 0) continue;
+      // About 75 µs each: a 10,000-part start lets other requests in every 256 URLs.
+      if (i % 256 === 0) await new Promise<void>((resolve) => setImmediate(resolve));
       const signed = await presigner.presign(
         { protocol: url.protocol, hostname: url.hostname, port, method: 'PUT', path, query: { ...query, partNumber: String(p.partNumber) }, headers: { host: url.host, 'content-length': String(p.length) } },
         { ...options, signingRegion: region, signingService: service },
