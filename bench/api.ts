@@ -44,12 +44,21 @@ interface Measured {
   /** One real answer of each, for the same-body baseline. */
   startBody: unknown;
   listBody: unknown;
+  /** The same answers from routes added to Stowage's app, which do no work: its hooks' share. */
+  app?: [string, Result][];
 }
 
-async function measure(databaseUrl: string | undefined): Promise<Measured> {
+async function measure(databaseUrl: string | undefined, appRoutes = false): Promise<Measured> {
   const dir = mkdtempSync(join(tmpdir(), 'bench-api-'));
   const services = await createServices(testConfig(dir, { databaseUrl, logLevel: 'silent' }));
   const app = await buildApp(services, { logger: false });
+  const answers: { start?: unknown; list?: unknown } = {};
+  if (appRoutes) {
+    app.get('/bench/start', async () => answers.start);
+    app.get('/bench/start-key', { config: { auth: 'any' } }, async () => answers.start);
+    app.get('/bench/list', async () => answers.list);
+    app.get('/bench/list-key', { config: { auth: 'private' } }, async () => answers.list);
+  }
   const base = await app.listen({ host: '127.0.0.1', port: 0 });
   (services.multipart as any).settings.publicUrl = base;
   const ws = await services.workspaces.create('bench');
@@ -67,10 +76,23 @@ async function measure(databaseUrl: string | undefined): Promise<Measured> {
   const listBody = await (await fetch(listRequest.url, listRequest)).json();
   const start = await load(startRequest);
   const list = await load(listRequest);
+  let appRuns: [string, Result][] | undefined;
+  if (appRoutes) {
+    Object.assign(answers, { start: startBody, list: listBody });
+    appRuns = [];
+    for (const [label, path, key] of [
+      ['  same body as start', 'start', undefined],
+      ['    and the key checked', 'start-key', ws.public_key],
+      ['  same body as list', 'list', undefined],
+      ['    and the key checked', 'list-key', ws.private_key],
+    ] as const) {
+      appRuns.push([label, await load({ url: `${base}/bench/${path}`, headers: key ? { 'x-api-key': key } : {} })]);
+    }
+  }
   await app.close();
   await services.close();
   rmSync(dir, { recursive: true, force: true });
-  return { start, list, startBody, listBody };
+  return { start, list, startBody, listBody, app: appRuns };
 }
 
 /** A bare Fastify route answering `body` (serialized per request, as any route does). */
@@ -132,7 +154,7 @@ async function main() {
   const baseline = await bareRoute({ sources: [], meta: { page: 1, limit: 10, total: 0, hasMore: false } });
 
   const rows: [string, Result, number, Result][] = [];
-  const sqlite = await measure(undefined);
+  const sqlite = await measure(undefined, true);
   // The same answers from a bare route: what Fastify and the network cost for these bodies alone
   // (200 part URLs are 30 KB of JSON). Printed beside the targets, which are against the
   // minimal route.
@@ -153,6 +175,12 @@ async function main() {
   console.log(`${'bare Fastify route'.padEnd(30)} ${fmt(baseline.rps, 0).padStart(8)} ${String(baseline.p99).padStart(7)} ${String(baseline.errors).padStart(6)} ${'1.00'.padStart(7)}`);
   console.log(`${'  same body as start'.padEnd(30)} ${fmt(sameStart.rps, 0).padStart(8)} ${String(sameStart.p99).padStart(7)} ${String(sameStart.errors).padStart(6)} ${fmt(sameStart.rps / baseline.rps, 3).padStart(7)}`);
   console.log(`${'  same body as list'.padEnd(30)} ${fmt(sameList.rps, 0).padStart(8)} ${String(sameList.p99).padStart(7)} ${String(sameList.errors).padStart(6)} ${fmt(sameList.rps / baseline.rps, 3).padStart(7)}`);
+  if (sqlite.app) {
+    console.log("Stowage's app, routes that do no work (its hooks: request metrics, auth, errors)");
+    for (const [label, r] of sqlite.app) {
+      console.log(`${label.padEnd(30)} ${fmt(r.rps, 0).padStart(8)} ${String(r.p99).padStart(7)} ${String(r.errors).padStart(6)} ${fmt(r.rps / baseline.rps, 3).padStart(7)}`);
+    }
+  }
   for (const [label, r, target, same] of rows) {
     console.log(`${label.padEnd(30)} ${fmt(r.rps, 0).padStart(8)} ${String(r.p99).padStart(7)} ${String(r.errors).padStart(6)} ${fmt(r.rps / baseline.rps, 3).padStart(7)}  ${fmt(r.rps / same.rps, 3).padStart(16)}  target >= ${target} x bare`);
   }
