@@ -207,11 +207,11 @@ for (const spec of drivers) {
           const m = d as S3Storage;
           const many = Array.from({ length: 2000 }, (_, i) => ({ partNumber: i + 1, length: partSize }));
           let turns = 0;
+          let done = false;
           const tick = () => {
             turns++;
             if (!done) setImmediate(tick);
           };
-          let done = false;
           setImmediate(tick);
           const urls = await m.presignParts('mp/many.bin', 'upload-1', many, 900);
           done = true;

@@ -151,7 +151,7 @@ export class S3Storage implements StorageDriver, MultipartStorage {
    * Presigned UploadPart URLs. The first goes through the SDK's whole presign path, which
    * resolves the endpoint, the addressing style and the signing region exactly as for a real
    * request; the others are that request with another part number and length, signed by the
-   * SDK's presigner directly. getSignedUrl costs about ten times as much per URL (it runs the
+   * SDK's presigner directly. getSignedUrl costs about eight times as much per URL (it runs the
    * client's middleware stack and endpoint rules each time), which a 10,000-part upload felt
    * as seconds of event-loop time. `signingDate` is for tests that compare with getSignedUrl.
    */
@@ -176,9 +176,9 @@ export class S3Storage implements StorageDriver, MultipartStorage {
     const path = first.slice(first.indexOf('/', url.protocol.length + 2), first.indexOf('?'));
     const port = url.port ? Number(url.port) : undefined;
     const presigner = this.presigner(region, service);
-    for (const [i, p] of parts.entries()) {
-      if (i === 0) continue;
-      // About 75 µs each: a 10,000-part start lets other requests in every 256 URLs.
+    for (let i = 1; i < parts.length; i++) {
+      const p = parts[i];
+      // 75 to 150 µs each here: a 10,000-part start lets other requests in every 256 URLs.
       if (i % 256 === 0) await new Promise<void>((resolve) => setImmediate(resolve));
       const signed = await presigner.presign(
         { protocol: url.protocol, hostname: url.hostname, port, method: 'PUT', path, query: { ...query, partNumber: String(p.partNumber) }, headers: { host: url.host, 'content-length': String(p.length) } },
