@@ -4,17 +4,20 @@ import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import { installAuth } from './http/auth.ts';
+import { installCors } from './http/cors.ts';
 import { frameworkErrors, installErrorHandling } from './http/errors.ts';
 import { installValidation } from './http/validation.ts';
 import { installRateLimits } from './http/rate-limit.ts';
 import { healthRoutes } from './http/routes/health.ts';
 import { sourceRoutes } from './http/routes/sources.ts';
-import { ErrorBody, FileRecord, Source } from './http/schemas.ts';
+import { ErrorBody, FileRecord, Source, UploadAnswer } from './http/schemas.ts';
 import { remoteUploadRoute, uploadRoutes } from './http/routes/uploads.ts';
 import { multipartRoutes } from './http/routes/multipart.ts';
 import { fileRoutes } from './http/routes/files.ts';
 import { deliveryRoutes } from './http/routes/delivery.ts';
 import { dashboardRoutes } from './http/routes/dashboard.ts';
+import { tokenRoutes } from './http/routes/tokens.ts';
+import { workspaceRoutes } from './http/routes/workspace.ts';
 import type { Services } from './services/container.ts';
 
 /** Header and body paths that must never reach a log line. */
@@ -52,6 +55,7 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
   app.addSchema(ErrorBody);
   app.addSchema(Source);
   app.addSchema(FileRecord);
+  app.addSchema(UploadAnswer);
 
   await app.register(swagger, {
     openapi: {
@@ -71,7 +75,9 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
 
   installValidation(app);
   installErrorHandling(app);
-  installAuth(app, services.workspaces);
+  // Before auth, so that preflights are answered and refusals carry CORS headers.
+  await installCors(app, { tokens: services.tokens, publicUrl: config.publicUrl });
+  installAuth(app, services.workspaces, config.publicUrl);
   await installRateLimits(app, { upload: config.rateLimitUpload, api: config.rateLimitApi, redis: services.redis });
 
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
@@ -89,6 +95,8 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
   await app.register(healthRoutes, { db: services.db, storage: services.storage, lifecycle: services.lifecycle });
   await app.register(sourceRoutes, { sources: services.sources });
   await app.register(uploadRoutes, { uploads: services.uploads });
+  await app.register(tokenRoutes, { tokens: services.tokens, workspaces: services.workspaces, publicUrl: config.publicUrl });
+  await app.register(workspaceRoutes, { workspaces: services.workspaces });
   await app.register(async (scope) => remoteUploadRoute(scope, services.remote));
   await app.register(multipartRoutes, { multipart: services.multipart, workspaces: services.workspaces });
   await app.register(fileRoutes, { files: services.files, folders: services.folders });

@@ -62,6 +62,19 @@ export const errors = {
   folderNotFound: () => new AppError(404, 'FOLDER_NOT_FOUND', 'Folder not found', 'No folder with this folder_no in this workspace'),
   fileNameTaken: () => new AppError(409, 'FILE_NAME_TAKEN', 'File name already exists in this folder', 'Choose another name, or move the file elsewhere'),
   folderExists: () => new AppError(409, 'FOLDER_EXISTS', 'Folder already exists', 'The parent folder already holds a folder with this name'),
+  originNotAllowed: (origin: string) =>
+    new AppError(
+      403,
+      'ORIGIN_NOT_ALLOWED',
+      'Forbidden',
+      `This workspace's public key and upload tokens may not be used from pages on ${origin.slice(0, 200)}; add it to allowed_origins (PATCH /api/v1/workspace) with the private key`,
+    ),
+  webhookNotAllowed: () =>
+    new AppError(403, 'WEBHOOK_NOT_ALLOWED', 'Forbidden', 'A public key or upload token may send webhook_url only to an origin listed in the workspace\'s webhook_origins; set it with the private key'),
+  /** Upload tokens (POST /api/v1/uploads/{token}): the documented 401 text, with why in errorCode. */
+  invalidToken: (why: 'TOKEN_INVALID' | 'TOKEN_EXPIRED' | 'TOKEN_USED') => new AppError(401, why, 'Unauthorized', 'Invalid or expired token'),
+  overrideNotAllowed: (field: string) =>
+    new AppError(403, 'OVERRIDE_NOT_ALLOWED', 'Forbidden', `This upload token does not allow the uploader to choose ${field}`),
   serviceUnavailable: (what: string) =>
     new AppError(503, 'SERVICE_UNAVAILABLE', 'Service unavailable', `${what} is not answering; try again shortly`, {
       headers: { 'retry-after': '5' },

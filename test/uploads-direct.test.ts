@@ -102,10 +102,10 @@ for (const combo of UPLOAD_MATRIX) {
       assert.equal(fake.body.width, null);
     });
 
-    test('identical bytes are stored once per workspace: is_duplicate, one blob, counted once', async () => {
+    test('identical bytes are stored once per workspace: is_duplicate (shown to a private key), one blob, counted once', async () => {
       const data = randomBytes(200_000);
-      const first = await upload({ file: new Blob([data]), file_name: 'one.bin' });
-      const second = await upload({ file: new Blob([data]), file_name: 'two.bin' });
+      const first = await upload({ file: new Blob([data]), file_name: 'one.bin' }, h.ws.private_key);
+      const second = await upload({ file: new Blob([data]), file_name: 'two.bin' }, h.ws.private_key);
       assert.equal(first.body.is_duplicate, false);
       assert.equal(second.body.is_duplicate, true);
       assert.equal(second.body.hash, first.body.hash);
@@ -115,9 +115,9 @@ for (const combo of UPLOAD_MATRIX) {
       await assertConsistent();
     });
 
-    test('the same name in the same folder replaces the content and keeps id and file_no; old bytes are freed', async () => {
-      const a = await upload({ file: new Blob([randomBytes(50_000)]), file_name: 'report.pdf', folder: 'docs' });
-      const b = await upload({ file: new Blob([Buffer.from('%PDF-1.4 new version')]), file_name: 'report.pdf', folder: 'docs' });
+    test('with a private key, the same name in the same folder replaces the content and keeps id and file_no; old bytes are freed', async () => {
+      const a = await upload({ file: new Blob([randomBytes(50_000)]), file_name: 'report.pdf', folder: 'docs' }, h.ws.private_key);
+      const b = await upload({ file: new Blob([Buffer.from('%PDF-1.4 new version')]), file_name: 'report.pdf', folder: 'docs' }, h.ws.private_key);
       assert.equal(b.status, 201);
       assert.equal(b.body.id, a.body.id);
       assert.equal(b.body.file_no, a.body.file_no);

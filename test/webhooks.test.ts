@@ -60,7 +60,7 @@ describe('webhooks', () => {
   test('upload.completed arrives signed; an independent implementation verifies it; the data is the record', async () => {
     const r = await receiver(() => 'ok');
     try {
-      const up = await upload(base, h.ws.public_key, `${r.url}/hooks`);
+      const up = await upload(base, h.ws.private_key, `${r.url}/hooks`);
       assert.equal(up.status, 201);
       await until(() => r.got.length === 1, () => h.services.webhooks.runOnce());
       const msg = r.got[0];
@@ -80,7 +80,7 @@ describe('webhooks', () => {
   test('a receiver that fails, then times out, then recovers: retried with backoff under one id', async () => {
     const r = await receiver((n) => (n <= 2 ? 'fail' : n === 3 ? 'hang' : 'ok'));
     try {
-      await upload(base, h.ws.public_key, `${r.url}/flaky`);
+      await upload(base, h.ws.private_key, `${r.url}/flaky`);
       const started = Date.now();
       await until(() => r.got.length === 4, () => h.services.webhooks.runOnce(), 20_000);
       const ids = new Set(r.got.map((g) => g.headers['webhook-id']));
@@ -98,7 +98,7 @@ describe('webhooks', () => {
   test('a receiver that never recovers: the delivery fails after the last scheduled attempt', async () => {
     const r = await receiver(() => 'fail');
     try {
-      await upload(base, h.ws.public_key, `${r.url}/dead`);
+      await upload(base, h.ws.private_key, `${r.url}/dead`);
       await until(async () => (await h.services.webhooks.counts()).failed === 1, () => h.services.webhooks.runOnce(), 20_000);
       assert.equal(r.got.length, 4, 'one attempt plus one per scheduled retry');
       await new Promise((res) => setTimeout(res, 1200));
@@ -115,7 +115,7 @@ describe('webhooks', () => {
     try {
       const remote = await fetch(`${base}/api/v1/uploads/remote`, {
         method: 'POST',
-        headers: { 'x-api-key': h.ws.public_key, 'content-type': 'application/json' },
+        headers: { 'x-api-key': h.ws.private_key, 'content-type': 'application/json' },
         body: JSON.stringify({ remote_url: `${origin.url}/a.bin`, webhook_url: `${r.url}/remote` }),
       });
       const remoteRecord = (await remote.json()) as any;
@@ -123,12 +123,12 @@ describe('webhooks', () => {
       (h.services.multipart as any).settings.publicUrl = base;
       const start = await fetch(`${base}/api/v1/multipart/start`, {
         method: 'POST',
-        headers: { 'x-api-key': h.ws.public_key, 'content-type': 'application/json' },
+        headers: { 'x-api-key': h.ws.private_key, 'content-type': 'application/json' },
         body: JSON.stringify({ file_name: 'mp.bin', size: 1000, format: 'application/octet-stream', webhook_url: `${r.url}/multipart` }),
       });
       const session = (await start.json()) as any;
       await fetch(session.parts[0], { method: 'PUT', body: randomBytes(1000), headers: { 'content-type': 'application/octet-stream' } });
-      const done = await fetch(`${base}/api/v1/multipart/complete`, { method: 'POST', headers: { 'x-api-key': h.ws.public_key, 'content-type': 'application/json' }, body: JSON.stringify({ session_id: session.session_id }) });
+      const done = await fetch(`${base}/api/v1/multipart/complete`, { method: 'POST', headers: { 'x-api-key': h.ws.private_key, 'content-type': 'application/json' }, body: JSON.stringify({ session_id: session.session_id }) });
       const mpRecord = (await done.json()) as any;
       await until(() => r.got.length === 2, () => h.services.webhooks.runOnce());
       const byPath = Object.fromEntries(r.got.map((g) => [g.headers['webhook-id'], new Webhook(h.ws.webhook_secret).verify(g.body, g.headers) as any]));
@@ -147,7 +147,7 @@ describe('webhooks', () => {
     const strictBase = await strict.app.listen({ host: '127.0.0.1', port: 0 });
     try {
       for (const url of ['http://127.0.0.1:9/x', 'http://169.254.169.254/latest', 'http://[::1]/x']) {
-        const res = await upload(strictBase, strict.ws.public_key, url);
+        const res = await upload(strictBase, strict.ws.private_key, url);
         assert.equal(res.status, 400, url);
         assert.equal(res.body.errorCode, 'URL_REFUSED');
         assert.match(res.body.message, /^webhook_url/);
@@ -166,7 +166,7 @@ for (const dialect of DIALECTS) {
       const h = await makeHarness(dialect.name, { config: { outboundAllow: ['127.0.0.1'] } });
       try {
         const base = await h.app.listen({ host: '127.0.0.1', port: 0 });
-        for (let i = 0; i < 12; i++) assert.equal((await upload(base, h.ws.public_key, `${r.url}/n${i}`)).status, 201);
+        for (let i = 0; i < 12; i++) assert.equal((await upload(base, h.ws.private_key, `${r.url}/n${i}`)).status, 201);
         assert.equal((await h.services.webhooks.counts()).pending, 12);
         await h.app.close();
         await h.services.close();

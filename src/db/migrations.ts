@@ -184,6 +184,34 @@ const migrations: Record<string, Migration> = {
       await db.schema.dropTable('webhook_deliveries').execute();
     },
   },
+  '0005_browser_uploads': {
+    async up(db: Kysely<any>) {
+      // Origins as JSON arrays of strings; null means none configured.
+      await db.schema.alterTable('workspaces').addColumn('allowed_origins', 'text').execute();
+      await db.schema.alterTable('workspaces').addColumn('webhook_origins', 'text').execute();
+      // Whether the session was started with a private key, which alone may replace a file.
+      await db.schema.alterTable('multipart_sessions').addColumn('may_replace', 'integer', (c) => c.notNull().defaultTo(1)).execute();
+      await db.schema
+        .createTable('upload_tokens')
+        .addColumn('id', 'varchar(36)', (c) => c.primaryKey())
+        .addColumn('workspace_id', 'varchar(32)', (c) => c.notNull().references('workspaces.id').onDelete('cascade'))
+        .addColumn('key_id', 'varchar(36)', (c) => c.notNull())
+        .addColumn('policy', 'text', (c) => c.notNull())
+        .addColumn('expire_at', 'bigint', (c) => c.notNull())
+        .addColumn('state', 'varchar(16)', (c) => c.notNull())
+        .addColumn('used_at', 'varchar(32)')
+        .addColumn('file_id', 'varchar(36)')
+        .addColumn('created_at', 'varchar(32)', (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex('upload_tokens_expire_idx').on('upload_tokens').column('expire_at').execute();
+    },
+    async down(db: Kysely<any>) {
+      await db.schema.dropTable('upload_tokens').execute();
+      await db.schema.alterTable('multipart_sessions').dropColumn('may_replace').execute();
+      await db.schema.alterTable('workspaces').dropColumn('webhook_origins').execute();
+      await db.schema.alterTable('workspaces').dropColumn('allowed_origins').execute();
+    },
+  },
 };
 
 class InCodeProvider implements MigrationProvider {

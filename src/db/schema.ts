@@ -13,6 +13,10 @@ export interface WorkspaceTable {
   max_file_size: number | null;
   /** Bytes held by this workspace's blobs (each stored once). */
   used_bytes: number;
+  /** JSON array of web origins that may use the public key and upload tokens; null = any. */
+  allowed_origins: string | null;
+  /** JSON array of origins public-key uploads may send webhooks to; null = none. */
+  webhook_origins: string | null;
   created_at: string;
   updated_at: string;
 }
@@ -85,7 +89,7 @@ export interface FileTable {
   custom_id: string | null;
   is_private: number;
   is_duplicate: number;
-  upload_source: 'direct' | 'multipart' | 'remote' | 'dashboard';
+  upload_source: 'direct' | 'multipart' | 'remote' | 'token' | 'dashboard';
   created_at: string;
   updated_at: string;
 }
@@ -120,8 +124,27 @@ export interface MultipartSessionTable {
   expire_at: number;
   file_id: string | null;
   webhook_url: string | null;
+  /** 1 when started with a private key: only then may the upload replace a file of the same name. */
+  may_replace: number;
   created_at: string;
   updated_at: string;
+}
+
+export interface UploadTokenTable {
+  /** The token's `jti`. */
+  id: string;
+  workspace_id: string;
+  /** The private key that minted it: revoking or rotating that key ends the token. */
+  key_id: string;
+  /** JSON of TokenPolicy (services/upload-tokens.ts). */
+  policy: string;
+  /** Unix seconds. */
+  expire_at: number;
+  /** unused → uploading → used; back to unused when an upload fails. */
+  state: 'unused' | 'uploading' | 'used';
+  used_at: string | null;
+  file_id: string | null;
+  created_at: string;
 }
 
 export interface WebhookDeliveryTable {
@@ -158,11 +181,13 @@ export interface Database {
   storage_intents: StorageIntentTable;
   multipart_sessions: MultipartSessionTable;
   webhook_deliveries: WebhookDeliveryTable;
+  upload_tokens: UploadTokenTable;
 }
 
 export type WebhookDeliveryRow = Selectable<WebhookDeliveryTable>;
 
 export type MultipartSessionRow = Selectable<MultipartSessionTable>;
+export type UploadTokenRow = Selectable<UploadTokenTable>;
 
 export type FolderRow = Selectable<FolderTable>;
 export type BlobRow = Selectable<BlobTable>;

@@ -3,6 +3,7 @@
 // 'private'. The principal is attached to the request for the handler.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { errors } from '../errors.ts';
+import { originAllowed } from '../services/origins.ts';
 import type { Principal, WorkspaceService } from '../services/workspaces.ts';
 
 export type AuthRequirement = 'none' | 'any' | 'private';
@@ -28,7 +29,19 @@ export function presentedKey(request: FastifyRequest): string | undefined {
   return typeof x === 'string' ? x.trim() : undefined;
 }
 
-export function installAuth(app: FastifyInstance, workspaces: WorkspaceService): void {
+/**
+ * A browser page may use a workspace's public key or upload tokens only from the origins the
+ * workspace allows (any, when it lists none). The service's own pages (dashboard, examples)
+ * are always allowed. Requests without an Origin header do not come from a web page.
+ */
+export function checkBrowserOrigin(request: FastifyRequest, allowed: readonly string[], ownOrigin: string): void {
+  const origin = request.headers.origin;
+  if (typeof origin !== 'string' || allowed.length === 0 || origin === ownOrigin) return;
+  if (!originAllowed(allowed, origin)) throw errors.originNotAllowed(origin);
+}
+
+export function installAuth(app: FastifyInstance, workspaces: WorkspaceService, publicUrl: string): void {
+  const ownOrigin = new URL(publicUrl).origin;
   app.decorateRequest('principal', undefined);
   app.addHook('onRequest', async (request) => {
     const config = request.routeOptions.config;
@@ -37,6 +50,7 @@ export function installAuth(app: FastifyInstance, workspaces: WorkspaceService):
     const principal = await workspaces.authenticate(presentedKey(request));
     if (!principal) throw config.authErrorStyle === 'list-sources' ? errors.invalidApiKey() : errors.unauthorized();
     if (need === 'private' && principal.keyType !== 'private') throw errors.privateKeyRequired();
+    if (principal.keyType === 'public') checkBrowserOrigin(request, principal.allowedOrigins, ownOrigin);
     request.principal = principal;
   });
 }

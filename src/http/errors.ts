@@ -77,7 +77,8 @@ export function installErrorHandling(app: FastifyInstance): void {
   const methodsByPath = new Map<string, Set<string>>();
   app.addHook('onRoute', (route) => {
     // The delivery catch-all (/:workspace/*) would make every unknown path "known".
-    if (route.url.startsWith('/:')) return;
+    // So would @fastify/cors's OPTIONS '*' route, which answers preflights.
+    if (route.url.startsWith('/:') || route.url === '*') return;
     const methods = Array.isArray(route.method) ? route.method : [route.method];
     let set = methodsByPath.get(route.url);
     if (!set) {

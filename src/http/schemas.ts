@@ -73,3 +73,18 @@ export const FileRecord = Type.Object(
   },
   { $id: 'FileRecord' },
 );
+
+/** A file record as upload answers give it: both documented shapes at once (INTERFACE.md 4.3). */
+const recordWithAliases = {
+  ...FileRecord.properties,
+  file_size: Type.Integer({ description: 'The same as size (the hosted SDKs read this name)' }),
+  workspace_no: Type.String({ description: 'The same as workspace_id' }),
+};
+export const UploadAnswer = Type.Object(
+  {
+    success: Type.Literal(true),
+    ...recordWithAliases,
+    data: Type.Object(recordWithAliases),
+  },
+  { $id: 'UploadAnswer', description: 'The flat file record, plus success and data (the record again), so readers of either documented shape work.' },
+);

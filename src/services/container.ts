@@ -24,6 +24,7 @@ import { RemoteUploadService } from './remote.ts';
 import { PartUrlSigner } from '../crypto/part-url.ts';
 import { DeliverySigner } from '../crypto/delivery-url.ts';
 import { WorkspaceService } from './workspaces.ts';
+import { UploadTokenService } from './upload-tokens.ts';
 
 export interface Services {
   config: Config;
@@ -37,6 +38,7 @@ export interface Services {
   uploads: UploadService;
   multipart: MultipartService;
   remote: RemoteUploadService;
+  tokens: UploadTokenService;
   files: FileService;
   folders: FolderService;
   delivery: DeliveryService;
@@ -113,6 +115,7 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
     delivery: new DeliveryService(db, storage, config.maxImagePixels, sources, events),
     deliverySigner,
     remote,
+    tokens: new UploadTokenService(db, uploads, workspaces, config.masterKey, { publicUrl: config.publicUrl, maxTtlSeconds: config.multipartMaxTtl }),
     multipart,
     config,
     blobs,

@@ -51,6 +51,8 @@ export interface NewFile {
   metadata: Record<string, unknown>;
   custom_id: string | null;
   upload_source: FileRow['upload_source'];
+  /** A file of that name is already in the folder: give it the new content, or use another name. */
+  onNameTaken: 'replace' | ((name: string) => string);
 }
 
 /** The delivery path of a file: folder path and name, each segment URL-encoded. */
@@ -96,30 +98,41 @@ export class FileRecords {
       upload_source: f.upload_source,
       updated_at: now,
     };
-    const existing = await trx
-      .selectFrom('files')
-      .selectAll()
-      .where('workspace_id', '=', f.workspaceId)
-      .where('folder_path', '=', folderPath)
-      .where('name', '=', f.name)
-      .executeTakeFirst();
-    if (existing) {
-      await trx.updateTable('files').set(content).where('id', '=', existing.id).execute();
-      return { row: { ...existing, ...content }, replacedBlobId: existing.blob_id === f.blob.id ? null : existing.blob_id };
+    // Inserted unless the name is taken (ON CONFLICT DO NOTHING, on both dialects), so two
+    // uploads of one name at once never fail on the unique index: the second one sees the
+    // first and replaces it, or takes another name.
+    let name = f.name;
+    for (let attempt = 0; attempt < 8; attempt++) {
+      const existing = await trx
+        .selectFrom('files')
+        .selectAll()
+        .where('workspace_id', '=', f.workspaceId)
+        .where('folder_path', '=', folderPath)
+        .where('name', '=', name)
+        .executeTakeFirst();
+      if (existing && f.onNameTaken === 'replace') {
+        await trx.updateTable('files').set(content).where('id', '=', existing.id).execute();
+        return { row: { ...existing, ...content }, replacedBlobId: existing.blob_id === f.blob.id ? null : existing.blob_id };
+      }
+      if (existing && f.onNameTaken !== 'replace') {
+        name = f.onNameTaken(f.name);
+        continue;
+      }
+      const row: FileRow = {
+        id: newUuid(),
+        file_no: newShortId(),
+        workspace_id: f.workspaceId,
+        folder_id: f.folder?.id ?? null,
+        folder_path: folderPath,
+        name,
+        is_private: 0,
+        created_at: now,
+        ...content,
+      };
+      const inserted = await trx.insertInto('files').values(row).onConflict((oc) => oc.doNothing()).executeTakeFirst();
+      if (Number(inserted.numInsertedOrUpdatedRows ?? 0) === 1) return { row, replacedBlobId: null };
     }
-    const row: FileRow = {
-      id: newUuid(),
-      file_no: newShortId(),
-      workspace_id: f.workspaceId,
-      folder_id: f.folder?.id ?? null,
-      folder_path: folderPath,
-      name: f.name,
-      is_private: 0,
-      created_at: now,
-      ...content,
-    };
-    await trx.insertInto('files').values(row).execute();
-    return { row, replacedBlobId: null };
+    throw errors.fileNameTaken();
   }
 
   view(row: FileRow, folderNo: string | null, sha256: string): FileRecord {

@@ -191,7 +191,8 @@ export class MultipartService {
     this.hashes = new RunningHashes(hasher, this.storage.multipartDataPath?.bind(this.storage));
   }
 
-  async start(workspaceId: string, publicKey: string, input: StartInput): Promise<StartedSession> {
+  /** `mayReplace`: started with a private key (see UploadOptions.mayReplace). */
+  async start(workspaceId: string, publicKey: string, input: StartInput, mayReplace = true): Promise<StartedSession> {
     const name = checkName(input.file_name, 'file_name');
     const folder = parseFolderPath(input.folder);
     const tags = parseTags(input.tags);
@@ -235,6 +236,7 @@ export class MultipartService {
       expire_at: expireAt,
       file_id: null,
       webhook_url: input.webhook_url ?? null,
+      may_replace: mayReplace ? 1 : 0,
       created_at: now,
       updated_at: now,
     };
@@ -436,6 +438,7 @@ export class MultipartService {
           randomPrefix: false,
           transform: null,
           webhookUrl: s.webhook_url,
+          mayReplace: Boolean(s.may_replace),
         },
         'multipart',
         {
@@ -480,7 +483,9 @@ export class MultipartService {
       .executeTakeFirst();
     if (!row) throw errors.sessionNotFound();
     const { sha256, folder_no, ...file } = row;
-    return this.records.view(file, folder_no, sha256);
+    const record = this.records.view(file, folder_no, sha256);
+    if (!s.may_replace) record.is_duplicate = false;
+    return record;
   }
 
   /**

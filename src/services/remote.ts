@@ -6,7 +6,8 @@ import { outboundRequest, OutboundTimeoutError } from '../outbound/http-client.t
 import { AppError, errors } from '../errors.ts';
 import type { FileRecord } from './files.ts';
 import { checkName } from './names.ts';
-import { parseUploadFields, type UploadFields, type UploadService } from './uploads.ts';
+import { applyGrant, parseUploadFields, type UploadFields, type UploadService } from './uploads.ts';
+import type { Principal } from './workspaces.ts';
 
 export interface RemoteSettings {
   timeoutMs: number;
@@ -30,7 +31,8 @@ export class RemoteUploadService {
     private readonly settings: RemoteSettings,
   ) {}
 
-  async upload(workspaceId: string, input: UploadFields & { remote_url?: unknown }): Promise<FileRecord> {
+  async upload(principal: Principal, input: UploadFields & { remote_url?: unknown }): Promise<FileRecord> {
+    const { workspaceId } = principal;
     const url = typeof input.remote_url === 'string' ? input.remote_url : undefined;
     let parsed: URL | undefined;
     try {
@@ -42,7 +44,7 @@ export class RemoteUploadService {
       throw errors.validation('remote_url must be an http(s) URL');
     }
     if (parsed.username || parsed.password) throw errors.validation('remote_url must not carry credentials');
-    const options = parseUploadFields(input, nameFromUrl(url) ?? 'download');
+    const options = applyGrant(parseUploadFields(input, nameFromUrl(url) ?? 'download'), principal);
     const limits = await this.uploads.limits(workspaceId);
 
     let res;

@@ -13,6 +13,8 @@ import { type FileRecord, type FileRecords } from './files.ts';
 import { ensureFolderPath } from './folders.ts';
 import { OutboundBlockedError, type OutboundGuard } from '../outbound/guard.ts';
 import type { WebhookService } from './webhooks.ts';
+import { originAllowed } from './origins.ts';
+import type { Principal } from './workspaces.ts';
 import type { EventEmitter } from 'node:events';
 import { checkName, parseBooleanFlag, parseCustomId, parseFolderPath, parseMetadata, parseTags, withExtension, withRandomPrefix, withRandomSuffix } from './names.ts';
 
@@ -29,6 +31,13 @@ export interface UploadFields {
 }
 
 export interface UploadOptions {
+  /**
+   * Whether a file of the same name in the folder may be replaced: private keys only. A public
+   * key or an upload token (which sit in web pages) adds a file under a new unique name instead,
+   * and is never shown whether the bytes were already stored (no record of another upload, no
+   * signed URL of a private file, no `is_duplicate` oracle).
+   */
+  mayReplace?: boolean;
   name: string;
   folder: string[];
   tags: string[];
@@ -39,7 +48,7 @@ export interface UploadOptions {
   webhookUrl: string | null;
 }
 
-export type UploadSource = 'direct' | 'multipart' | 'remote' | 'dashboard';
+export type UploadSource = 'direct' | 'multipart' | 'remote' | 'token' | 'dashboard';
 
 const str = (v: unknown, field: string): string | undefined => {
   if (v === undefined || v === null) return undefined;
@@ -72,6 +81,18 @@ export function parseUploadFields(fields: UploadFields, defaultName?: string): U
     transform: transformText ? parseTransform(transformText) : null,
     webhookUrl: webhook || null,
   };
+}
+
+/**
+ * What the caller's key lets an upload do. A public key may add files, never replace them, and
+ * may name a webhook_url only at an origin the workspace listed in `webhook_origins`, so a key
+ * copied from a web page cannot make the service send signed requests to strangers.
+ */
+export function applyGrant<T extends UploadOptions | { webhookUrl: string | null; mayReplace?: boolean }>(opts: T, principal: Principal): T {
+  const trusted = principal.keyType === 'private';
+  if (!trusted && opts.webhookUrl && !originAllowed(principal.webhookOrigins, opts.webhookUrl)) throw errors.webhookNotAllowed();
+  opts.mayReplace = trusted;
+  return opts;
 }
 
 export interface UploadSettings {
@@ -121,8 +142,11 @@ export class UploadService {
     return ws.quota_bytes === null ? null : Number(ws.quota_bytes);
   }
 
-  async stage(workspaceId: string, body: Readable, signal?: AbortSignal): Promise<Staged> {
-    return this.blobs.stage(workspaceId, body, await this.limits(workspaceId), signal);
+  /** `maxFileSize` lowers the workspace's limit for this upload (an upload token's own limit). */
+  async stage(workspaceId: string, body: Readable, opts: { signal?: AbortSignal; maxFileSize?: number } = {}): Promise<Staged> {
+    const limits = await this.limits(workspaceId);
+    if (opts.maxFileSize !== undefined) limits.maxFileSize = Math.min(limits.maxFileSize, opts.maxFileSize);
+    return this.blobs.stage(workspaceId, body, limits, opts.signal);
   }
 
   discard(staged: Staged): Promise<void> {
@@ -147,7 +171,10 @@ export class UploadService {
     let current = staged;
     try {
       await this.checkWebhookTarget(opts.webhookUrl);
-      let name = opts.randomPrefix ? (source === 'multipart' ? withRandomPrefix(opts.name) : withRandomSuffix(opts.name)) : opts.name;
+      // random_prefix: a suffix for direct, remote and token uploads (INTERFACE.md 4.3), a
+      // prefix for multipart (4.1); the same rule gives a public upload a free name.
+      const randomize = source === 'multipart' ? withRandomPrefix : withRandomSuffix;
+      let name = opts.randomPrefix ? randomize(opts.name) : opts.name;
       if (opts.transform) {
         const result = await this.transform(current, opts.transform);
         current = result.staged;
@@ -179,6 +206,7 @@ export class UploadService {
           metadata: opts.metadata,
           custom_id: opts.custom_id,
           upload_source: source,
+          onNameTaken: opts.mayReplace === false ? randomize : 'replace',
         });
         if (replacedBlobId) released = await this.blobs.releaseIfUnused(trx, replacedBlobId);
         await hooks.inTransaction?.(trx, row);
@@ -189,7 +217,10 @@ export class UploadService {
       if (duplicate) await this.blobs.discard(current);
       if (released) await this.blobs.forget(current.workspaceId, released);
       this.events?.emit('upload.completed', { source, size: current.size, workspaceId: current.workspaceId });
-      return this.records.view(row, (folder as FolderRow | null)?.folder_no ?? null, sha256);
+      const record = this.records.view(row, (folder as FolderRow | null)?.folder_no ?? null, sha256);
+      // Whether these bytes were already stored is the workspace's business, not a public uploader's.
+      if (opts.mayReplace === false) record.is_duplicate = false;
+      return record;
     } catch (err) {
       if (!hooks.keepOnError?.(err)) {
         await this.blobs.discard(current);

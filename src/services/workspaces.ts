@@ -5,11 +5,35 @@ import { type Db, isUniqueViolation, nowIso } from '../db/database.ts';
 import type { Database } from '../db/schema.ts';
 import { errors } from '../errors.ts';
 import type { CompiledQuery, Kysely } from 'kysely';
+import { loadOrigins, parseOriginList, storeOrigins } from './origins.ts';
 
 export interface Principal {
   workspaceId: string;
   keyId: string;
   keyType: KeyType;
+  /** Web origins that may use this workspace's public key and tokens; empty = any. */
+  allowedOrigins: string[];
+  /** Origins public-key uploads may send webhooks to; empty = none. */
+  webhookOrigins: string[];
+}
+
+/** GET/PATCH /api/v1/workspace: the settings a private key may read and change. */
+export interface WorkspaceSettings {
+  workspace_id: string;
+  name: string;
+  allowed_origins: string[];
+  webhook_origins: string[];
+  quota_bytes: number | null;
+  max_file_size: number | null;
+  used_bytes: number;
+}
+
+interface AuthRow {
+  id: string;
+  workspace_id: string;
+  type: KeyType;
+  allowed_origins: string | null;
+  webhook_origins: string | null;
 }
 
 export interface CreatedWorkspace {
@@ -31,7 +55,7 @@ export interface KeyInfo {
 const KEY_SHAPE = new RegExp(`^(${KEY_PREFIX.public}|${KEY_PREFIX.private})[0-9A-Za-z]{43}$`);
 
 export class WorkspaceService {
-  private authQuery?: CompiledQuery<{ id: string; workspace_id: string; type: KeyType }>;
+  private authQuery?: CompiledQuery<AuthRow>;
 
   constructor(
     private readonly db: Db,
@@ -59,6 +83,8 @@ export class WorkspaceService {
           quota_bytes: null,
           max_file_size: null,
           used_bytes: 0,
+          allowed_origins: null,
+          webhook_origins: null,
           created_at: now,
           updated_at: now,
         })
@@ -110,6 +136,29 @@ export class WorkspaceService {
     await this.db.kysely.updateTable('workspaces').set(changes).where('id', '=', workspaceId).execute();
     const ws = await this.get(workspaceId);
     return { workspace_id: ws.id, quota_bytes: ws.quota_bytes, max_file_size: ws.max_file_size, used_bytes: Number(ws.used_bytes) };
+  }
+
+  async settings(workspaceId: string): Promise<WorkspaceSettings> {
+    const ws = await this.get(workspaceId);
+    return {
+      workspace_id: ws.id,
+      name: ws.name,
+      allowed_origins: loadOrigins(ws.allowed_origins),
+      webhook_origins: loadOrigins(ws.webhook_origins),
+      quota_bytes: ws.quota_bytes === null ? null : Number(ws.quota_bytes),
+      max_file_size: ws.max_file_size === null ? null : Number(ws.max_file_size),
+      used_bytes: Number(ws.used_bytes),
+    };
+  }
+
+  /** Origins lists: a list replaces the stored one; null or [] clears it; absent keeps it. */
+  async updateSettings(workspaceId: string, patch: { allowed_origins?: unknown; webhook_origins?: unknown }): Promise<WorkspaceSettings> {
+    const changes: { allowed_origins?: string | null; webhook_origins?: string | null; updated_at: string } = { updated_at: nowIso() };
+    if (patch.allowed_origins !== undefined) changes.allowed_origins = storeOrigins(parseOriginList(patch.allowed_origins, 'allowed_origins'));
+    if (patch.webhook_origins !== undefined) changes.webhook_origins = storeOrigins(parseOriginList(patch.webhook_origins, 'webhook_origins'));
+    await this.get(workspaceId);
+    await this.db.kysely.updateTable('workspaces').set(changes).where('id', '=', workspaceId).execute();
+    return this.settings(workspaceId);
   }
 
   async webhookSecret(workspaceId: string): Promise<string> {
@@ -194,17 +243,40 @@ export class WorkspaceService {
     // Asked on every request: the query is built once and only its parameters change.
     this.authQuery ??= this.db.kysely
       .selectFrom('api_keys')
-      .select(['id', 'workspace_id', 'type'])
-      .where('key_hash', '=', '$hash')
+      .innerJoin('workspaces', 'workspaces.id', 'api_keys.workspace_id')
+      .select(['api_keys.id', 'api_keys.workspace_id', 'api_keys.type', 'workspaces.allowed_origins', 'workspaces.webhook_origins'])
+      .where('api_keys.key_hash', '=', '$hash')
       // A revocation may be scheduled (key rotation with a grace period).
-      .where((eb) => eb.or([eb('revoked_at', 'is', null), eb('revoked_at', '>', '$now')]))
+      .where((eb) => eb.or([eb('api_keys.revoked_at', 'is', null), eb('api_keys.revoked_at', '>', '$now')]))
       .compile();
     const values: Record<string, unknown> = { $hash: hashApiKey(rawKey), $now: nowIso() };
     const parameters = this.authQuery.parameters.map((p) => (typeof p === 'string' && p in values ? values[p] : p));
-    const { rows } = await this.db.kysely.executeQuery<{ id: string; workspace_id: string; type: KeyType }>({ ...this.authQuery, parameters });
+    const { rows } = await this.db.kysely.executeQuery<AuthRow>({ ...this.authQuery, parameters });
     const row = rows[0];
-    return row ? { workspaceId: row.workspace_id, keyId: row.id, keyType: row.type } : null;
+    return row ? principalFrom(row) : null;
   }
+
+  /** Whether the key with this id is still in force (upload tokens die with the key that minted them). */
+  async keyPrincipal(keyId: string): Promise<Principal | null> {
+    const row = await this.db.kysely
+      .selectFrom('api_keys')
+      .innerJoin('workspaces', 'workspaces.id', 'api_keys.workspace_id')
+      .select(['api_keys.id', 'api_keys.workspace_id', 'api_keys.type', 'workspaces.allowed_origins', 'workspaces.webhook_origins'])
+      .where('api_keys.id', '=', keyId)
+      .where((eb) => eb.or([eb('api_keys.revoked_at', 'is', null), eb('api_keys.revoked_at', '>', nowIso())]))
+      .executeTakeFirst();
+    return row ? principalFrom(row) : null;
+  }
+}
+
+function principalFrom(row: AuthRow): Principal {
+  return {
+    workspaceId: row.workspace_id,
+    keyId: row.id,
+    keyType: row.type,
+    allowedOrigins: loadOrigins(row.allowed_origins),
+    webhookOrigins: loadOrigins(row.webhook_origins),
+  };
 }
 
 export const webhookAad = (workspaceId: string) => `workspace:${workspaceId}:webhook`;

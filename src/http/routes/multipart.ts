@@ -1,7 +1,8 @@
 import type { Readable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
-import type { MultipartService } from '../../services/multipart.ts';
+import type { MultipartService, StartInput } from '../../services/multipart.ts';
+import { applyGrant } from '../../services/uploads.ts';
 import type { WorkspaceService } from '../../services/workspaces.ts';
 import { presentedKey, principalOf } from '../auth.ts';
 import { errorResponses } from '../schemas.ts';
@@ -55,7 +56,9 @@ export async function multipartRoutes(app: FastifyInstance, opts: { multipart: M
       const principal = principalOf(request);
       // A private key is never echoed: callers with one see the hint of the workspace's public key.
       const publicKey = principal.keyType === 'public' ? presentedKey(request)! : await workspaces.publicKeyHint(principal.workspaceId);
-      const session = await multipart.start(principal.workspaceId, publicKey, request.body as any);
+      const body = request.body as StartInput;
+      const { mayReplace } = applyGrant({ webhookUrl: body.webhook_url ?? null, mayReplace: true }, principal);
+      const session = await multipart.start(principal.workspaceId, publicKey, body, mayReplace);
       return reply.code(201).send(session);
     },
   );

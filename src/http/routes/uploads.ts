@@ -4,7 +4,7 @@ import { Type } from 'typebox';
 import { errors } from '../../errors.ts';
 import type { Staged } from '../../services/blobs.ts';
 import type { RemoteUploadService } from '../../services/remote.ts';
-import { parseUploadFields, type UploadFields, type UploadService } from '../../services/uploads.ts';
+import { applyGrant, parseUploadFields, type UploadFields, type UploadService } from '../../services/uploads.ts';
 import { principalOf } from '../auth.ts';
 import { errorResponses } from '../schemas.ts';
 
@@ -33,7 +33,8 @@ export async function uploadRoutes(app: FastifyInstance, opts: { uploads: Upload
       },
     },
     async (request, reply) => {
-      const { workspaceId } = principalOf(request);
+      const principal = principalOf(request);
+      const { workspaceId } = principal;
       if (!request.isMultipart()) throw errors.validation('send the upload as multipart/form-data');
       const fields: Record<string, string> = {};
       let staged: Staged | undefined;
@@ -45,7 +46,7 @@ export async function uploadRoutes(app: FastifyInstance, opts: { uploads: Upload
               throw errors.validation(staged ? 'send exactly one file' : `the file goes in the "file" field, not "${part.fieldname.slice(0, 64)}"`);
             }
             // Fields sent before the file are checked before any byte is stored.
-            if (fields.file_name !== undefined) parseUploadFields(fields);
+            if (fields.file_name !== undefined) applyGrant(parseUploadFields(fields), principal);
             staged = await uploads.stage(workspaceId, part.file);
           } else {
             if (part.valueTruncated || part.fieldnameTruncated) throw errors.fieldTooLarge(part.fieldname);
@@ -61,7 +62,7 @@ export async function uploadRoutes(app: FastifyInstance, opts: { uploads: Upload
       }
       let options;
       try {
-        options = parseUploadFields(fields as UploadFields);
+        options = applyGrant(parseUploadFields(fields as UploadFields), principal);
       } catch (err) {
         await uploads.discard(staged);
         throw err;
@@ -97,7 +98,7 @@ export async function remoteUploadRoute(app: FastifyInstance, remote: RemoteUplo
         response: { 201: Type.Ref('FileRecord'), ...errorResponses(400, 401, 402, 413, 502) },
       },
     },
-    async (request, reply) => reply.code(201).send(await remote.upload(principalOf(request).workspaceId, request.body as any)),
+    async (request, reply) => reply.code(201).send(await remote.upload(principalOf(request), request.body as UploadFields & { remote_url?: unknown })),
   );
 }
 

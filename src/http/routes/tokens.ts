@@ -1,0 +1,132 @@
+// Upload tokens: minted by a backend with its private key, spent by a browser with no key.
+import type { Readable } from 'node:stream';
+import contentDisposition from 'content-disposition';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { Type } from 'typebox';
+import { errors } from '../../errors.ts';
+import type { MintInput, UploadTokenService } from '../../services/upload-tokens.ts';
+import type { WorkspaceService } from '../../services/workspaces.ts';
+import { checkBrowserOrigin, principalOf } from '../auth.ts';
+import { errorResponses } from '../schemas.ts';
+import { uploadAnswer } from './upload-answer.ts';
+
+const tags = ['uploads'];
+const flags = Type.Object({ folder: Type.Optional(Type.Boolean()), tags: Type.Optional(Type.Boolean()), transform: Type.Optional(Type.Boolean()) });
+const Policy = Type.Object({
+  file_name: Type.String(),
+  folder: Type.String(),
+  tags: Type.Array(Type.String()),
+  max_file_size: Type.Integer(),
+  transform: Type.Union([Type.String(), Type.Null()]),
+  allow_override: Type.Object({ folder: Type.Boolean(), tags: Type.Boolean(), transform: Type.Boolean() }),
+});
+
+/** A header value, once; a header sent twice is refused rather than guessed at. */
+function header(request: FastifyRequest, name: string): string | undefined {
+  const v = request.headers[name];
+  if (Array.isArray(v)) throw errors.validation(`send the ${name} header once`);
+  return v === undefined || v === '' ? undefined : v;
+}
+
+/**
+ * The file name an uploader sent: `X-File-Name` (percent-encoded UTF-8, as encodeURIComponent
+ * writes it, since header values are bytes; a value that is not valid percent-encoding is taken
+ * as it is), else `Content-Disposition`'s filename (RFC 6266, `filename*` preferred).
+ */
+export function sentFileName(request: FastifyRequest): string | undefined {
+  const raw = header(request, 'x-file-name');
+  if (raw !== undefined) {
+    try {
+      return decodeURIComponent(raw);
+    } catch {
+      return raw;
+    }
+  }
+  const disposition = header(request, 'content-disposition');
+  if (disposition === undefined) return undefined;
+  try {
+    return contentDisposition.parse(disposition).parameters.filename || undefined;
+  } catch {
+    throw errors.validation('Content-Disposition is malformed; send the name in X-File-Name');
+  }
+}
+
+export async function tokenRoutes(app: FastifyInstance, opts: { tokens: UploadTokenService; workspaces: WorkspaceService; publicUrl: string }): Promise<void> {
+  const { tokens, workspaces } = opts;
+  const ownOrigin = new URL(opts.publicUrl).origin;
+
+  app.post(
+    '/api/v1/generate-token',
+    {
+      config: { auth: 'private' },
+      schema: {
+        tags,
+        summary: 'Mint an upload token for a browser',
+        description:
+          'A short-lived, single-use token that lets a web page upload one file with POST /api/v1/uploads/{token} and no API key. The policy (folder, tags, transform, size limit, metadata) is fixed here; the uploader may override folder, tags or transform only where allow_override says so.',
+        body: Type.Object({
+          file_name: Type.String({ minLength: 1 }),
+          folder: Type.Optional(Type.String({ maxLength: 4096 })),
+          tags: Type.Optional(Type.Union([Type.Array(Type.String()), Type.String()])),
+          transform: Type.Optional(Type.String({ maxLength: 1024 })),
+          max_file_size: Type.Optional(Type.Integer({ minimum: 1 })),
+          ttl_seconds: Type.Optional(Type.Integer({ minimum: 1 })),
+          metadata: Type.Optional(Type.Object({}, { additionalProperties: true })),
+          custom_id: Type.Optional(Type.String()),
+          random_prefix: Type.Optional(Type.Boolean()),
+          allow_override: Type.Optional(flags),
+        }),
+        response: {
+          201: Type.Object({
+            token: Type.String(),
+            signature: Type.String(),
+            expire_at: Type.Integer(),
+            public_key: Type.String(),
+            workspace_id: Type.String(),
+            upload_url: Type.String(),
+            policy: Policy,
+          }),
+          ...errorResponses(400, 401, 403),
+        },
+      },
+    },
+    async (request, reply) => {
+      const principal = principalOf(request);
+      const minted = await tokens.mint(principal, await workspaces.publicKeyHint(principal.workspaceId), request.body as MintInput);
+      return reply.code(201).send(minted);
+    },
+  );
+
+  // The body is the file itself, whatever its Content-Type: streamed, never parsed.
+  await app.register(async (scope) => {
+    scope.removeAllContentTypeParsers();
+    scope.addContentTypeParser('*', (_request, payload, done) => done(null, payload));
+    scope.post(
+      '/api/v1/uploads/:token',
+      {
+        config: { auth: 'none' },
+        schema: {
+          tags,
+          summary: 'Upload one file with an upload token (no API key)',
+          description:
+            'The body is the raw file. Content-Type: the file type. X-File-Name: the name, percent-encoded UTF-8 (else Content-Disposition filename, else the token\'s file_name). X-Folder, X-Tags (comma-separated) and X-Transform override the policy where the token allows it. A token uploads one file; a failed upload leaves it usable until it expires.',
+          params: Type.Object({ token: Type.String({ maxLength: 100 }) }),
+          response: { 201: Type.Ref('UploadAnswer'), ...errorResponses(400, 401, 402, 403, 413) },
+        },
+      },
+      async (request, reply) => {
+        const resolved = await tokens.resolve((request.params as { token: string }).token);
+        checkBrowserOrigin(request, resolved.principal.allowedOrigins, ownOrigin);
+        const length = header(request, 'content-length');
+        const record = await tokens.upload(resolved, (request.body as Readable | undefined) ?? request.raw, {
+          fileName: sentFileName(request),
+          folder: header(request, 'x-folder'),
+          tags: header(request, 'x-tags'),
+          transform: header(request, 'x-transform'),
+          contentLength: length === undefined ? undefined : Number(length),
+        });
+        return reply.code(201).send(uploadAnswer(record));
+      },
+    );
+  });
+}

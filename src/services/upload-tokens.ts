@@ -1,0 +1,228 @@
+// Upload tokens (POST /api/v1/generate-token, POST /api/v1/uploads/{token}), as the hosted
+// service documents them: a backend mints a short-lived token with its private key and hands it
+// to a browser, which uploads one file with it and needs no key at all.
+//
+// Decisions the hosted docs leave open (README "Browser uploads"):
+// - Format: `stw_ut_<22 base62 id>.<HMAC-SHA256 of the id, base64url>`. The HMAC key is derived
+//   from the master key, so a token carries no secret and cannot be forged; everything else
+//   (workspace, policy, expiry) is the token's row. Garbage is refused before any database read.
+// - Single use. The row moves unused → uploading → used with conditional updates, so of two
+//   uploads at once exactly one proceeds. A failed upload (too large, connection lost, bad
+//   image for its transform) puts the token back, so the page can try again until it expires.
+// - Revocable: a token works only while the private key that minted it does (revoking or
+//   rotating that key ends its tokens; `key rotate --grace` keeps them for the grace period).
+// - Clocks: the service both mints and checks, so a browser's clock never matters. Nodes
+//   compare against their own clocks (run NTP), with no leeway.
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import type { Readable } from 'node:stream';
+import { randomBase62 } from '../crypto/ids.ts';
+import { type Db, nowIso } from '../db/database.ts';
+import type { UploadTokenRow } from '../db/schema.ts';
+import { errors } from '../errors.ts';
+import { parseTransform } from '../media/transform.ts';
+import type { FileRecord } from './files.ts';
+import { checkName, parseBooleanFlag, parseCustomId, parseFolderPath, parseMetadata, parseTags } from './names.ts';
+import type { UploadService } from './uploads.ts';
+import type { Principal, WorkspaceService } from './workspaces.ts';
+
+const PREFIX = 'stw_ut_';
+const TOKEN_SHAPE = /^stw_ut_([0-9A-Za-z]{22})\.([A-Za-z0-9_-]{43})$/;
+export const DEFAULT_TOKEN_MAX_FILE_SIZE = 5 * 1024 * 1024;
+const DEFAULT_TTL = 300;
+/** Used tokens and expired ones are kept this long (for support questions), then swept. */
+const KEEP_AFTER_EXPIRY_S = 24 * 3600;
+
+export interface TokenPolicy {
+  file_name: string;
+  /** Folder path, "" for the root. */
+  folder: string;
+  tags: string[];
+  transform: string | null;
+  max_file_size: number;
+  metadata: Record<string, unknown>;
+  custom_id: string | null;
+  random_prefix: boolean;
+  allow_override: { folder: boolean; tags: boolean; transform: boolean };
+}
+
+export interface MintInput {
+  file_name?: unknown;
+  folder?: unknown;
+  tags?: unknown;
+  transform?: unknown;
+  max_file_size?: unknown;
+  ttl_seconds?: unknown;
+  metadata?: unknown;
+  custom_id?: unknown;
+  random_prefix?: unknown;
+  allow_override?: unknown;
+}
+
+export interface MintedToken {
+  token: string;
+  signature: string;
+  expire_at: number;
+  public_key: string;
+  workspace_id: string;
+  /** Where the browser POSTs the file: `{public URL}/api/v1/uploads/{token}`. */
+  upload_url: string;
+  policy: Pick<TokenPolicy, 'file_name' | 'folder' | 'tags' | 'max_file_size' | 'transform' | 'allow_override'>;
+}
+
+/** What the uploader sent besides the bytes (headers of POST /api/v1/uploads/{token}). */
+export interface TokenUpload {
+  fileName?: string;
+  folder?: string;
+  tags?: string;
+  transform?: string;
+  contentLength?: number;
+}
+
+const nowSeconds = () => Math.floor(Date.now() / 1000);
+
+function positiveInt(raw: unknown, field: string, fallback: number): number {
+  if (raw === undefined || raw === null) return fallback;
+  if (typeof raw !== 'number' || !Number.isSafeInteger(raw) || raw < 1) throw errors.validation(`${field} must be a whole number of at least 1`);
+  return raw;
+}
+
+export class UploadTokenService {
+  private readonly key: Buffer;
+
+  constructor(
+    private readonly db: Db,
+    private readonly uploads: UploadService,
+    private readonly workspaces: WorkspaceService,
+    masterKey: Buffer,
+    private readonly settings: { publicUrl: string; maxTtlSeconds: number },
+  ) {
+    // A key of its own, derived from the master key, like the part and delivery URL keys.
+    this.key = createHmac('sha256', masterKey).update('stowage/upload-token/v1').digest();
+  }
+
+  private mac(id: string): string {
+    return createHmac('sha256', this.key).update(`${PREFIX}${id}`).digest('base64url');
+  }
+
+  /** POST /api/v1/generate-token: every field checked now, so a bad policy fails here and not in a browser. */
+  async mint(principal: Principal, publicKeyShown: string, input: MintInput): Promise<MintedToken> {
+    if (input.file_name === undefined || input.file_name === null || input.file_name === '') throw errors.fileNameRequired();
+    if (typeof input.file_name !== 'string') throw errors.validation('file_name must be a string');
+    const transform = input.transform === undefined || input.transform === null || input.transform === '' ? null : input.transform;
+    if (transform !== null) {
+      if (typeof transform !== 'string') throw errors.validation('transform must be a string');
+      parseTransform(transform);
+    }
+    if (input.folder !== undefined && input.folder !== null && typeof input.folder !== 'string') throw errors.validation('folder must be a string');
+    const override = input.allow_override ?? {};
+    if (typeof override !== 'object' || Array.isArray(override)) throw errors.validation('allow_override must be an object of booleans');
+    const o = override as Record<string, unknown>;
+    const policy: TokenPolicy = {
+      file_name: checkName(input.file_name, 'file_name'),
+      folder: parseFolderPath((input.folder as string | null | undefined) ?? undefined).join('/'),
+      tags: parseTags(input.tags),
+      transform,
+      max_file_size: positiveInt(input.max_file_size, 'max_file_size', DEFAULT_TOKEN_MAX_FILE_SIZE),
+      metadata: parseMetadata(input.metadata),
+      custom_id: parseCustomId(input.custom_id),
+      random_prefix: parseBooleanFlag(input.random_prefix, 'random_prefix'),
+      allow_override: {
+        folder: parseBooleanFlag(o.folder, 'allow_override.folder'),
+        tags: parseBooleanFlag(o.tags, 'allow_override.tags'),
+        transform: parseBooleanFlag(o.transform, 'allow_override.transform'),
+      },
+    };
+    const ttl = Math.min(positiveInt(input.ttl_seconds, 'ttl_seconds', DEFAULT_TTL), this.settings.maxTtlSeconds);
+    const id = randomBase62(22);
+    const expireAt = nowSeconds() + ttl;
+    await this.db.kysely
+      .insertInto('upload_tokens')
+      .values({ id, workspace_id: principal.workspaceId, key_id: principal.keyId, policy: JSON.stringify(policy), expire_at: expireAt, state: 'unused', used_at: null, file_id: null, created_at: nowIso() })
+      .execute();
+    const signature = this.mac(id);
+    const token = `${PREFIX}${id}.${signature}`;
+    const { file_name, folder, tags, max_file_size, allow_override } = policy;
+    return {
+      token,
+      signature,
+      expire_at: expireAt,
+      public_key: publicKeyShown,
+      workspace_id: principal.workspaceId,
+      upload_url: `${this.settings.publicUrl}/api/v1/uploads/${token}`,
+      policy: { file_name, folder, tags, max_file_size, transform, allow_override },
+    };
+  }
+
+  /**
+   * The token's row and the minting key's principal, when the token is genuine, unexpired,
+   * unused and its key still in force; otherwise the documented 401.
+   */
+  async resolve(token: string): Promise<{ row: UploadTokenRow; policy: TokenPolicy; principal: Principal }> {
+    const m = TOKEN_SHAPE.exec(token);
+    if (!m) throw errors.invalidToken('TOKEN_INVALID');
+    const expected = Buffer.from(this.mac(m[1]));
+    const given = Buffer.from(m[2]);
+    if (given.length !== expected.length || !timingSafeEqual(given, expected)) throw errors.invalidToken('TOKEN_INVALID');
+    const row = await this.db.kysely.selectFrom('upload_tokens').selectAll().where('id', '=', m[1]).executeTakeFirst();
+    if (!row) throw errors.invalidToken('TOKEN_INVALID');
+    if (Number(row.expire_at) < nowSeconds()) throw errors.invalidToken('TOKEN_EXPIRED');
+    if (row.state !== 'unused') throw errors.invalidToken('TOKEN_USED');
+    const principal = await this.workspaces.keyPrincipal(row.key_id);
+    if (!principal || principal.workspaceId !== row.workspace_id) throw errors.invalidToken('TOKEN_INVALID');
+    return { row, policy: JSON.parse(row.policy) as TokenPolicy, principal };
+  }
+
+  /**
+   * POST /api/v1/uploads/{token}: the policy decides everything but the name, and the fields
+   * it lets the uploader override. The upload adds a file, never replaces one (as a public key).
+   */
+  async upload(resolved: { row: UploadTokenRow; policy: TokenPolicy }, body: Readable, sent: TokenUpload): Promise<FileRecord> {
+    const { row, policy } = resolved;
+    for (const field of ['folder', 'tags', 'transform'] as const) {
+      if (sent[field] !== undefined && !policy.allow_override[field]) throw errors.overrideNotAllowed(field);
+    }
+    const transform = sent.transform ?? policy.transform;
+    const options = {
+      name: checkName(sent.fileName ?? policy.file_name, 'file_name'),
+      folder: parseFolderPath(sent.folder ?? policy.folder),
+      tags: sent.tags !== undefined ? parseTags(sent.tags) : policy.tags,
+      metadata: policy.metadata,
+      custom_id: policy.custom_id,
+      randomPrefix: policy.random_prefix,
+      transform: transform ? parseTransform(transform) : null,
+      webhookUrl: null,
+      mayReplace: false,
+    };
+    const limits = await this.uploads.limits(row.workspace_id);
+    const maxFileSize = Math.min(limits.maxFileSize, Number(policy.max_file_size));
+    if (sent.contentLength !== undefined && sent.contentLength > maxFileSize) throw errors.fileTooLarge(maxFileSize);
+
+    // Exactly one upload at a time holds the token.
+    const claimed = await this.db.kysely
+      .updateTable('upload_tokens')
+      .set({ state: 'uploading', used_at: nowIso() })
+      .where('id', '=', row.id)
+      .where('state', '=', 'unused')
+      .where('expire_at', '>=', nowSeconds())
+      .executeTakeFirst();
+    if (Number(claimed.numUpdatedRows) === 0) throw errors.invalidToken(Number(row.expire_at) < nowSeconds() ? 'TOKEN_EXPIRED' : 'TOKEN_USED');
+    try {
+      const staged = await this.uploads.stage(row.workspace_id, body, { maxFileSize });
+      return await this.uploads.finish(staged, options, 'token', {
+        inTransaction: async (trx, file) => {
+          await trx.updateTable('upload_tokens').set({ state: 'used', file_id: file.id }).where('id', '=', row.id).execute();
+        },
+      });
+    } catch (err) {
+      // Nothing was stored: the page may try again with the same token while it lasts.
+      await this.db.kysely.updateTable('upload_tokens').set({ state: 'unused', used_at: null }).where('id', '=', row.id).where('state', '=', 'uploading').execute().catch(() => {});
+      throw err;
+    }
+  }
+
+  /** Drops tokens a day past their expiry, used or not. */
+  async sweep(): Promise<number> {
+    const res = await this.db.kysely.deleteFrom('upload_tokens').where('expire_at', '<', nowSeconds() - KEEP_AFTER_EXPIRY_S).executeTakeFirst();
+    return Number(res.numDeletedRows);
+  }
+}
