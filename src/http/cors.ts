@@ -10,7 +10,8 @@
 //   cannot know the workspace and allows any origin; the request itself is then refused. For
 //   token uploads the token is in the path, so a preflight from a page the workspace does not
 //   allow is refused already.
-// - The dashboard, the API docs and the metrics are not cross-origin resources.
+// - The dashboard, the API docs and the metrics are not cross-origin resources; the SDK's
+//   browser build (/dashboard/sdk.js) is, so any page can import it as a module.
 import cors, { type FastifyCorsOptions } from '@fastify/cors';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { originAllowed } from '../services/origins.ts';
@@ -37,6 +38,7 @@ export const EXPOSED_HEADERS = [
 export const PREFLIGHT_MAX_AGE_S = 7200;
 
 const NOT_CROSS_ORIGIN = /^\/(dashboard|examples|docs|metrics)(\/|$|\?)/;
+const SDK_PATH = '/dashboard/sdk.js';
 const TOKEN_PATH = /^\/api\/v1\/uploads\/(stw_ut_[^/?#]+)\/?(\?|$)/;
 
 export async function installCors(app: FastifyInstance, opts: { tokens: UploadTokenService; publicUrl: string }): Promise<void> {
@@ -71,7 +73,7 @@ export async function installCors(app: FastifyInstance, opts: { tokens: UploadTo
   await app.register(cors, {
     hook: 'onRequest',
     delegator: async (request: FastifyRequest) => {
-      if (NOT_CROSS_ORIGIN.test(request.url)) return off;
+      if (NOT_CROSS_ORIGIN.test(request.url) && !request.url.startsWith(SDK_PATH)) return off;
       const origin = request.headers.origin;
       if (request.method === 'OPTIONS' && typeof origin === 'string' && origin !== ownOrigin) {
         const allowed = await tokenOrigins(request);
