@@ -73,6 +73,11 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
   });
   await app.register(swaggerUi, { routePrefix: '/docs' });
 
+  // Every answer names its request, so a client can quote it in a bug report (logs carry it too).
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('x-request-id', request.id);
+  });
+
   installValidation(app);
   installErrorHandling(app);
   // Before auth, so that preflights are answered and refusals carry CORS headers.

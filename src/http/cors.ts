@@ -46,9 +46,8 @@ export async function installCors(app: FastifyInstance, opts: { tokens: UploadTo
   const base: FastifyCorsOptions = {
     origin: '*',
     methods: ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'],
-    // Whatever request headers the page asks for are allowed (none of them is a credential
-    // the browser adds by itself).
-    allowedHeaders: undefined,
+    // No allowedHeaders: whatever request headers the page asks for are allowed (none of
+    // them is a credential the browser adds by itself).
     exposedHeaders: EXPOSED_HEADERS,
     credentials: false,
     maxAge: PREFLIGHT_MAX_AGE_S,

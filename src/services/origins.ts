@@ -28,7 +28,7 @@ export function parseOriginPattern(raw: unknown, field: string): string {
   const text = raw.trim();
   const bad = () => errors.validation(`${field}: "${text.slice(0, 100)}" is not an origin like https://app.example.com or https://*.example.com`);
   const m = /^(https?):\/\/(\*\.)?([^/?#*]+)\/?$/i.exec(text);
-  if (!m || text.length > 255) throw bad();
+  if (!m || text.length > 255 || /[@\s\\]/.test(m[3])) throw bad();
   const [, scheme, wildcard, hostPort] = m;
   // Parsed with a concrete label in place of the wildcard, so the host is checked like any other.
   const origin = canonicalOrigin(`${scheme}://${wildcard ? 'x.' : ''}${hostPort}`);
