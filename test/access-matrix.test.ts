@@ -63,6 +63,9 @@ for (const dialect of DIALECTS) {
         { method: 'POST', url: '/api/v1/multipart/complete', need: 'any', body: { session_id: session.session_id }, otherWorkspace: 404 },
         { method: 'DELETE', url: `/api/v1/multipart/${session.session_id}`, need: 'any', otherWorkspace: 404 },
         { method: 'POST', url: '/api/v1/uploads/remote', need: 'any', body: { remote_url: 'http://127.0.0.1:9/x' }, otherWorkspace: 'own' },
+        { method: 'GET', url: '/api/v1/workspace', need: 'private', otherWorkspace: 'own' },
+        { method: 'PATCH', url: '/api/v1/workspace', need: 'private', body: { webhook_origins: ['https://hooks.example.com'] }, otherWorkspace: 'own' },
+        { method: 'POST', url: '/api/v1/generate-token', need: 'private', body: { file_name: 'from-a-token.txt' }, otherWorkspace: 'own' },
       ];
     });
     after(() => h?.close());
@@ -110,6 +113,8 @@ for (const dialect of DIALECTS) {
       assert.deepEqual(files.map((f: any) => [f.name, f.is_private]), [['a-file.txt', false]]);
       const folders = (await call(h.app, 'GET', '/api/v1/folders', { headers: a })).body.folders;
       assert.deepEqual(folders.map((f: any) => f.name), ['a-folder']);
+      const settings = (await call(h.app, 'GET', '/api/v1/workspace', { headers: a })).body.data;
+      assert.deepEqual([settings.allowed_origins, settings.webhook_origins], [[], []], "nobody else changed A's browser settings");
     });
   });
 }
