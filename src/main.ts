@@ -4,6 +4,8 @@ import { buildApp } from './app.ts';
 import { ConfigError, loadConfig } from './config.ts';
 import { tuneHeapForStreaming } from './heap.ts';
 import { createServices } from './services/container.ts';
+import { S3Storage } from './storage/s3.ts';
+import { checkBucketCors, logCorsCheck } from './storage/s3-cors.ts';
 
 async function main(): Promise<void> {
   tuneHeapForStreaming();
@@ -38,6 +40,17 @@ async function main(): Promise<void> {
 
   const app = await buildApp(services);
   await app.listen({ host: config.host, port: config.port });
+
+  // Browsers PUT multipart parts straight to the bucket, which only works if its CORS allows
+  // them: say so once at start instead of letting the first browser upload fail. Not awaited
+  // and time-limited, so a slow or odd storage server never holds up or fails the start.
+  if (config.storage.driver === 's3' && services.storage instanceof S3Storage) {
+    const s3 = config.storage.s3;
+    checkBucketCors(services.storage.client, s3.bucket, { timeoutMs: 5000, secrets: [s3.accessKeyId, s3.secretAccessKey] }).then(
+      (check) => logCorsCheck(app.log, check),
+      (err) => app.log.warn({ err: { message: err instanceof Error ? err.message : String(err) } }, 'S3 bucket CORS could not be checked'),
+    );
+  }
 
   // The sweeper: frees the bytes of expired or aborted multipart sessions and of uploads a
   // crash interrupted. Safe on several nodes at once (every step is conditional).

@@ -5,6 +5,8 @@ import { Command, InvalidArgumentError } from 'commander';
 import { ConfigError, loadConfig } from '../config.ts';
 import { AppError } from '../errors.ts';
 import { createServices, type Services } from '../services/container.ts';
+import { S3Storage } from '../storage/s3.ts';
+import { applyBucketCors, type CorsCheck, checkBucketCors, isValidOrigin, stowageCorsRule } from '../storage/s3-cors.ts';
 import { StowageError } from '../../sdk/src/errors.ts';
 import { ExitError, exitCodeFor, registerClientCommands } from './client.ts';
 
@@ -26,6 +28,14 @@ export function parseSize(value: string): number | 'unlimited' {
   if (!Number.isSafeInteger(bytes) || bytes < 1) throw new InvalidArgumentError('must be at least 1 byte');
   return bytes;
 }
+
+/** "https://a.example,https://b.example" or "*". */
+const parseOrigins = (value: string): string[] => {
+  const origins = value.split(',').map((o) => o.trim().replace(/\/+$/, '')).filter(Boolean);
+  const bad = origins.find((o) => !isValidOrigin(o));
+  if (origins.length === 0 || bad !== undefined) throw new InvalidArgumentError(`origins are scheme://host[:port] or "*", comma-separated${bad ? ` (got "${bad}")` : ''}`);
+  return origins;
+};
 
 const keyType = (value: string) => {
   if (value !== 'public' && value !== 'private') throw new InvalidArgumentError('must be "public" or "private"');
@@ -159,6 +169,63 @@ export async function runCli(argv: string[], env: Record<string, string | undefi
     .action(async (opts: { json?: boolean }) => {
       const result = await withServices(async (s) => ({ sources: await s.sources.resealAll(), webhook_secrets: await s.workspaces.resealAll() }));
       print(Boolean(opts.json), result, () => `Re-encrypted ${result.sources} source secret(s) and ${result.webhook_secrets} webhook secret(s) under the current master key. STOWAGE_MASTER_KEY_PREVIOUS can now be removed.`);
+    });
+
+  const storage = program.command('storage').description('Check the file storage (STOWAGE_STORAGE, S3_*)');
+  storage
+    .command('cors')
+    .description(
+      "Check that the S3 bucket's CORS lets browsers on other origins upload multipart parts (PUT to presigned URLs, ETag exposed); " +
+        'with --apply, add the rule (the bucket\'s other rules are kept). Exit 0 when browsers can upload, 1 otherwise, 78 without S3 storage.',
+    )
+    .option('--apply', 'add the rule to the bucket')
+    .option('--origins <list>', 'comma-separated page origins, e.g. https://a.example,https://b.example (default: any origin)', parseOrigins)
+    .option('--json', 'print JSON')
+    .action(async (opts: { apply?: boolean; origins?: string[]; json?: boolean }) => {
+      const config = loadConfig(env);
+      if (config.storage.driver !== 's3') throw new ExitError('STOWAGE_STORAGE is not "s3": files are on local disk and part uploads go through the service, so there is no bucket CORS to set', 78);
+      const s3 = config.storage.s3;
+      // The service's own client construction (endpoint, path style, credentials); no database needed.
+      const bucketStorage = new S3Storage(s3);
+      const cors = { origins: opts.origins, timeoutMs: 15_000, secrets: [s3.accessKeyId, s3.secretAccessKey] };
+      const rule = stowageCorsRule(opts.origins);
+      const explain = (c: CorsCheck): string[] => {
+        if (c.status === 'missing') {
+          return [
+            "Browsers on other origins cannot upload multipart parts until the bucket has this rule (S3 uses the first matching rule, so it goes first):",
+            JSON.stringify(rule, null, 2),
+            `Apply it with: stowage storage cors --apply${opts.origins ? ` --origins ${opts.origins.join(',')}` : ' [--origins https://a.example,https://b.example]'}`,
+          ];
+        }
+        if (c.status === 'unsupported') {
+          return [
+            "Browser multipart uploads from other origins need the storage server's own CORS setting",
+            '(OpenStack Swift: cors_preflight_allow_origin in [filter:s3api] and cors_allow_origin in [app:proxy-server]; see docs/deploy.md).',
+          ];
+        }
+        return [];
+      };
+      const json = (c: CorsCheck) => ({ status: c.status, bucket: c.bucket, origins: c.origins ?? null, detail: c.detail, code: c.code, http_status: c.httpStatus, rules: c.rules, rule });
+      let result: CorsCheck;
+      try {
+        if (opts.apply) {
+          const r = await applyBucketCors(bucketStorage.client, s3.bucket, cors);
+          result = r.after;
+          print(Boolean(opts.json), { ...json(r.after), applied: r.applied, before: r.before.status }, () =>
+            [
+              r.applied ? `Applied the CORS rule to bucket "${s3.bucket}".` : `Nothing applied to bucket "${s3.bucket}".`,
+              `S3 bucket CORS: ${r.after.status}: ${r.after.detail}`,
+              ...(r.applied ? [] : explain(r.after)),
+            ].join('\n'),
+          );
+        } else {
+          result = await checkBucketCors(bucketStorage.client, s3.bucket, cors);
+          print(Boolean(opts.json), json(result), () => [`S3 bucket CORS: ${result.status}: ${result.detail}`, ...explain(result)].join('\n'));
+        }
+      } finally {
+        bucketStorage.destroy();
+      }
+      if (result.status !== 'ok') throw new ExitError('', 1);
     });
 
   try {
