@@ -65,7 +65,7 @@ for (const dialect of DIALECTS) {
         form.append('file_name', name);
         form.append('folder', folder);
         for (const [k, v] of Object.entries(extra)) form.append(k, String(v));
-        form.append('file', new Blob([data]), name);
+        form.append('file', new Blob([new Uint8Array(data)]), name);
         const res = await fetch(`${base}/api/v1/uploads`, { method: 'POST', body: form, headers: { 'x-api-key': key } });
         return { status: res.status, body: (await res.json()) as any };
       }
@@ -77,13 +77,13 @@ for (const dialect of DIALECTS) {
       if (path === 'multipart') {
         const start = await json('POST', '/api/v1/multipart/start', key, { file_name: name, size: data.length, format: 'application/octet-stream', folder, ...extra });
         if (start.status !== 201) return start;
-        const put = await fetch(local(start.body.parts[0]), { method: 'PUT', body: data, headers: { 'content-type': 'application/octet-stream' } });
+        const put = await fetch(local(start.body.parts[0]), { method: 'PUT', body: new Uint8Array(data), headers: { 'content-type': 'application/octet-stream' } });
         assert.equal(put.status, 200);
         return json('POST', '/api/v1/multipart/complete', key, { session_id: start.body.session_id });
       }
       const minted = await json('POST', '/api/v1/generate-token', h.ws.private_key, { file_name: name, folder });
       assert.equal(minted.status, 201, JSON.stringify(minted.body));
-      const res = await fetch(local(minted.body.upload_url), { method: 'POST', body: data, headers: { 'content-type': 'application/octet-stream' } });
+      const res = await fetch(local(minted.body.upload_url), { method: 'POST', body: new Uint8Array(data), headers: { 'content-type': 'application/octet-stream' } });
       const body = (await res.json()) as any;
       return { status: res.status, body: body.data ? { ...body.data } : body };
     };
