@@ -53,7 +53,8 @@ async function main(): Promise<void> {
   }
 
   // The sweeper: frees the bytes of expired or aborted multipart sessions and of uploads a
-  // crash interrupted. Safe on several nodes at once (every step is conditional).
+  // crash interrupted, and forgets upload tokens a day past expiry. Safe on several nodes at
+  // once (every step is conditional).
   let sweeping = false;
   const sweeper =
     config.sweepIntervalMs > 0
@@ -61,10 +62,9 @@ async function main(): Promise<void> {
           // One sweep at a time on this node: a slow one (a large file to finish) is not joined by the next.
           if (sweeping) return;
           sweeping = true;
-          services.multipart
-            .sweep()
+          Promise.all([services.multipart.sweep(), services.tokens.sweep()])
             .then(
-              (r) => (r.expired || r.intents || r.finished ? app.log.info(r, 'sweep') : undefined),
+              ([r, tokens]) => (r.expired || r.intents || r.finished || tokens ? app.log.info({ ...r, tokens }, 'sweep') : undefined),
               (err) => app.log.warn({ err }, 'sweep failed'),
             )
             .finally(() => {
