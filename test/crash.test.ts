@@ -158,7 +158,7 @@ describe('webhooks pending when the server dies', () => {
         form.append('file', new Blob([randomBytes(500)]), `f${i}.bin`);
         form.append('file_name', `f${i}.bin`);
         form.append('webhook_url', hook);
-        assert.equal((await fetch(`${server.url}/api/v1/uploads`, { method: 'POST', body: form, headers: { 'x-api-key': ws.public_key } })).status, 201);
+        assert.equal((await fetch(`${server.url}/api/v1/uploads`, { method: 'POST', body: form, headers: { 'x-api-key': ws.private_key } })).status, 201);
       }
       await server.stop('SIGKILL');
       assert.deepEqual(got, [], 'nothing was sent before the crash');

@@ -98,7 +98,7 @@ describe('two nodes', { skip }, () => {
       form.append('file', new Blob([randomBytes(100)]), `h${i}.bin`);
       form.append('file_name', `h${i}.bin`);
       form.append('webhook_url', hookUrl);
-      assert.equal((await fetch(`${node.url}/api/v1/uploads`, { method: 'POST', body: form, headers: { 'x-api-key': ws.public_key } })).status, 201);
+      assert.equal((await fetch(`${node.url}/api/v1/uploads`, { method: 'POST', body: form, headers: { 'x-api-key': ws.private_key } })).status, 201);
     }
     const deadline = Date.now() + 15_000;
     while (hooks.length < 12 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
