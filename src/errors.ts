@@ -53,7 +53,8 @@ export const errors = {
   uploadIncomplete: (missing: number[]) =>
     new AppError(409, 'UPLOAD_INCOMPLETE', 'Upload incomplete', `Missing parts: ${missing.slice(0, 50).join(', ')}${missing.length > 50 ? `, and ${missing.length - 50} more` : ''}`),
   partMismatch: (part: number) => new AppError(409, 'PART_MISMATCH', 'Part mismatch', `Part ${part} in storage does not match the etag sent`),
-  completeInProgress: () => new AppError(409, 'COMPLETE_IN_PROGRESS', 'Complete in progress', 'This session is being completed; retry in a moment'),
+  completeInProgress: () =>
+    new AppError(409, 'COMPLETE_IN_PROGRESS', 'Complete in progress', 'This session is being completed; retry in a moment', { headers: { 'retry-after': '5' } }),
   urlRefused: (why: string) => new AppError(400, 'URL_REFUSED', 'Validation failed', `remote_url is not allowed: ${why}`),
   remoteFailed: (why: string) => new AppError(502, 'REMOTE_FAILED', 'Remote fetch failed', why),
   /** Delivery: no file (or origin object) at the address. */

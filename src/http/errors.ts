@@ -42,6 +42,10 @@ export function frameworkErrors(err: FastifyError, _request: unknown, reply: { c
 
 export function installErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((err: FastifyError, request, reply) => {
+    // Refused before its body was read to the end (a part cut by complete, a file over its
+    // limit): the rest is not worth reading, and an unread body would hold the connection
+    // open for good. Close it after this answer.
+    if (!request.raw.complete) reply.header('connection', 'close');
     if (err instanceof AppError) {
       if (err.extra.headers) reply.headers(err.extra.headers);
       // A failed delivery must not keep the headers set for the file it was going to send.

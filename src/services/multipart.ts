@@ -11,7 +11,7 @@ import { type Db, nowIso } from '../db/database.ts';
 import type { MultipartSessionRow } from '../db/schema.ts';
 import { AppError, errors } from '../errors.ts';
 import { HEAD_BYTES } from '../media/detect.ts';
-import { type MultipartStorage, ObjectNotFoundError, type PartInfo, type StorageDriver, supportsMultipart } from '../storage/driver.ts';
+import { MultipartSealedError, type MultipartStorage, ObjectNotFoundError, type PartInfo, type StorageDriver, supportsMultipart } from '../storage/driver.ts';
 import { PartLengthError } from '../storage/local.ts';
 import type { BlobStore } from './blobs.ts';
 import type { FileRecord, FileRecords } from './files.ts';
@@ -25,6 +25,11 @@ const MAX_PARTS = 10_000;
 const DEFAULT_TTL = 3600;
 /** A 'completing' session untouched this long is taken to have lost its completer. */
 const STALE_COMPLETE_MS = 2 * 60 * 1000;
+/** How long a complete waits for another one of the same session (on another node) to finish. */
+const JOIN_COMPLETE_MS = 60 * 1000;
+
+const sessionSealed = () =>
+  new AppError(409, 'SESSION_COMPLETING', 'Session is being completed', 'This upload is being completed or aborted; its parts can no longer change');
 
 export interface MultipartSettings {
   publicUrl: string;
@@ -176,6 +181,8 @@ class CompletedElsewhere extends Error {}
 export class MultipartService {
   private readonly hashes: RunningHashes;
   private readonly storage: StorageDriver & MultipartStorage;
+  /** Completes running on this node, by session id: a second complete joins the first. */
+  private readonly completing = new Map<string, Promise<FileRecord>>();
 
   constructor(
     private readonly db: Db,
@@ -275,6 +282,7 @@ export class MultipartService {
     if (verdict === 'bad') throw new AppError(403, 'INVALID_SIGNATURE', 'Forbidden', 'The part URL signature is not valid');
     if (verdict === 'expired') throw new AppError(403, 'URL_EXPIRED', 'Forbidden', 'The part URL has expired');
     const s = await this.db.kysely.selectFrom('multipart_sessions').selectAll().where('id', '=', sessionId).executeTakeFirst();
+    if (s?.status === 'completing') throw sessionSealed();
     if (!s || s.status !== 'active' || partNumber < 1 || partNumber > s.part_count) throw errors.sessionNotFound();
     if ((contentType ?? '').split(';')[0].trim().toLowerCase() !== 'application/octet-stream') {
       throw new AppError(400, 'INVALID_CONTENT_TYPE', 'Content-Type must be application/octet-stream', 'Send the part with Content-Type: application/octet-stream');
@@ -299,6 +307,7 @@ export class MultipartService {
       done(false);
       body.unpipe(pass);
       if (err instanceof PartLengthError) throw new AppError(400, 'PART_SIZE_MISMATCH', `Part ${partNumber} must be exactly ${expected} bytes`, err.message);
+      if (err instanceof MultipartSealedError) throw sessionSealed();
       if (err instanceof ObjectNotFoundError) throw errors.sessionNotFound();
       throw err;
     }
@@ -345,40 +354,77 @@ export class MultipartService {
     await this.blobs.forget(s.workspace_id, s.storage_key);
   }
 
+  /**
+   * Completes a session; idempotent. A complete already running for the session (a client
+   * retry, a double click, an SDK retrying after a lost answer) is joined, not refused: on this
+   * node its promise is awaited, on another node the session row is watched until it is done.
+   */
   async complete(workspaceId: string, input: { session_id: string; uuid?: string; parts?: { part_number: number; etag: string }[] }): Promise<FileRecord> {
-    let s = await this.session(workspaceId, input.session_id);
+    const s = await this.session(workspaceId, input.session_id);
     if (input.uuid !== undefined && input.uuid !== s.uuid) throw errors.sessionNotFound();
+    const running = this.completing.get(s.id);
+    if (running) return running;
     if (s.status === 'completed') return this.recordOf(s);
     if (s.status === 'aborted') throw errors.sessionNotFound();
     if (s.status === 'expired' || (s.status === 'active' && Number(s.expire_at) < nowSeconds())) throw errors.sessionExpired();
-
-    if (s.status === 'active') {
-      const parts = await this.storage.listParts(s.storage_key, s.upload_id).catch((err) => {
-        if (err instanceof ObjectNotFoundError) throw errors.sessionNotFound();
-        throw err;
-      });
-      this.checkParts(s, parts, input.parts);
-      const claimed = await this.db.kysely
-        .updateTable('multipart_sessions')
-        .set({ status: 'completing', updated_at: nowIso() })
-        .where('id', '=', s.id)
-        .where('status', '=', 'active')
-        .executeTakeFirst();
-      if (Number(claimed.numUpdatedRows) === 0) return this.complete(workspaceId, { session_id: s.id });
-      // Settle the running hash while the parts are still where it reads them.
-      const runningHash = await this.hashes.take(s.id, s.part_count);
-      try {
-        await this.storage.completeMultipart(s.storage_key, s.upload_id, parts);
-      } catch (err) {
-        await this.db.kysely.updateTable('multipart_sessions').set({ status: 'active', updated_at: nowIso() }).where('id', '=', s.id).execute();
-        throw err;
-      }
-      return this.record({ ...s, status: 'completing' }, runningHash);
-    } else if (Date.now() - Date.parse(s.updated_at) < STALE_COMPLETE_MS) {
-      // Someone else is completing it right now.
-      throw errors.completeInProgress();
+    if (s.status === 'completing') {
+      if (Date.now() - Date.parse(s.updated_at) >= STALE_COMPLETE_MS) return this.finishStale(s);
+      return this.joinCompletion(workspaceId, s, input);
     }
-    return this.finishStale(s);
+    const promise = this.completeActive(workspaceId, s, input);
+    this.completing.set(s.id, promise);
+    try {
+      return await promise;
+    } finally {
+      this.completing.delete(s.id);
+    }
+  }
+
+  private async completeActive(workspaceId: string, s: MultipartSessionRow, input: { session_id: string; parts?: { part_number: number; etag: string }[] }): Promise<FileRecord> {
+    const listed = await this.storage.listParts(s.storage_key, s.upload_id).catch((err) => {
+      if (err instanceof ObjectNotFoundError) throw errors.sessionNotFound();
+      throw err;
+    });
+    this.checkParts(s, listed, input.parts);
+    const claimed = await this.db.kysely
+      .updateTable('multipart_sessions')
+      .set({ status: 'completing', updated_at: nowIso() })
+      .where('id', '=', s.id)
+      .where('status', '=', 'active')
+      .executeTakeFirst();
+    if (Number(claimed.numUpdatedRows) === 0) return this.complete(workspaceId, { session_id: s.id });
+    let runningHash: string | undefined;
+    try {
+      // From here no byte of a part may change (local disk: writes in flight are cut). What
+      // storage holds now is what the record's hash describes.
+      let parts = listed;
+      if (this.storage.sealMultipart) {
+        await this.storage.sealMultipart(s.upload_id);
+        parts = await this.storage.listParts(s.storage_key, s.upload_id);
+        this.checkParts(s, parts, input.parts);
+      }
+      // Settle the running hash while the parts are still where it reads them.
+      runningHash = await this.hashes.take(s.id, s.part_count);
+      await this.storage.completeMultipart(s.storage_key, s.upload_id, parts);
+    } catch (err) {
+      // Nothing was assembled: the session is the client's again (a part cut by the seal is missing now).
+      await this.db.kysely.updateTable('multipart_sessions').set({ status: 'active', updated_at: nowIso() }).where('id', '=', s.id).where('status', '=', 'completing').execute();
+      this.storage.unsealMultipart?.(s.upload_id);
+      throw err;
+    }
+    return this.record({ ...s, status: 'completing' }, runningHash);
+  }
+
+  /** Another node is completing the session: wait for its outcome (bounded), then answer as it did. */
+  private async joinCompletion(workspaceId: string, s: MultipartSessionRow, input: { session_id: string; parts?: { part_number: number; etag: string }[] }): Promise<FileRecord> {
+    const deadline = Date.now() + JOIN_COMPLETE_MS;
+    for (let delay = 50; Date.now() < deadline; delay = Math.min(delay * 2, 1000)) {
+      await new Promise((r) => setTimeout(r, delay));
+      const now = await this.session(workspaceId, s.id);
+      if (now.status === 'completed') return this.recordOf(now);
+      if (now.status !== 'completing') return this.complete(workspaceId, input);
+    }
+    throw errors.completeInProgress();
   }
 
   /** A 'completing' session whose completer died: take it over (one taker wins) and finish it. */
@@ -394,6 +440,7 @@ export class MultipartService {
     if (Number(taken.numUpdatedRows) === 0) throw errors.completeInProgress();
     if (!(await this.storage.stat(s.storage_key))) {
       // The completer died before storage assembled the file: do that part again.
+      await this.storage.sealMultipart?.(s.upload_id);
       const parts = await this.storage.listParts(s.storage_key, s.upload_id);
       this.checkParts(s, parts, undefined);
       await this.storage.completeMultipart(s.storage_key, s.upload_id, parts);

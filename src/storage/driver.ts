@@ -16,6 +16,14 @@ export interface ByteRange {
   end: number;
 }
 
+/** A part write to an upload that complete or abort has sealed (see MultipartStorage.sealMultipart). */
+export class MultipartSealedError extends Error {
+  constructor() {
+    super('this multipart upload is being completed or aborted; its parts can no longer change');
+    this.name = 'MultipartSealedError';
+  }
+}
+
 export class ObjectNotFoundError extends Error {
   readonly code = 'ENOENT';
   constructor(key: string) {
@@ -77,6 +85,14 @@ export interface MultipartStorage {
   listParts(key: string, uploadId: string): Promise<PartInfo[]>;
   /** Local disk: the file that holds the parts, part n at (n - 1) * partSize (hashed in place). */
   multipartDataPath?(uploadId: string): string;
+  /**
+   * Stores whose parts are written through the service (local disk): from now on no byte of
+   * this upload changes. Part writes in flight are cut (their parts then count as missing) and
+   * awaited until nothing more can reach the disk; later ones fail with MultipartSealedError,
+   * until `unsealMultipart` (a complete that found parts missing gives the session back).
+   */
+  sealMultipart?(uploadId: string): Promise<void>;
+  unsealMultipart?(uploadId: string): void;
   /** Makes the object visible at `key` from all parts, in order. */
   completeMultipart(key: string, uploadId: string, parts: PartInfo[]): Promise<void>;
   /** Frees every stored part. Idempotent. */

@@ -17,6 +17,7 @@ import {
   assertKey,
   type ByteRange,
   type MultipartStorage,
+  MultipartSealedError,
   type ObjectInfo,
   ObjectNotFoundError,
   type PartInfo,
@@ -358,7 +359,44 @@ export class LocalStorage implements StorageDriver, MultipartStorage {
     return uploadId;
   }
 
+  /** Part writes in flight, per upload: what sealing cuts and waits for. */
+  private readonly writers = new Map<string, Set<{ cut: AbortController; settled: Promise<unknown> }>>();
+  /** Uploads being completed or aborted: part writes are refused. */
+  private readonly sealed = new Set<string>();
+
+  async sealMultipart(uploadId: string): Promise<void> {
+    this.sealed.add(uploadId);
+    const running = [...(this.writers.get(uploadId) ?? [])];
+    for (const w of running) w.cut.abort(new MultipartSealedError());
+    await Promise.allSettled(running.map((w) => w.settled));
+  }
+
+  unsealMultipart(uploadId: string): void {
+    this.sealed.delete(uploadId);
+  }
+
   async writePart(key: string, uploadId: string, partNumber: number, body: Readable, length: number, signal?: AbortSignal): Promise<PartInfo> {
+    // Registered before the seal is checked: a seal either sees this writer (and cuts it) or
+    // came first (and this writer is refused). No third order exists.
+    const cut = new AbortController();
+    let settle!: () => void;
+    const entry = { cut, settled: new Promise<void>((resolve) => (settle = resolve)) };
+    let set = this.writers.get(uploadId);
+    if (!set) this.writers.set(uploadId, (set = new Set()));
+    set.add(entry);
+    try {
+      if (this.sealed.has(uploadId)) throw new MultipartSealedError();
+      return await this.writePartUnsealed(key, uploadId, partNumber, body, length, signal ? AbortSignal.any([signal, cut.signal]) : cut.signal);
+    } catch (err) {
+      throw cut.signal.aborted ? new MultipartSealedError() : err;
+    } finally {
+      set.delete(entry);
+      if (set.size === 0) this.writers.delete(uploadId);
+      settle();
+    }
+  }
+
+  private async writePartUnsealed(key: string, uploadId: string, partNumber: number, body: Readable, length: number, signal: AbortSignal): Promise<PartInfo> {
     const meta = await this.meta(uploadId);
     if (meta.key !== key) throw new ObjectNotFoundError(`multipart ${uploadId}`);
     const dir = this.uploadDir(uploadId);
@@ -381,7 +419,18 @@ export class LocalStorage implements StorageDriver, MultipartStorage {
         cb(null, chunk);
       },
     });
-    await pipeline(body, limiter, await FileSink.open(join(dir, 'data'), 'r+', offset, this.fsync), { signal });
+    signal.throwIfAborted();
+    const sink = await FileSink.open(join(dir, 'data'), 'r+', offset, this.fsync);
+    // Settled only once the descriptor is closed, i.e. after its last write: a seal that waits
+    // for this knows no byte of this part can still reach the file.
+    const closed = new Promise<void>((resolve) => sink.once('close', resolve));
+    try {
+      await pipeline(body, limiter, sink, { signal });
+    } finally {
+      if (!sink.closed) sink.destroy();
+      await closed;
+    }
+    signal.throwIfAborted();
     if (received !== length) throw new PartLengthError(length, received);
     const part: PartInfo = { partNumber, size: length, etag: `"${etag.digest().toString(16).padStart(16, '0')}"` };
     await writeAtomic(join(dir, `part-${partNumber}.json`), JSON.stringify(part), this.fsync);
@@ -392,8 +441,19 @@ export class LocalStorage implements StorageDriver, MultipartStorage {
     const dir = this.uploadDir(uploadId);
     await this.meta(uploadId);
     const names = (await readdir(dir)).filter((n) => /^part-\d+\.json$/.test(n));
-    const parts = await Promise.all(names.map(async (n) => JSON.parse(await readFile(join(dir, n), 'utf8')) as PartInfo));
-    return parts.sort((a, b) => a.partNumber - b.partNumber);
+    // A record can vanish between readdir and read: its part is being uploaded again, so it is
+    // missing for now (this race answered 500 before).
+    const parts = await Promise.all(
+      names.map(async (n) => {
+        try {
+          return JSON.parse(await readFile(join(dir, n), 'utf8')) as PartInfo;
+        } catch (err) {
+          if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
+          throw err;
+        }
+      }),
+    );
+    return parts.filter((p): p is PartInfo => p !== null).sort((a, b) => a.partNumber - b.partNumber);
   }
 
   async completeMultipart(key: string, uploadId: string, parts: PartInfo[]): Promise<void> {
@@ -408,11 +468,14 @@ export class LocalStorage implements StorageDriver, MultipartStorage {
     await rename(join(dir, 'data'), target);
     this.metas.delete(uploadId);
     await rm(dir, { recursive: true, force: true });
+    this.sealed.delete(uploadId);
   }
 
   async abortMultipart(_key: string, uploadId: string): Promise<void> {
+    await this.sealMultipart(uploadId);
     this.metas.delete(uploadId);
     await rm(this.uploadDir(uploadId), { recursive: true, force: true });
+    this.sealed.delete(uploadId);
   }
 
   /**
