@@ -117,6 +117,69 @@ describe('stowage client commands', () => {
     assert.equal((await cli(['sources', 'rm', src.id])).code, 0);
   });
 
+  test('token create: its upload_url takes one raw POST without a key, with the overrides it allows', async () => {
+    const made = await cli(['token', 'create', 'cli ☕.txt', '--folder', 'tok', '--tags', 'a,b', '--max-size', '100', '--ttl', '60', '--metadata', '{"by":"cli"}', '--custom-id', 'cli-tok', '--allow-override', 'tags', '--json']);
+    assert.equal(made.code, 0, made.stderr);
+    const t = JSON.parse(made.stdout);
+    assert.equal(t.upload_url, `${server.url}/api/v1/uploads/${t.token}`);
+    assert.ok(Math.abs(t.expire_at - (Math.floor(Date.now() / 1000) + 60)) <= 5, `expire_at ${t.expire_at} is about 60 s away`);
+    assert.deepEqual(t.policy.tags, ['a', 'b']);
+    assert.equal(t.policy.folder, 'tok');
+    assert.equal(t.policy.max_file_size, 100);
+    assert.deepEqual(t.policy.allow_override, { folder: false, tags: true, transform: false });
+
+    const body = Buffer.from('token bytes ☕\n');
+    const post = (headers: Record<string, string>) => fetch(t.upload_url, { method: 'POST', body, headers: { 'content-type': 'text/plain', ...headers } });
+    const refused = await post({ 'x-folder': 'elsewhere' });
+    assert.equal(refused.status, 403);
+    assert.equal(((await refused.json()) as any).errorCode, 'OVERRIDE_NOT_ALLOWED');
+    const res = await post({ 'x-tags': 'c' });
+    assert.equal(res.status, 201);
+    const stored = ((await res.json()) as any).data;
+    assert.equal(stored.path, '/tok/cli ☕.txt', 'the name from the token');
+    assert.deepEqual(stored.tags, ['c']);
+    assert.deepEqual(stored.metadata, { by: 'cli' });
+    assert.equal(stored.custom_id, 'cli-tok');
+    assert.equal(stored.hash, sha(body));
+    const again = await post({});
+    assert.equal(again.status, 401);
+    assert.equal(((await again.json()) as any).errorCode, 'TOKEN_USED');
+
+    const plain = await cli(['token', 'create', 'x.txt']);
+    assert.equal(plain.code, 0, plain.stderr);
+    const [url, expiry] = plain.stdout.trim().split('\n');
+    assert.match(url, new RegExp(`^${server.url}/api/v1/uploads/\\S+$`));
+    assert.match(expiry, /^expires \d{4}-\d\d-\d\dT\S+Z \(single use, at most 5\.0 MiB\)$/);
+    assert.equal((await cli(['token', 'create', 'x.txt', '--allow-override', 'owner'])).code, 2);
+    assert.equal((await cli(['token', 'create', 'x.txt', '--max-size', '0'])).code, 2);
+    assert.equal((await cli(['token', 'create', 'x.txt', '--metadata', '[1]'])).code, 2);
+    assert.equal((await cli(['token', 'create', 'x.txt'], ws.public_key)).code, 4, 'a public key cannot make tokens');
+  });
+
+  test('settings set and show: allowed and webhook origins, "" empties a list', async () => {
+    const initial = await cli(['settings', 'show', '--json']);
+    assert.equal(initial.code, 0, initial.stderr);
+    const w = JSON.parse(initial.stdout);
+    assert.equal(w.workspace_id, ws.workspace_id);
+    assert.deepEqual([w.allowed_origins, w.webhook_origins], [[], []]);
+    const set = await cli(['settings', 'set', '--allowed-origins', 'https://shop.example.com, http://localhost:5173', '--webhook-origins', 'https://hooks.example.com']);
+    assert.equal(set.code, 0, set.stderr);
+    assert.match(set.stdout, /allowed_origins\s+https:\/\/shop\.example\.com, http:\/\/localhost:5173\n/);
+    const shown = JSON.parse((await cli(['settings', 'show', '--json'])).stdout);
+    assert.deepEqual(shown.allowed_origins, ['https://shop.example.com', 'http://localhost:5173']);
+    assert.deepEqual(shown.webhook_origins, ['https://hooks.example.com']);
+    assert.equal((await cli(['settings', 'set', '--allowed-origins', ''])).code, 0);
+    const cleared = JSON.parse((await cli(['settings', 'show', '--json'])).stdout);
+    assert.deepEqual(cleared.allowed_origins, [], '"" empties the list');
+    assert.deepEqual(cleared.webhook_origins, ['https://hooks.example.com'], 'the other list is kept');
+    assert.match((await cli(['settings', 'show'])).stdout, /allowed_origins\s+\(any origin\)\nwebhook_origins\s+https:\/\/hooks\.example\.com\n/);
+    assert.equal((await cli(['settings', 'set'])).code, 2, 'nothing to set');
+    const bad = await cli(['settings', 'set', '--allowed-origins', 'not an origin']);
+    assert.equal(bad.code, 1);
+    assert.match(bad.stderr, /HTTP 400/);
+    assert.equal((await cli(['settings', 'set', '--webhook-origins', ''])).code, 0);
+  });
+
   test('exit codes a shell user can act on: 78 without configuration, 4 for a refused key, 2 for bad usage', async () => {
     const bare = await runCli(['files', 'ls'], {});
     assert.equal(bare.code, 78);

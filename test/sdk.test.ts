@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { Stowage, StowageAbortError, StowageError } from '../sdk/src/index.ts';
+import { Stowage, StowageAbortError, StowageError, uploadWithToken } from '../sdk/src/index.ts';
 import { fileFromPath } from '../sdk/src/node.ts';
 import { type Harness, makeHarness } from './helpers/harness.ts';
 import { localServer } from './helpers/servers.ts';
@@ -36,7 +36,8 @@ describe('SDK', () => {
     assert.deepEqual(r.tags, ['x', 'y']);
     const origin = await localServer((_req, res) => res.writeHead(200).end(data));
     try {
-      const remote = await pub.uploadFromUrl(`${origin.url}/remote.bin`);
+      // Only the private key is told about duplicates (a public key never learns what the workspace holds).
+      const remote = await priv.uploadFromUrl(`${origin.url}/remote.bin`);
       assert.equal(remote.name, 'remote.bin');
       assert.equal(remote.is_duplicate, true);
     } finally {
@@ -174,5 +175,139 @@ describe('SDK', () => {
     assert.equal(unauth.status, 401);
     assert.equal(unauth.error, 'Invalid API key.');
     assert.equal(priv.deliveryUrl('WS', '/a b/c.jpg', 'w_100'), `${base}/WS/w_100/a%20b/c.jpg`);
+  });
+});
+
+describe('SDK: upload tokens and workspace settings', () => {
+  let h: Harness;
+  let base: string;
+  let priv: Stowage;
+  /** A StowageError with this status and errorCode. */
+  const refusal = (status: number, errorCode: string) => (e: unknown) => {
+    assert.ok(e instanceof StowageError, `a StowageError, got ${e}`);
+    assert.equal(e.status, status, e.message);
+    assert.equal(e.errorCode, errorCode);
+    return true;
+  };
+  before(async () => {
+    h = await makeHarness('sqlite');
+    base = await h.app.listen({ host: '127.0.0.1', port: 0 });
+    priv = new Stowage({ baseUrl: base, apiKey: h.ws.private_key });
+  });
+  after(() => h?.close());
+
+  /** The token's upload_url on this test server (the harness's public URL is a fixed port). */
+  const here = (uploadUrl: string) => base + new URL(uploadUrl).pathname;
+
+  test('generateToken, then uploadWithToken: byte-exact, any Unicode name, and single use', async () => {
+    const before = Math.floor(Date.now() / 1000);
+    const t = await priv.generateToken({ fileName: 'default.txt', folder: 'tok', tags: ['a'], maxFileSize: 1000, ttlSeconds: 120, metadata: { k: 1 }, customId: 'tok-1' });
+    assert.equal(t.upload_url, `${h.config.publicUrl}/api/v1/uploads/${t.token}`);
+    assert.equal(t.workspace_id, h.ws.workspace_id);
+    assert.ok(t.expire_at >= before + 119 && t.expire_at <= before + 122, `expire_at ${t.expire_at} is about 120 s away`);
+    assert.equal(t.policy.file_name, 'default.txt');
+    assert.equal(t.policy.folder, 'tok');
+    assert.deepEqual(t.policy.tags, ['a']);
+    assert.equal(t.policy.max_file_size, 1000);
+    assert.deepEqual(t.policy.allow_override, { folder: false, tags: false, transform: false });
+
+    const data = Buffer.from(`hello ☕ ${randomBytes(16).toString('hex')}\n`);
+    const progress: number[] = [];
+    const name = 'café ☕.txt';
+    const r = await uploadWithToken(here(t.upload_url), new Blob([data], { type: 'text/plain' }), { fileName: name, onProgress: (p) => progress.push(p.loaded) });
+    assert.equal(r.name, name);
+    assert.equal(r.path, `/tok/${name}`);
+    assert.equal(r.hash, sha(data));
+    assert.equal(r.size, data.length);
+    assert.deepEqual(r.tags, ['a']);
+    assert.deepEqual(r.metadata, { k: 1 });
+    assert.equal(r.custom_id, 'tok-1');
+    assert.deepEqual(progress, [0, data.length]);
+    const back = await fetch(priv.deliveryUrl(h.ws.workspace_id, r.path));
+    assert.equal(back.status, 200);
+    assert.deepEqual(Buffer.from(await back.arrayBuffer()), data, 'the stored bytes are the bytes sent');
+    assert.equal((await priv.getFile(r.file_no)).name, name);
+
+    await assert.rejects(uploadWithToken(here(t.upload_url), new Blob([data])), refusal(401, 'TOKEN_USED'));
+
+    // The client's method takes the bare token; without fileName the token's file_name is used.
+    const t2 = await priv.generateToken({ fileName: 'from-token.bin' });
+    const r2 = await priv.uploadWithToken(t2.token, new Blob([randomBytes(10)]));
+    assert.equal(r2.path, '/from-token.bin');
+    await assert.rejects(priv.uploadWithToken(t2.token, new Blob([randomBytes(10)])), refusal(401, 'TOKEN_USED'));
+  });
+
+  test('refusals: overrides the token does not allow, too large, unknown token', async () => {
+    const file = () => new Blob([Buffer.from('0123456789ab')], { type: 'text/plain' });
+    const noFolder = await priv.generateToken({ fileName: 'o.txt', folder: 'fixed', allowOverride: { tags: true } });
+    assert.deepEqual(noFolder.policy.allow_override, { folder: false, tags: true, transform: false });
+    await assert.rejects(priv.uploadWithToken(noFolder.token, file(), { folder: 'elsewhere' }), refusal(403, 'OVERRIDE_NOT_ALLOWED'));
+    const noTransform = await priv.generateToken({ fileName: 'o.txt', allowOverride: { folder: true, tags: true } });
+    await assert.rejects(priv.uploadWithToken(noTransform.token, file(), { transform: 'w_10' }), refusal(403, 'OVERRIDE_NOT_ALLOWED'));
+    const tagsOk = await priv.generateToken({ fileName: 'o.txt', folder: 'fixed', tags: ['policy'], allowOverride: { tags: true } });
+    const r = await priv.uploadWithToken(tagsOk.token, file(), { tags: ['x', 'y'] });
+    assert.deepEqual(r.tags, ['x', 'y']);
+    assert.equal(r.path, '/fixed/o.txt');
+
+    const small = await priv.generateToken({ fileName: 'big.bin', maxFileSize: 10 });
+    await assert.rejects(priv.uploadWithToken(small.token, new Blob([randomBytes(11)])), refusal(413, 'FILE_TOO_LARGE'));
+    await assert.rejects(uploadWithToken('not-a-token', file(), { baseUrl: base }), refusal(401, 'TOKEN_INVALID'));
+    await assert.rejects(uploadWithToken('not-a-token', file()), TypeError, 'a bare token needs baseUrl');
+  });
+
+  test('a token upload is sent again only after 429/503 with Retry-After, never after an answer or a network error', async () => {
+    const t = await priv.generateToken({ fileName: 'retry.bin' });
+    const url = here(t.upload_url);
+    const file = new Blob([randomBytes(100)]);
+    let calls = 0;
+    const answer = (status: number, headers: Record<string, string> = {}) => async () => {
+      calls++;
+      return new Response(JSON.stringify({ success: false, error: 'x', errorCode: 'X', message: 'x' }), { status, headers });
+    };
+    await assert.rejects(uploadWithToken(url, file, { fetch: answer(500) }), refusal(500, 'X'));
+    assert.equal(calls, 1, '500: not retried');
+    calls = 0;
+    await assert.rejects(uploadWithToken(url, file, { fetch: answer(503) }), refusal(503, 'X'));
+    assert.equal(calls, 1, '503 without Retry-After: not retried');
+    calls = 0;
+    const down: typeof fetch = async () => {
+      calls++;
+      throw new TypeError('fetch failed');
+    };
+    await assert.rejects(uploadWithToken(url, file, { fetch: down }), /fetch failed/);
+    assert.equal(calls, 1, 'network error: not retried');
+    calls = 0;
+    const busyOnce: typeof fetch = async (input, init) => {
+      calls++;
+      if (calls === 1) return new Response('{"success":false,"error":"Too many requests","errorCode":"RATE_LIMITED"}', { status: 429, headers: { 'retry-after': '0' } });
+      return fetch(input, init);
+    };
+    const r = await uploadWithToken(url, file, { fetch: busyOnce });
+    assert.equal(calls, 2, '429 with Retry-After: sent again');
+    assert.equal(r.name, 'retry.bin');
+  });
+
+  test('getWorkspace and updateWorkspace round-trip; allowed origins apply to token uploads from a page', async () => {
+    const w = await priv.getWorkspace();
+    assert.equal(w.workspace_id, h.ws.workspace_id);
+    assert.deepEqual([w.allowed_origins, w.webhook_origins], [[], []]);
+    assert.equal(typeof w.used_bytes, 'number');
+    const set = await priv.updateWorkspace({ allowedOrigins: ['https://shop.example.com', 'https://*.example.com'], webhookOrigins: ['https://hooks.example.com'] });
+    assert.deepEqual(set.allowed_origins, ['https://shop.example.com', 'https://*.example.com']);
+    assert.deepEqual(set.webhook_origins, ['https://hooks.example.com']);
+    assert.deepEqual(await priv.getWorkspace(), set);
+    const partial = await priv.updateWorkspace({ webhookOrigins: [] });
+    assert.deepEqual(partial.webhook_origins, []);
+    assert.deepEqual(partial.allowed_origins, set.allowed_origins, 'a list left out is kept');
+    await assert.rejects(priv.updateWorkspace({ allowedOrigins: ['not an origin'] }), (e: unknown) => e instanceof StowageError && e.status === 400);
+    await assert.rejects(new Stowage({ baseUrl: base, apiKey: h.ws.public_key }).getWorkspace(), (e: unknown) => e instanceof StowageError && e.status === 403);
+
+    const fromPage = (origin: string): typeof fetch => (input, init) => fetch(input, { ...init, headers: { ...(init?.headers as Record<string, string>), origin } });
+    const refused = await priv.generateToken({ fileName: 'page.txt' });
+    await assert.rejects(uploadWithToken(here(refused.upload_url), new Blob(['x']), { fetch: fromPage('https://evil.test') }), refusal(403, 'ORIGIN_NOT_ALLOWED'));
+    const allowed = await priv.generateToken({ fileName: 'page.txt' });
+    const r = await uploadWithToken(here(allowed.upload_url), new Blob(['x']), { fetch: fromPage('https://a.example.com') });
+    assert.equal(r.name, 'page.txt');
+    assert.deepEqual((await priv.updateWorkspace({ allowedOrigins: [] })).allowed_origins, []);
   });
 });

@@ -1,6 +1,6 @@
 // The Stowage client: every endpoint, for Node (>= 20) and browsers, on plain `fetch`.
 import { StowageAbortError, StowageError } from './errors.ts';
-import type { FileRecord, Folder, MultipartSession, Progress, SessionStatus, Source, SourceType, UploadOptions } from './types.ts';
+import type { FileRecord, Folder, GenerateTokenOptions, MultipartSession, Progress, SessionStatus, Source, SourceType, TokenUploadOptions, UploadOptions, UploadToken, WorkspaceSettings, WorkspaceSettingsPatch } from './types.ts';
 
 export interface ClientOptions {
   /** The service's base URL, e.g. https://media.example.com */
@@ -87,27 +87,12 @@ export class Stowage {
    * Runs `send` until it gives a final answer: network errors and 408/425/429/5xx are retried
    * with exponential backoff and jitter, waiting at least what Retry-After asks.
    */
-  private async withRetries(send: () => Promise<Response>, signal?: AbortSignal): Promise<Response> {
-    for (let attempt = 0; ; attempt++) {
-      if (signal?.aborted) throw new StowageAbortError();
-      let res: Response | undefined;
-      let failure: unknown;
-      try {
-        res = await send();
-      } catch (err) {
-        if (signal?.aborted || (err as Error).name === 'AbortError') throw new StowageAbortError();
-        failure = err;
-      }
-      const retryable = failure !== undefined || (res !== undefined && RETRYABLE.has(res.status));
-      if (!retryable || attempt >= this.retries) {
-        if (res) return res;
-        throw failure;
-      }
-      const asked = res ? retryAfterMs(res) : undefined;
-      const backoff = this.retryDelayMs * 2 ** attempt * (0.75 + Math.random() * 0.5);
-      await res?.arrayBuffer().catch(() => {});
-      await sleep(Math.min(this.maxRetryDelayMs, Math.max(asked ?? 0, backoff)), signal);
-    }
+  private withRetries(send: () => Promise<Response>, signal?: AbortSignal): Promise<Response> {
+    return withRetries(send, this.retryPolicy(), signal);
+  }
+
+  private retryPolicy(): RetryPolicy {
+    return { retries: this.retries, retryDelayMs: this.retryDelayMs, maxRetryDelayMs: this.maxRetryDelayMs };
   }
 
   // --- uploads ---------------------------------------------------------------------------
@@ -229,6 +214,50 @@ export class Stowage {
     });
   }
 
+  // --- upload tokens and workspace settings ----------------------------------------------
+
+  /**
+   * An upload token (private key): lets a browser or app upload one file under this policy
+   * without any API key, through `uploadWithToken`.
+   */
+  generateToken(input: GenerateTokenOptions, opts: RequestOptions = {}): Promise<UploadToken> {
+    const o = input.allowOverride;
+    return this.request<UploadToken>('POST', '/api/v1/generate-token', {
+      json: {
+        file_name: input.fileName,
+        folder: input.folder,
+        tags: input.tags,
+        transform: input.transform,
+        max_file_size: input.maxFileSize,
+        ttl_seconds: input.ttlSeconds,
+        metadata: input.metadata,
+        custom_id: input.customId,
+        random_prefix: input.randomPrefix,
+        allow_override: o ? { folder: o.folder, tags: o.tags, transform: o.transform } : undefined,
+      },
+      signal: opts.signal,
+      raw: true,
+    });
+  }
+
+  /**
+   * `uploadWithToken` against this client's service (a bare token or an `upload_url`); the
+   * client's key is not sent. Not retried, except after 429/503 with Retry-After.
+   */
+  uploadWithToken(tokenOrUploadUrl: string, file: Blob, opts: Omit<TokenUploadOptions, 'baseUrl' | 'fetch'> = {}): Promise<FileRecord> {
+    return sendWithToken(tokenOrUploadUrl, file, { ...opts, baseUrl: this.base }, this.fetchImpl, this.retryPolicy());
+  }
+
+  /** The workspace of the key (private key), with its browser settings and usage. */
+  getWorkspace(opts: RequestOptions = {}): Promise<WorkspaceSettings> {
+    return this.request<WorkspaceSettings>('GET', '/api/v1/workspace', opts);
+  }
+
+  /** Changes the lists given; a list left out stays as it is, `[]` (or `null`) empties it. */
+  updateWorkspace(patch: WorkspaceSettingsPatch, opts: RequestOptions = {}): Promise<WorkspaceSettings> {
+    return this.request<WorkspaceSettings>('PATCH', '/api/v1/workspace', { json: { allowed_origins: patch.allowedOrigins, webhook_origins: patch.webhookOrigins }, signal: opts.signal });
+  }
+
   // --- files and folders -----------------------------------------------------------------
 
   async listFiles(query: { page?: number; limit?: number; folder_no?: string; search?: string; tags?: string[] | string; sort?: string; snapshot?: string } = {}, opts: RequestOptions = {}) {
@@ -303,6 +332,82 @@ export class Stowage {
     const clean = path.replace(/^\/+/, '').split('/').map(encodeURIComponent).join('/');
     return `${this.base}/${workspaceId}/${tokens ? `${tokens}/` : ''}${clean}`;
   }
+}
+
+interface RetryPolicy {
+  retries: number;
+  retryDelayMs: number;
+  maxRetryDelayMs: number;
+  /** Which answers are worth another try (network errors come as `undefined`); default the passing ones. */
+  retryable?: (res: Response | undefined) => boolean;
+}
+
+const passing = (res: Response | undefined) => res === undefined || RETRYABLE.has(res.status);
+
+async function withRetries(send: () => Promise<Response>, policy: RetryPolicy, signal?: AbortSignal): Promise<Response> {
+  const retryable = policy.retryable ?? passing;
+  for (let attempt = 0; ; attempt++) {
+    if (signal?.aborted) throw new StowageAbortError();
+    let res: Response | undefined;
+    let failure: unknown;
+    try {
+      res = await send();
+    } catch (err) {
+      if (signal?.aborted || (err as Error).name === 'AbortError') throw new StowageAbortError();
+      failure = err;
+    }
+    if (!retryable(res) || attempt >= policy.retries) {
+      if (res) return res;
+      throw failure;
+    }
+    const asked = res ? retryAfterMs(res) : undefined;
+    const backoff = policy.retryDelayMs * 2 ** attempt * (0.75 + Math.random() * 0.5);
+    await res?.arrayBuffer().catch(() => {});
+    await sleep(Math.min(policy.maxRetryDelayMs, Math.max(asked ?? 0, backoff)), signal);
+  }
+}
+
+/**
+ * Upload tokens are single use, so a token upload is sent again only after 429 or 503 with
+ * Retry-After: nothing was stored (a proxy's rate limit, or a backing service not answering),
+ * and the service gives the token back after a failed upload. A network error may have cut
+ * the answer to an upload that was stored, and a second try would then only get 401
+ * TOKEN_USED, so it is thrown as it is, like every other answer.
+ */
+const tokenRetryable = (res: Response | undefined) => res !== undefined && (res.status === 429 || res.status === 503) && res.headers.has('retry-after');
+
+/**
+ * Uploads `file` with an upload token from `generateToken`: no API key, so it is the entry
+ * point for browser code. `tokenOrUploadUrl` is the token's `upload_url`, or the bare token
+ * with `opts.baseUrl`. Returns the stored file record; refusals throw `StowageError`
+ * (401 `TOKEN_INVALID`/`TOKEN_EXPIRED`/`TOKEN_USED`, 403 `OVERRIDE_NOT_ALLOWED` or
+ * `ORIGIN_NOT_ALLOWED`, 413 `FILE_TOO_LARGE`, …). Never retried except after 429/503 with
+ * Retry-After (see `tokenRetryable`).
+ */
+export function uploadWithToken(tokenOrUploadUrl: string, file: Blob, opts: TokenUploadOptions = {}): Promise<FileRecord> {
+  return sendWithToken(tokenOrUploadUrl, file, opts, opts.fetch ?? globalThis.fetch.bind(globalThis), { retries: 4, retryDelayMs: 300, maxRetryDelayMs: 30_000 });
+}
+
+async function sendWithToken(tokenOrUploadUrl: string, file: Blob, opts: TokenUploadOptions, fetchImpl: typeof fetch, policy: RetryPolicy): Promise<FileRecord> {
+  let url: string;
+  if (/^https?:\/\//i.test(tokenOrUploadUrl)) url = tokenOrUploadUrl;
+  else if (opts.baseUrl) url = `${opts.baseUrl.replace(/\/+$/, '')}/api/v1/uploads/${encodeURIComponent(tokenOrUploadUrl)}`;
+  else throw new TypeError('uploadWithToken: pass the token\'s upload_url, or the token with opts.baseUrl');
+  const headers: Record<string, string> = { 'content-type': opts.contentType || file.type || 'application/octet-stream' };
+  // Header values are bytes: the name goes percent-encoded UTF-8 so that any name survives.
+  if (opts.fileName !== undefined) headers['x-file-name'] = encodeURIComponent(opts.fileName);
+  if (opts.folder !== undefined) headers['x-folder'] = opts.folder;
+  if (opts.tags !== undefined) headers['x-tags'] = opts.tags.join(',');
+  if (opts.transform !== undefined) headers['x-transform'] = opts.transform;
+  const total = file.size;
+  // fetch cannot report upload progress: only the start and the end are known.
+  opts.onProgress?.({ loaded: 0, total });
+  const res = await withRetries(() => fetchImpl(url, { method: 'POST', headers, body: file, signal: opts.signal }), { ...policy, retryable: tokenRetryable }, opts.signal);
+  const text = await res.text();
+  const parsed = text ? safeJson(text) : undefined;
+  if (!res.ok) throw toError(res, parsed);
+  opts.onProgress?.({ loaded: total, total });
+  return unwrap(parsed) as FileRecord;
 }
 
 function partLength(s: MultipartSession, size: number, n: number): number {

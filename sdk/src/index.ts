@@ -1,5 +1,5 @@
 // @stowage/sdk: a typed client for the Stowage API, for Node (>= 20) and browsers.
-export { Stowage } from './client.ts';
+export { Stowage, uploadWithToken } from './client.ts';
 export type { AutoUploadOptions, ClientOptions, MultipartOptions, RequestOptions } from './client.ts';
 export { StowageAbortError, StowageError } from './errors.ts';
 export type * from './types.ts';

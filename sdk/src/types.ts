@@ -85,3 +85,76 @@ export interface Progress {
   loaded: number;
   total: number;
 }
+
+/** The workspace as `GET /api/v1/workspace` answers, with its browser settings. */
+export interface WorkspaceSettings {
+  workspace_id: string;
+  name: string;
+  /** Web page origins that may use the public key and upload tokens; empty = any origin. */
+  allowed_origins: string[];
+  /** Origins a public-key upload may send `webhook_url` to; empty = public keys may not set one. */
+  webhook_origins: string[];
+  quota_bytes: number | null;
+  max_file_size: number | null;
+  used_bytes: number;
+}
+
+export interface WorkspaceSettingsPatch {
+  /** e.g. `https://shop.example.com`, `https://*.example.com`, `http://localhost:5173`; `[]` or `null` clears. */
+  allowedOrigins?: string[] | null;
+  webhookOrigins?: string[] | null;
+}
+
+export interface GenerateTokenOptions {
+  /** The stored name, unless the uploader sends its own (`fileName` of `uploadWithToken`). */
+  fileName: string;
+  folder?: string;
+  tags?: string[];
+  transform?: string;
+  /** Largest accepted body in bytes. Service default 5 MiB. */
+  maxFileSize?: number;
+  /** Life of the token in seconds. Service default 300. */
+  ttlSeconds?: number;
+  metadata?: Record<string, unknown>;
+  customId?: string;
+  randomPrefix?: boolean;
+  /** What the uploader may change with `uploadWithToken`'s `folder`, `tags`, `transform`. */
+  allowOverride?: { folder?: boolean; tags?: boolean; transform?: boolean };
+}
+
+export interface UploadToken {
+  token: string;
+  signature: string;
+  /** Unix seconds. */
+  expire_at: number;
+  public_key: string;
+  workspace_id: string;
+  /** `${base}/api/v1/uploads/${token}`: POST the raw bytes there, no key needed. */
+  upload_url: string;
+  policy: {
+    file_name: string;
+    /** Folder path, "" for the root. */
+    folder: string;
+    tags: string[];
+    max_file_size: number;
+    transform: string | null;
+    allow_override: { folder: boolean; tags: boolean; transform: boolean };
+  };
+}
+
+export interface TokenUploadOptions {
+  /** The service's base URL; needed when the first argument is a bare token. */
+  baseUrl?: string;
+  /** The stored name (any Unicode); default the token's `file_name`. */
+  fileName?: string;
+  /** MIME type sent as Content-Type; default the Blob's type or application/octet-stream. */
+  contentType?: string;
+  /** Overrides of the token's policy; each is refused (403 OVERRIDE_NOT_ALLOWED) unless the token allows it. */
+  folder?: string;
+  tags?: string[];
+  transform?: string;
+  signal?: AbortSignal;
+  /** Called with 0 before sending and with the total once stored (fetch reports no upload progress). */
+  onProgress?: (p: Progress) => void;
+  fetch?: typeof fetch;
+}

@@ -4,10 +4,10 @@ import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import cliProgress from 'cli-progress';
-import type { Command } from 'commander';
+import { type Command, InvalidArgumentError } from 'commander';
 import { Stowage, StowageAbortError, StowageError } from '../../sdk/src/index.ts';
 import { fileFromPath } from '../../sdk/src/node.ts';
-import type { MultipartSession } from '../../sdk/src/types.ts';
+import type { MultipartSession, WorkspaceSettings } from '../../sdk/src/types.ts';
 
 export interface ClientIo {
   out: (text: string) => void;
@@ -75,6 +75,49 @@ const human = (bytes: number) => {
   return `${n.toFixed(i === 0 ? 0 : 1)} ${units[i]}`;
 };
 
+/** A command-line JSON object, or exit 2 naming the option. */
+function jsonObject(text: string, option: string): Record<string, unknown> {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    throw new ExitError(`${option} must be a JSON object`, 2);
+  }
+  if (!value || typeof value !== 'object' || Array.isArray(value)) throw new ExitError(`${option} must be a JSON object`, 2);
+  return value as Record<string, unknown>;
+}
+
+/** "a, b,,c" → ["a","b","c"]; "" → [] (clears a list). */
+const list = (value: string) => value.split(',').map((t) => t.trim()).filter(Boolean);
+
+const positiveInt = (value: string) => {
+  const n = Number(value);
+  if (!/^\d+$/.test(value.trim()) || !Number.isSafeInteger(n) || n < 1) throw new InvalidArgumentError('must be a whole number of at least 1');
+  return n;
+};
+
+const OVERRIDABLE = ['folder', 'tags', 'transform'] as const;
+
+const overrides = (value: string) => {
+  const names = list(value);
+  const bad = names.filter((n) => !(OVERRIDABLE as readonly string[]).includes(n));
+  if (bad.length) throw new InvalidArgumentError(`unknown ${bad.join(', ')} (use ${OVERRIDABLE.join(', ')})`);
+  return Object.fromEntries(OVERRIDABLE.map((n) => [n, names.includes(n)])) as Record<(typeof OVERRIDABLE)[number], boolean>;
+};
+
+function settingsText(w: WorkspaceSettings): string {
+  const rows: [string, string][] = [
+    ['workspace_id', w.workspace_id],
+    ['name', w.name],
+    ['allowed_origins', w.allowed_origins.length ? w.allowed_origins.join(', ') : '(any origin)'],
+    ['webhook_origins', w.webhook_origins.length ? w.webhook_origins.join(', ') : '(none: public keys may not set webhook_url)'],
+    ['quota', w.quota_bytes === null ? 'unlimited' : human(w.quota_bytes)],
+    ['max_file_size', w.max_file_size === null ? 'service default' : human(w.max_file_size)],
+    ['used', human(w.used_bytes)],
+  ];
+  return rows.map(([k, v]) => `${k.padEnd(16)} ${v}`).join('\n');
+}
+
 export function registerClientCommands(program: Command, io: ClientIo, print: (json: boolean, value: unknown, human: () => string) => void): void {
   program
     .command('upload')
@@ -89,15 +132,7 @@ export function registerClientCommands(program: Command, io: ClientIo, print: (j
     .option('--json', 'print one JSON array of file records')
     .action(async (files: string[], opts: { folder?: string; tags?: string; metadata?: string; randomPrefix?: boolean; multipartThreshold: number; parallel: number; json?: boolean }) => {
       const api = client(io);
-      let metadata: Record<string, unknown> | undefined;
-      if (opts.metadata) {
-        try {
-          metadata = JSON.parse(opts.metadata);
-        } catch {
-          throw new ExitError('--metadata must be a JSON object', 2);
-        }
-        if (!metadata || typeof metadata !== 'object' || Array.isArray(metadata)) throw new ExitError('--metadata must be a JSON object', 2);
-      }
+      const metadata = opts.metadata === undefined ? undefined : jsonObject(opts.metadata, '--metadata');
       for (const f of files) {
         try {
           if (!statSync(f).isFile()) throw new Error();
@@ -275,5 +310,60 @@ export function registerClientCommands(program: Command, io: ClientIo, print: (j
     .action(async (id: string, opts: { json?: boolean }) => {
       await client(io).deleteSource(id);
       print(Boolean(opts.json), { deleted: id }, () => `Deleted source ${id}`);
+    });
+
+  const token = program.command('token').description('Upload tokens: one upload without an API key (private key)');
+  token
+    .command('create')
+    .description('Create a single-use upload token; prints its upload_url and expiry')
+    .argument('<file_name>', 'the stored name, unless the uploader sends X-File-Name')
+    .option('--folder <path>', 'destination folder')
+    .option('--tags <list>', 'comma-separated tags')
+    .option('--transform <tokens>', 'transformation applied before storing, e.g. w_1200,f_webp')
+    .option('--max-size <bytes>', 'largest accepted file in bytes (service default 5 MiB)', positiveInt)
+    .option('--ttl <seconds>', 'life of the token (service default 300)', positiveInt)
+    .option('--metadata <json>', 'a JSON object stored with the file')
+    .option('--custom-id <id>', 'custom_id of the file')
+    .option('--random-prefix', 'add a random part to the stored name')
+    .option('--allow-override <list>', `what the uploader may change: ${OVERRIDABLE.join(',')}`, overrides)
+    .option('--json', 'print the whole answer as JSON')
+    .action(async (fileName: string, opts: { folder?: string; tags?: string; transform?: string; maxSize?: number; ttl?: number; metadata?: string; customId?: string; randomPrefix?: boolean; allowOverride?: Record<string, boolean>; json?: boolean }) => {
+      const metadata = opts.metadata === undefined ? undefined : jsonObject(opts.metadata, '--metadata');
+      const t = await client(io).generateToken({
+        fileName,
+        folder: opts.folder,
+        tags: opts.tags === undefined ? undefined : list(opts.tags),
+        transform: opts.transform,
+        maxFileSize: opts.maxSize,
+        ttlSeconds: opts.ttl,
+        metadata,
+        customId: opts.customId,
+        randomPrefix: opts.randomPrefix,
+        allowOverride: opts.allowOverride,
+      });
+      print(Boolean(opts.json), t, () => `${t.upload_url}\nexpires ${new Date(t.expire_at * 1000).toISOString()} (single use, at most ${human(t.policy.max_file_size)})`);
+    });
+
+  const settings = program.command('settings').description("The workspace's browser settings: allowed origins, webhook origins (private key)");
+  settings
+    .command('show')
+    .option('--json', 'print JSON')
+    .action(async (opts: { json?: boolean }) => {
+      const w = await client(io).getWorkspace();
+      print(Boolean(opts.json), w, () => settingsText(w));
+    });
+  settings
+    .command('set')
+    .description('Change the lists given ("" empties one)')
+    .option('--allowed-origins <list>', 'comma-separated page origins that may use the public key and upload tokens, e.g. https://shop.example.com,https://*.example.com; "" = any origin')
+    .option('--webhook-origins <list>', 'comma-separated origins a public-key upload may send webhook_url to; "" = none')
+    .option('--json', 'print JSON')
+    .action(async (opts: { allowedOrigins?: string; webhookOrigins?: string; json?: boolean }) => {
+      if (opts.allowedOrigins === undefined && opts.webhookOrigins === undefined) throw new ExitError('give --allowed-origins and/or --webhook-origins', 2);
+      const w = await client(io).updateWorkspace({
+        allowedOrigins: opts.allowedOrigins === undefined ? undefined : list(opts.allowedOrigins),
+        webhookOrigins: opts.webhookOrigins === undefined ? undefined : list(opts.webhookOrigins),
+      });
+      print(Boolean(opts.json), w, () => settingsText(w));
     });
 }
