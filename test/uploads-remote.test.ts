@@ -24,12 +24,35 @@ const DNS: Record<string, string[]> = {
   'mixed.test': ['93.184.216.34', '10.0.0.1'],
   'cgnat.test': ['100.64.1.1'],
   'zero.test': ['0.0.0.0'],
+  // IPv6 spellings of internal IPv4 addresses, as a resolver would hand them back
+  'compat.test': ['::7f00:1'],
+  'compat-dotted.test': ['::127.0.0.1'],
+  'mapped-hex.test': ['::ffff:a9fe:a9fe'],
+  'nat64.test': ['64:ff9b::a9fe:a9fe'],
+  'nat64-local.test': ['64:ff9b:1::a00:1'],
+  'sixtofour.test': ['2002:7f00:1::1'],
+  'teredo.test': ['2001:0:4136:e378:8000:63bf:80ff:fffe'],
+  'sitelocal.test': ['fec0::1'],
+  'linklocal6.test': ['fe80::1'],
+  'doc6.test': ['2001:db8::1'],
+  'mixed6.test': ['2606:4700::1111', '64:ff9b::a00:1'],
 };
 const resolver = async (host: string): Promise<ResolvedAddress[]> => {
   const list = DNS[host];
   if (!list) throw Object.assign(new Error('not found'), { code: 'ENOTFOUND' });
   return list.map((address) => ({ address, family: address.includes(':') ? 6 : 4 }));
 };
+
+/** Redirect targets: IPv6 spellings of loopback and of the metadata service (issue 15, item 11). */
+const REDIRECT_V6 = [
+  'http://[::127.0.0.1]:PORT/assets/file.bin',
+  'http://[::ffff:7f00:1]:PORT/assets/file.bin',
+  'http://[64:ff9b::a9fe:a9fe]/latest/meta-data/',
+  'http://[2002:7f00:1::]:PORT/assets/file.bin',
+  'http://[2001:0:4136:e378:8000:63bf:80ff:fffe]:PORT/assets/file.bin',
+  'http://compat.test:PORT/assets/file.bin',
+  'http://0x7f.1:PORT/assets/file.bin',
+];
 
 describe('remote URL upload', () => {
   let h: Harness;
@@ -44,6 +67,7 @@ describe('remote URL upload', () => {
       else if (url.pathname === '/redirect-ok') res.writeHead(302, { location: `http://files.test:${origin.port}/assets/file.bin` }).end();
       else if (url.pathname === '/redirect-private') res.writeHead(302, { location: `http://127.0.0.1:${origin.port}/assets/file.bin` }).end();
       else if (url.pathname === '/redirect-meta') res.writeHead(301, { location: 'http://169.254.169.254/latest/meta-data/' }).end();
+      else if (url.pathname.startsWith('/redirect-v6/')) res.writeHead(302, { location: REDIRECT_V6[Number(url.pathname.slice(13))].replace('PORT', String(origin.port)) }).end();
       else if (url.pathname === '/loop') res.writeHead(302, { location: '/loop' }).end();
       else if (url.pathname === '/slow') res.writeHead(200).write('a'); // never ends
       else if (url.pathname === '/huge') res.writeHead(200, { 'content-length': String(10 * 1024 * 1024) }).end(Buffer.alloc(10 * 1024 * 1024));
@@ -92,6 +116,24 @@ describe('remote URL upload', () => {
     ['a name with one private address among public ones', 'http://mixed.test/x'],
     ['carrier-grade NAT 100.64/10', 'http://cgnat.test/x'],
     ['0.0.0.0', 'http://zero.test/x'],
+    ['IPv4-compatible loopback by address', 'http://[::127.0.0.1]/x'],
+    ['IPv4-mapped loopback by address, hex form', 'http://[::ffff:7f00:1]/x'],
+    ['NAT64 metadata service by address', 'http://[64:ff9b::a9fe:a9fe]/latest/meta-data/'],
+    ['6to4 loopback by address', 'http://[2002:7f00:1::]/x'],
+    ['Teredo client loopback by address', 'http://[2001:0:4136:e378:8000:63bf:80ff:fffe]/x'],
+    ['IPv4 oddity 0x7f.1', 'http://0x7f.1/x'],
+    ['IPv4 oddity 2130706433', 'http://2130706433/x'],
+    ['IPv4-compatible loopback by name (hex answer)', 'http://compat.test/x'],
+    ['IPv4-compatible loopback by name (dotted answer)', 'http://compat-dotted.test/x'],
+    ['IPv4-mapped metadata by name (hex answer)', 'http://mapped-hex.test/x'],
+    ['NAT64 metadata service by name', 'http://nat64.test/latest/meta-data/'],
+    ['NAT64 local-use prefix by name', 'http://nat64-local.test/x'],
+    ['6to4 loopback by name', 'http://sixtofour.test/x'],
+    ['Teredo client loopback by name', 'http://teredo.test/x'],
+    ['IPv6 site-local by name', 'http://sitelocal.test/x'],
+    ['IPv6 link-local by name', 'http://linklocal6.test/x'],
+    ['IPv6 documentation range by name', 'http://doc6.test/x'],
+    ['a name with one NAT64-of-private address among public ones', 'http://mixed6.test/x'],
   ];
   for (const [label, url] of refusedHosts) {
     test(`refuses ${label}: 400, nothing stored`, async () => {
@@ -107,6 +149,15 @@ describe('remote URL upload', () => {
       assert.equal(res.status, 400, JSON.stringify(res.body));
       assert.equal(res.body.errorCode, 'URL_REFUSED');
     }
+  });
+
+  test('refuses a redirect from an allowed host to an IPv6 spelling of loopback or the metadata service', async () => {
+    const wrong: string[] = [];
+    for (let i = 0; i < REDIRECT_V6.length; i++) {
+      const res = await remote({ remote_url: `http://files.test:${origin.port}/redirect-v6/${i}` });
+      if (res.status !== 400 || res.body.errorCode !== 'URL_REFUSED') wrong.push(`${REDIRECT_V6[i]}: ${res.status} ${res.body.message}`);
+    }
+    assert.deepEqual(wrong, []);
   });
 
   test('bad URLs are 400; failures of the remote side are 502', async () => {
