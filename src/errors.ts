@@ -43,7 +43,7 @@ export const errors = {
   fileRequired: () => new AppError(400, 'FILE_REQUIRED', 'File is required', 'Send the file in the "file" form field'),
   fileNameRequired: () => new AppError(400, 'FILE_NAME_REQUIRED', 'File name is required', 'Send the "file_name" form field'),
   fileTooLarge: (max: number) =>
-    new AppError(413, 'FILE_TOO_LARGE', 'File too large', `The file is larger than the maximum of ${max} bytes for this workspace`),
+    new AppError(413, 'FILE_TOO_LARGE', 'File too large', `The file is larger than the maximum of ${max} bytes allowed for this upload`),
   storageLimitExceeded: () =>
     new AppError(402, 'STORAGE_LIMIT_EXCEEDED', 'Storage limit exceeded', 'This upload would take the workspace over its storage quota'),
   fieldTooLarge: (field: string) => new AppError(413, 'FIELD_TOO_LARGE', 'Form field too large', `The form field "${field.slice(0, 64)}" is too large`),
@@ -63,6 +63,8 @@ export const errors = {
   folderNotFound: () => new AppError(404, 'FOLDER_NOT_FOUND', 'Folder not found', 'No folder with this folder_no in this workspace'),
   fileNameTaken: () => new AppError(409, 'FILE_NAME_TAKEN', 'File name already exists in this folder', 'Choose another name, or move the file elsewhere'),
   folderExists: () => new AppError(409, 'FOLDER_EXISTS', 'Folder already exists', 'The parent folder already holds a folder with this name'),
+  /** A CORS preflight the service does not allow (an origin a workspace refuses, or a path that is not cross-origin). */
+  preflightRefused: () => new AppError(403, 'CORS_NOT_ALLOWED', 'Forbidden', 'Cross-origin requests to this address are not allowed from this origin'),
   originNotAllowed: (origin: string) =>
     new AppError(
       403,

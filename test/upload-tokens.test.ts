@@ -204,6 +204,26 @@ for (const dialect of DIALECTS) {
       assert.deepEqual(await bytesOf(first.body.data.file_no), Buffer.from('one'));
     });
 
+    test('a token held by an upload that died (no heartbeat) is given back by the sweeper; a live one is not', async () => {
+      const t = (await mint({ file_name: 'dead.txt' })).body.token;
+      const id = t.slice(7, 29);
+      await h.services.db.kysely.updateTable('upload_tokens').set({ state: 'uploading', used_at: new Date(Date.now() - 60_000).toISOString() }).where('id', '=', id).execute();
+      assert.equal((await send(t, 'x')).status, 401, 'held by the dead upload');
+      await h.services.tokens.sweep(120_000);
+      assert.equal((await tokenRow(t)).state, 'uploading', 'within the grace period it may still be alive');
+      await h.services.tokens.sweep(30_000);
+      assert.equal((await tokenRow(t)).state, 'unused');
+      assert.equal((await send(t, 'x')).status, 201);
+    });
+
+    test('override headers are percent-decoded UTF-8 like the name', async () => {
+      const t = (await mint({ file_name: 'u.txt', allow_override: { folder: true, tags: true } })).body.token;
+      const res = await send(t, 'u', { 'x-folder': encodeURIComponent('médias/été'), 'x-tags': encodeURIComponent('café,日本') });
+      assert.equal(res.status, 201, JSON.stringify(res.body));
+      assert.equal(res.body.data.path, '/médias/été/u.txt');
+      assert.deepEqual(res.body.data.tags, ['café', '日本']);
+    });
+
     test('tokens a day past expiry are swept', async () => {
       const t = (await mint({ file_name: 's.txt' })).body.token;
       await h.services.db.kysely.updateTable('upload_tokens').set({ expire_at: Math.floor(Date.now() / 1000) - 2 * 86400 }).where('id', '=', t.slice(7, 29)).execute();

@@ -394,11 +394,12 @@ async function sendWithToken(tokenOrUploadUrl: string, file: Blob, opts: TokenUp
   else if (opts.baseUrl) url = `${opts.baseUrl.replace(/\/+$/, '')}/api/v1/uploads/${encodeURIComponent(tokenOrUploadUrl)}`;
   else throw new TypeError('uploadWithToken: pass the token\'s upload_url, or the token with opts.baseUrl');
   const headers: Record<string, string> = { 'content-type': opts.contentType || file.type || 'application/octet-stream' };
-  // Header values are bytes: the name goes percent-encoded UTF-8 so that any name survives.
+  // Header values are bytes: names, folders and tags go percent-encoded UTF-8 so that any
+  // Unicode text survives (the service decodes each of these headers once).
   if (opts.fileName !== undefined) headers['x-file-name'] = encodeURIComponent(opts.fileName);
-  if (opts.folder !== undefined) headers['x-folder'] = opts.folder;
-  if (opts.tags !== undefined) headers['x-tags'] = opts.tags.join(',');
-  if (opts.transform !== undefined) headers['x-transform'] = opts.transform;
+  if (opts.folder !== undefined) headers['x-folder'] = encodeURIComponent(opts.folder);
+  if (opts.tags !== undefined) headers['x-tags'] = encodeURIComponent(opts.tags.join(','));
+  if (opts.transform !== undefined) headers['x-transform'] = encodeURIComponent(opts.transform);
   const total = file.size;
   // fetch cannot report upload progress: only the start and the end are known.
   opts.onProgress?.({ loaded: 0, total });

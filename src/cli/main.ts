@@ -54,8 +54,8 @@ export async function runCli(argv: string[], env: Record<string, string | undefi
   const program = new Command()
     .name('stowage')
     .description(
-      'Stowage. Admin commands (workspace, key) act on the database configured by DATABASE_URL / STOWAGE_DATA_DIR; ' +
-        'client commands (upload, files, folders, sources) talk to the service at STOWAGE_URL with STOWAGE_API_KEY.',
+      'Stowage. Admin commands (workspace, key, master-key, storage) act on the database and storage configured by the service\'s variables; ' +
+        'client commands (upload, files, folders, sources, token, settings) talk to the service at STOWAGE_URL with STOWAGE_API_KEY.',
     )
     .exitOverride()
     .configureOutput({ writeOut: io.out, writeErr: io.err });

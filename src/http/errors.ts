@@ -3,7 +3,7 @@
 // an unreachable database becomes 503.
 import type { FastifyError, FastifyInstance } from 'fastify';
 import FindMyWay from 'find-my-way';
-import { AppError } from '../errors.ts';
+import { AppError, errors } from '../errors.ts';
 
 const body = (error: string, errorCode: string, message: string) => ({ success: false, error, errorCode, message });
 
@@ -94,6 +94,11 @@ export function installErrorHandling(app: FastifyInstance): void {
   });
 
   app.setNotFoundHandler((request, reply) => {
+    // A preflight @fastify/cors did not allow lands here: no CORS headers, and no talk of methods.
+    if (request.method === 'OPTIONS' && request.headers['access-control-request-method']) {
+      const refused = errors.preflightRefused();
+      return reply.code(refused.status).send(refused.toBody());
+    }
     const path = request.url.split('?')[0];
     const match = known.find('GET', path) as { store?: { methods: Set<string> } } | null;
     if (match?.store && !match.store.methods.has(request.method)) {

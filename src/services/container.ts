@@ -115,7 +115,7 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
     delivery: new DeliveryService(db, storage, config.maxImagePixels, sources, events),
     deliverySigner,
     remote,
-    tokens: new UploadTokenService(db, uploads, workspaces, config.masterKey, { publicUrl: config.publicUrl, maxTtlSeconds: config.multipartMaxTtl }),
+    tokens: new UploadTokenService(db, uploads, workspaces, config.masterKey, { publicUrl: config.publicUrl, maxTtlSeconds: config.multipartMaxTtl, graceMs: config.sweepGraceMs }),
     multipart,
     config,
     blobs,

@@ -94,7 +94,8 @@ export class UploadTokenService {
     private readonly uploads: UploadService,
     private readonly workspaces: WorkspaceService,
     masterKey: Buffer,
-    private readonly settings: { publicUrl: string; maxTtlSeconds: number },
+    /** `graceMs`: an upload holding a token that has shown no sign of life this long has died (sweep). */
+    private readonly settings: { publicUrl: string; maxTtlSeconds: number; graceMs: number },
   ) {
     // A key of its own, derived from the master key, like the part and delivery URL keys.
     this.key = createHmac('sha256', masterKey).update('stowage/upload-token/v1').digest();
@@ -206,6 +207,12 @@ export class UploadTokenService {
       .where('expire_at', '>=', nowSeconds())
       .executeTakeFirst();
     if (Number(claimed.numUpdatedRows) === 0) throw errors.invalidToken(Number(row.expire_at) < nowSeconds() ? 'TOKEN_EXPIRED' : 'TOKEN_USED');
+    // However long the upload takes, it shows it is alive; a node that dies mid-upload leaves a
+    // token the sweeper gives back once this stops.
+    const heartbeat = setInterval(() => {
+      this.db.kysely.updateTable('upload_tokens').set({ used_at: nowIso() }).where('id', '=', row.id).where('state', '=', 'uploading').execute().catch(() => {});
+    }, Math.max(1000, Math.floor(this.settings.graceMs / 3)));
+    heartbeat.unref();
     try {
       const staged = await this.uploads.stage(row.workspace_id, body, { maxFileSize });
       return await this.uploads.finish(staged, options, 'token', {
@@ -214,14 +221,22 @@ export class UploadTokenService {
         },
       });
     } catch (err) {
-      // Nothing was stored: the page may try again with the same token while it lasts.
+      // Nothing was stored: the page may try again with the same token while it lasts. (If the
+      // database is what failed, the sweeper gives the token back once the heartbeat stops.)
       await this.db.kysely.updateTable('upload_tokens').set({ state: 'unused', used_at: null }).where('id', '=', row.id).where('state', '=', 'uploading').execute().catch(() => {});
       throw err;
+    } finally {
+      clearInterval(heartbeat);
     }
   }
 
-  /** Drops tokens a day past their expiry, used or not. */
-  async sweep(): Promise<number> {
+  /**
+   * Gives back tokens whose upload died without a word (its node crashed, or the database was
+   * gone when it failed), and drops tokens a day past their expiry, used or not.
+   */
+  async sweep(graceMs = this.settings.graceMs): Promise<number> {
+    const dead = new Date(Date.now() - graceMs).toISOString();
+    await this.db.kysely.updateTable('upload_tokens').set({ state: 'unused', used_at: null }).where('state', '=', 'uploading').where('used_at', '<', dead).execute();
     const res = await this.db.kysely.deleteFrom('upload_tokens').where('expire_at', '<', nowSeconds() - KEEP_AFTER_EXPIRY_S).executeTakeFirst();
     return Number(res.numDeletedRows);
   }

@@ -29,19 +29,24 @@ function header(request: FastifyRequest, name: string): string | undefined {
 }
 
 /**
- * The file name an uploader sent: `X-File-Name` (percent-encoded UTF-8, as encodeURIComponent
- * writes it, since header values are bytes; a value that is not valid percent-encoding is taken
- * as it is), else `Content-Disposition`'s filename (RFC 6266, `filename*` preferred).
+ * A text header (`X-File-Name`, `X-Folder`, `X-Tags`, `X-Transform`): header values are bytes,
+ * so clients send UTF-8 percent-encoded (as encodeURIComponent writes it). Decoded once; a
+ * value that is not valid percent-encoding is taken as it is.
  */
-export function sentFileName(request: FastifyRequest): string | undefined {
-  const raw = header(request, 'x-file-name');
-  if (raw !== undefined) {
-    try {
-      return decodeURIComponent(raw);
-    } catch {
-      return raw;
-    }
+function textHeader(request: FastifyRequest, name: string): string | undefined {
+  const raw = header(request, name);
+  if (raw === undefined) return undefined;
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    return raw;
   }
+}
+
+/** The file name an uploader sent: `X-File-Name`, else `Content-Disposition`'s filename (RFC 6266, `filename*` preferred). */
+export function sentFileName(request: FastifyRequest): string | undefined {
+  const named = textHeader(request, 'x-file-name');
+  if (named !== undefined) return named;
   const disposition = header(request, 'content-disposition');
   if (disposition === undefined) return undefined;
   try {
@@ -109,7 +114,7 @@ export async function tokenRoutes(app: FastifyInstance, opts: { tokens: UploadTo
           tags,
           summary: 'Upload one file with an upload token (no API key)',
           description:
-            'The body is the raw file. Content-Type: the file type. X-File-Name: the name, percent-encoded UTF-8 (else Content-Disposition filename, else the token\'s file_name). X-Folder, X-Tags (comma-separated) and X-Transform override the policy where the token allows it. A token uploads one file; a failed upload leaves it usable until it expires.',
+            'The body is the raw file. Content-Type: the file type. X-File-Name: the name, percent-encoded UTF-8 (else Content-Disposition filename, else the token\'s file_name). X-Folder, X-Tags (comma-separated) and X-Transform (each percent-encoded UTF-8 too) override the policy where the token allows it. A token uploads one file; a failed upload leaves it usable until it expires.',
           params: Type.Object({ token: Type.String({ maxLength: 100 }) }),
           response: { 201: Type.Ref('UploadAnswer'), ...errorResponses(400, 401, 402, 403, 413) },
         },
@@ -120,9 +125,9 @@ export async function tokenRoutes(app: FastifyInstance, opts: { tokens: UploadTo
         const length = header(request, 'content-length');
         const record = await tokens.upload(resolved, (request.body as Readable | undefined) ?? request.raw, {
           fileName: sentFileName(request),
-          folder: header(request, 'x-folder'),
-          tags: header(request, 'x-tags'),
-          transform: header(request, 'x-transform'),
+          folder: textHeader(request, 'x-folder'),
+          tags: textHeader(request, 'x-tags'),
+          transform: textHeader(request, 'x-transform'),
           contentLength: length === undefined ? undefined : Number(length),
         });
         return reply.code(201).send(uploadAnswer(record));
