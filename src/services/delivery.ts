@@ -23,8 +23,11 @@ export interface DeliveryTarget {
   workspaceId: string;
   /** Request headers an origin may see (image_source with forward_header). */
   headers?: Record<string, string | string[] | undefined>;
-  /** Decoded path segments after the workspace id. */
-  segments: string[];
+  /**
+   * The path after the workspace id exactly as requested: still percent-encoded, without the
+   * query. It is decoded here, once (`decodeDeliveryPath`).
+   */
+  path: string;
   accept: string | undefined;
 }
 
@@ -48,6 +51,43 @@ export interface Delivered {
 const MIME: Record<OutputFormat, string> = { webp: 'image/webp', avif: 'image/avif', jpg: 'image/jpeg', png: 'image/png', gif: 'image/gif' };
 const DECODABLE = /^image\/(jpeg|png|webp|avif|gif|tiff|heic|heif|svg\+xml)$/;
 const TOKENS_SHAPE = /^[a-z]+_[^,/]*(,[a-z]+_[^,/]*)*$/;
+
+/** A delivery path, each segment percent-decoded exactly once. */
+export interface DeliveryPath {
+  segments: string[];
+  /** The first segment was written without percent-escapes: only then can it be tokens. */
+  literalFirst: boolean;
+}
+
+/**
+ * The one decoder of delivery paths (its encoder is `deliveryPath` in files.ts). `raw` is the
+ * request's own path text (the router has already decoded its copy, so decoding that again
+ * would decode twice). Split on "/" first, then each segment decoded once: "%2F" is a
+ * character of a segment, never a separator, and as no name holds "/", such a path is
+ * nothing stored. Empty segments are skipped; "." and ".." (spelled any way) name nothing.
+ */
+export function decodeDeliveryPath(raw: string): DeliveryPath {
+  const parts = raw.split('/').filter((s) => s !== '');
+  let segments: string[];
+  try {
+    segments = parts.map((s) => decodeURIComponent(s));
+  } catch {
+    throw new AppError(400, 'BAD_URL', 'Bad request', 'The path is not valid percent-encoding');
+  }
+  if (segments.some((s) => s === '.' || s === '..' || s.includes('/'))) throw notFound();
+  return { segments, literalFirst: parts.length > 0 && !parts[0].includes('%') };
+}
+
+/**
+ * The first segment, when it is to be read as transformation tokens: shaped like tokens,
+ * followed by a path, and spelled literally. Tokens never need escapes; record URLs escape
+ * folder names that would read as tokens ("w_100,h_100" → "w_100%2Ch_100", "w_100" →
+ * "w%5F100"), so those reach the folder.
+ */
+function tokensOf(path: DeliveryPath): string | undefined {
+  const [first, ...rest] = path.segments;
+  return first !== undefined && rest.length > 0 && path.literalFirst && TOKENS_SHAPE.test(first) ? first : undefined;
+}
 
 /** A stable text for a spec: the cache key of its rendition. */
 export function canonical(spec: TransformSpec, format: OutputFormat): string {
@@ -92,6 +132,9 @@ export class DeliveryService {
 
   private async file(workspaceId: string, segments: string[]) {
     if (segments.length === 0) return undefined;
+    // Names are stored NFC (names.ts), so two names cannot differ only in normalisation: an NFD
+    // spelling (macOS file names, pasted text) reaches the one file canonically equal to it,
+    // as an upload under that spelling would have. A signature still covers the exact spelling.
     const name = segments[segments.length - 1].normalize('NFC');
     const folderPath = segments.slice(0, -1).map((s) => s.normalize('NFC')).join('/');
     return this.db.kysely
@@ -112,12 +155,21 @@ export class DeliveryService {
       return this.fromOrigin(workspaceId, target.workspaceId.slice(dash + 1), target);
     }
     if (!/^[0-9A-Za-z]{10,16}$/.test(target.workspaceId)) throw notFound();
-    // A first segment shaped like tokens names a rendition, unless no file matches that reading
-    // and the whole path is a file (a folder that merely looks like tokens).
-    const [first, ...rest] = target.segments;
-    const tokenShaped = first !== undefined && rest.length > 0 && TOKENS_SHAPE.test(first);
-    const file = tokenShaped ? await this.file(target.workspaceId, rest) : undefined;
-    const whole = file ? undefined : await this.file(target.workspaceId, target.segments);
+    const path = decodeDeliveryPath(target.path);
+    // Literal tokens name a rendition, unless they are not valid tokens or no file matches that
+    // reading, and the whole path is a file (a folder that merely looks like tokens).
+    const tokens = tokensOf(path);
+    let spec: TransformSpec | undefined;
+    let invalid: unknown;
+    if (tokens) {
+      try {
+        spec = parseTransform(tokens);
+      } catch (err) {
+        invalid = err;
+      }
+    }
+    const file = spec ? await this.file(target.workspaceId, path.segments.slice(1)) : undefined;
+    const whole = file ? undefined : await this.file(target.workspaceId, path.segments);
     if (whole) {
       return {
         open: (range) => this.storage.get(whole.storage_key, range),
@@ -131,9 +183,8 @@ export class DeliveryService {
         ranges: true,
       };
     }
-    if (!tokenShaped) throw notFound();
-    const spec = parseTransform(first);
-    if (!file) throw notFound();
+    if (invalid) throw invalid;
+    if (!spec || !file) throw notFound();
     if (!DECODABLE.test(file.mime_type)) throw new AppError(400, 'TRANSFORM_NOT_APPLICABLE', 'Validation failed', 'transformations apply to images');
     const format = spec.format === 'auto' ? negotiate(target.accept, file.mime_type) : spec.format ?? formatOf(file.mime_type);
     // Storage keys take no commas: the canonical tokens are joined with dots there.
@@ -168,10 +219,12 @@ export class DeliveryService {
   private async fromOrigin(workspaceId: string, sourceName: string, target: DeliveryTarget): Promise<Delivered> {
     const source = await this.sources!.forDelivery(workspaceId, sourceName);
     const deps = this.sources!.originDeps;
-    const [first, ...rest] = target.segments;
-    const tokens = first && rest.length > 0 && TOKENS_SHAPE.test(first) ? parseTransform(first) : null;
-    const segments = tokens ? rest : target.segments;
+    const requested = decodeDeliveryPath(target.path);
+    const tokenText = tokensOf(requested);
+    const tokens = tokenText ? parseTransform(tokenText) : null;
+    const segments = tokens ? requested.segments.slice(1) : requested.segments;
     if (segments.length === 0) throw notFound();
+    // Decoded once above; a web origin gets each segment re-encoded exactly once, a bucket the key.
     const path = source.type === 'image_source' ? segments.map(encodeURIComponent).join('/') : segments.join('/');
     const canonicalLink = source.type === 'image_source' && source.config.canonical_header === true ? `${String(source.config.base_url)}/${path}` : undefined;
     if (!tokens) {

@@ -55,9 +55,26 @@ export interface NewFile {
   onNameTaken: 'replace' | ((name: string) => string);
 }
 
-/** The delivery path of a file: folder path and name, each segment URL-encoded. */
+/**
+ * The delivery path of a file: the one encoder behind every record `url`, `thumbnail` and
+ * signed URL. Each segment (folder names, then the file name) is percent-encoded exactly once,
+ * which the delivery route undoes exactly once (`decodeDeliveryPath`), so "50% off.png" and a
+ * name holding a literal "%20" or "%2F" come back as themselves. Delivery reads a first segment
+ * as transformation tokens only when it is spelled without escapes, so a first folder whose
+ * name reads as tokens ("w_100", "c_fill"; a comma or colon is escaped anyway) gets its
+ * underscore escaped ("w%5F100"): the URL names the folder, never a rendition of a root file.
+ */
 export function deliveryPath(folderPath: string, name: string): string {
-  return [...(folderPath ? folderPath.split('/') : []), name].map(encodeURIComponent).join('/');
+  const segments = [...(folderPath ? folderPath.split('/') : []), name].map(encodeURIComponent);
+  if (segments.length > 1 && !segments[0].includes('%')) {
+    try {
+      parseTransform(segments[0]);
+      segments[0] = segments[0].replace('_', '%5F');
+    } catch {
+      // Not tokens ("my_photos"): delivery takes it as a folder, left as it is.
+    }
+  }
+  return segments.join('/');
 }
 
 export class FileRecords {

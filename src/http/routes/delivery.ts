@@ -1,6 +1,6 @@
 // GET /{workspace_id}/{path} and /{workspace_id}/{tokens}/{path}: public delivery.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { AppError, errors } from '../../errors.ts';
+import { AppError } from '../../errors.ts';
 import type { DeliverySigner } from '../../crypto/delivery-url.ts';
 import type { Delivered, DeliveryService } from '../../services/delivery.ts';
 import type { ByteRange } from '../../storage/driver.ts';
@@ -28,6 +28,17 @@ export function parseRange(header: string | undefined, size: number): ByteRange 
   return { start, end };
 }
 
+/**
+ * The request's path exactly as sent, before any decoding: up to the query (or a fragment, where
+ * the router also stops). Signatures cover this text, and the delivery path is decoded from it,
+ * once: the router's `*` parameter is already decoded (find-my-way decodes the whole path, "%2F"
+ * and "%25" included), so decoding that again decoded twice ("a%2520b" reached "a b").
+ */
+export function rawPath(url: string): string {
+  const end = url.search(/[?#]/);
+  return end === -1 ? url : url.slice(0, end);
+}
+
 function notModified(request: FastifyRequest, d: Delivered): boolean {
   const inm = request.headers['if-none-match'];
   if (typeof inm === 'string') return inm.split(',').some((t) => t.trim() === '*' || t.trim().replace(/^W\//, '') === d.etag);
@@ -41,19 +52,16 @@ function notModified(request: FastifyRequest, d: Delivered): boolean {
 
 export async function deliveryRoutes(app: FastifyInstance, opts: { delivery: DeliveryService; signer: DeliverySigner }): Promise<void> {
   app.get('/:workspace/*', { config: { auth: 'none' }, schema: { hide: true } }, async (request: FastifyRequest, reply: FastifyReply) => {
-    const { workspace, '*': rest } = request.params as { workspace: string; '*': string };
+    const { workspace } = request.params as { workspace: string };
     // Not a workspace id (e.g. /api/...): an unknown route, answered by the 404 handler.
     if (!/^[0-9A-Za-z]{10,16}(-[A-Za-z0-9_-]{1,64})?$/.test(workspace)) return reply.callNotFound();
-    let segments: string[];
-    try {
-      segments = (rest ?? '').split('/').filter(Boolean).map((s) => decodeURIComponent(s));
-    } catch {
-      throw new AppError(400, 'BAD_URL', 'Bad request', 'The path is not valid percent-encoding');
-    }
-    if (segments.some((s) => s === '.' || s === '..' || s.includes('/'))) throw errors.nothingStored();
-    const d = await opts.delivery.resolve({ workspaceId: workspace, segments, accept: request.headers.accept, headers: request.headers });
+    // What follows the first segment, still encoded (the router never splits on an encoded "/").
+    const pathname = rawPath(request.url);
+    const slash = pathname.indexOf('/', 1);
+    const path = slash === -1 ? '' : pathname.slice(slash + 1);
+    const d = await opts.delivery.resolve({ workspaceId: workspace, path, accept: request.headers.accept, headers: request.headers });
     if (d.isPrivate) {
-      const verdict = opts.signer.verify(request.url.split('?')[0], request.query as { expires?: string; signature?: string }, Math.floor(Date.now() / 1000));
+      const verdict = opts.signer.verify(pathname, request.query as { expires?: string; signature?: string }, Math.floor(Date.now() / 1000));
       if (verdict === 'missing') throw new AppError(403, 'SIGNED_URL_REQUIRED', 'Forbidden', 'This file is private: use a signed URL');
       if (verdict === 'bad') throw new AppError(403, 'INVALID_SIGNATURE', 'Forbidden', 'The URL signature is not valid');
       if (verdict === 'expired') throw new AppError(403, 'URL_EXPIRED', 'Forbidden', 'The signed URL has expired');
