@@ -279,6 +279,25 @@ for (const dialect of DIALECTS) {
       assert.equal((await get(at('w_abc/x.png'))).status, 400);
     });
 
+    test("the SDK's deliveryUrl escapes a token-shaped first folder too; a signed URL's transform may have spaces", async () => {
+      const { Stowage } = await import('../sdk/src/index.ts');
+      const sdk = new Stowage({ baseUrl: `http://127.0.0.1:${port}`, apiKey: h.ws.private_key });
+      const built = sdk.deliveryUrl(h.ws.workspace_id, 'w_100/x.png');
+      assert.ok(built.includes('/w%5F100/x.png'), built);
+      const got = await get(new URL(built).pathname);
+      assert.equal(sha(got.body), sha(file('w_100', 'x.png').bytes), 'the folder, not a rendition of /x.png');
+      const root = file('', 'x.png');
+      const signed = await fetch(`http://127.0.0.1:${port}/api/v1/files/${root.record.file_no}/signed-url`, {
+        method: 'POST',
+        headers: { 'x-api-key': h.ws.private_key, 'content-type': 'application/json' },
+        body: JSON.stringify({ expires_in: 600, transform: 'w_20, h_10' }),
+      }).then((r) => r.json() as Promise<any>);
+      const u = new URL(signed.data?.url ?? signed.url);
+      const rendition = await get(u.pathname + u.search);
+      assert.equal(rendition.status, 200, rendition.body.toString());
+      assert.equal((await sharp(rendition.body).metadata()).width, 20);
+    });
+
     test('private files: the signed record URL, thumbnail and minted URLs work for every name, only as signed', async () => {
       const failures: string[] = [];
       await inParallel(stored, 8, async (s) => {

@@ -329,8 +329,11 @@ export class Stowage {
 
   /** A delivery URL for a file path, optionally with transformation tokens. */
   deliveryUrl(workspaceId: string, path: string, tokens?: string): string {
-    const clean = path.replace(/^\/+/, '').split('/').map(encodeURIComponent).join('/');
-    return `${this.base}/${workspaceId}/${tokens ? `${tokens}/` : ''}${clean}`;
+    const segments = path.replace(/^\/+/, '').split('/').map(encodeURIComponent);
+    // A first folder shaped like transformation tokens ("w_100") would be read as tokens:
+    // escaping its first "_" keeps it a folder (the service decodes each segment once).
+    if (!tokens && segments.length > 1 && /^[a-z]{1,6}_[^,]*(,[a-z]{1,6}_[^,]*)*$/.test(segments[0])) segments[0] = segments[0].replace('_', '%5F');
+    return `${this.base}/${workspaceId}/${tokens ? `${tokens}/` : ''}${segments.join('/')}`;
   }
 }
 

@@ -326,8 +326,10 @@ export class FileService {
   /** A signed URL for the file (or a rendition of it), valid for `expiresIn` seconds. */
   async signedUrl(workspaceId: string, fileNo: string, expiresIn: number, transform?: string): Promise<{ url: string; expires_at: number }> {
     const row = await this.row(workspaceId, fileNo);
-    if (transform) parseTransform(transform);
-    const path = (transform ? `${transform}/` : '') + deliveryPath(row.folder_path, row.name);
+    // Written the one way delivery reads tokens: no spaces around the commas.
+    const tokens = transform ? transform.split(',').map((t) => t.trim()).join(',') : '';
+    if (tokens) parseTransform(tokens);
+    const path = (tokens ? `${tokens}/` : '') + deliveryPath(row.folder_path, row.name);
     return { url: this.records.deliveryUrl(workspaceId, path, true, expiresIn), expires_at: Math.floor(Date.now() / 1000) + expiresIn };
   }
 
