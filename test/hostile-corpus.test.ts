@@ -180,4 +180,27 @@ describe('a corpus of known-bad inputs, over a real socket', () => {
       assert.equal(res.body.success, false);
     }
   });
+
+  test('a lone surrogate, escaped in JSON text, is refused before anything is stored; a name that merely holds ".." is a name', async () => {
+    const count = async () =>
+      Promise.all((['files', 'folders', 'multipart_sessions', 'upload_tokens'] as const).map(async (t) => (await h.services.db.kysely.selectFrom(t).select('id').execute()).length));
+    const before = await count();
+    // Written by hand: "\ud800" is valid JSON text for a string no UTF-8 can carry.
+    for (const [path, body] of [
+      ['/api/v1/multipart/start', '{"file_name":"x\\ud800y.bin","size":10,"format":"application/octet-stream"}'],
+      ['/api/v1/multipart/start', '{"file_name":"ok.bin","folder":"a/\\udc00","size":10,"format":"application/octet-stream"}'],
+      ['/api/v1/generate-token', '{"file_name":"\\ud83d.bin"}'],
+      ['/api/v1/folders', '{"name":"x\\ud800"}'],
+    ]) {
+      const res = await fetch(`${base}${path}`, { method: 'POST', headers: { ...h.auth, 'content-type': 'application/json' }, body });
+      const answer = (await res.json()) as any;
+      assert.equal(res.status, 400, `${path} ${body} -> ${res.status} ${JSON.stringify(answer)}`);
+      assert.deepEqual([answer.success, answer.error, answer.errorCode], [false, 'Validation failed', 'VALIDATION_FAILED']);
+      assert.match(answer.message, /valid Unicode/);
+    }
+    assert.deepEqual(await count(), before, 'nothing stored');
+    const dots = await upload({ file: new Blob(['dots']), file_name: 'a..b.txt', folder: 'v1..v2' });
+    assert.equal(dots.status, 201, JSON.stringify(dots.body));
+    assert.equal(dots.body.name, 'a..b.txt');
+  });
 });

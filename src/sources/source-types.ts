@@ -24,7 +24,28 @@ interface FieldSpec {
 
 const MAX_STRING = 64 * 1024;
 
+/**
+ * What no configuration text may hold, whatever it becomes (a request URL, a Link header, an
+ * Authorization header, a JWT claim): C0 controls (CR and LF would split a header), DEL, C1
+ * controls, the line and paragraph separators, and the bidi embeddings, overrides and isolates.
+ */
+const CONTROL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/;
+/** Node 20 has String.prototype.isWellFormed; TypeScript's ES2022 lib does not declare it. */
+const isWellFormed = (s: string): boolean => (s as string & { isWellFormed(): boolean }).isWellFormed();
+/** Well-formed Unicode (no lone surrogate) without any CONTROL character. */
+const isCleanText = (s: string): boolean => isWellFormed(s) && !CONTROL.test(s);
+
+/**
+ * Characters a URL is never written with here: every control and every kind of white space (the
+ * URL parser silently drops tabs and newlines, so "https://a.example.com\r\nX-Evil:1" would parse
+ * as another host while the text kept its CR LF), zero-width and other invisible format
+ * characters, and what RFC 3986 leaves out of URLs (<, >, ", `, {, }, |, \\, ^), which would also
+ * break out of the `<…>` of a Link header.
+ */
+const NOT_IN_URL = /[\s\u0000-\u001f\u007f-\u009f\u200b-\u200f\u202a-\u202e\u2060-\u206f\ufeff<>"`{}|\\^]/;
+
 const httpUrl = (allowPath: boolean) => (value: string) => {
+  if (!isWellFormed(value) || NOT_IN_URL.test(value)) return undefined;
   let url: URL;
   try {
     url = new URL(value);
@@ -54,6 +75,8 @@ export function parseConnectionString(value: string): Record<string, string> | u
 }
 
 const azureConnectionString = (value: string) => {
+  // The SDK reads the string itself: no part of it may carry a control character.
+  if (!isCleanText(value)) return undefined;
   const cs = parseConnectionString(value);
   if (!cs) return undefined;
   if (cs.UseDevelopmentStorage === 'true') return value;
@@ -61,7 +84,11 @@ const azureConnectionString = (value: string) => {
   const hasSas = Boolean(cs.SharedAccessSignature && cs.BlobEndpoint);
   if (!hasKey && !hasSas) return undefined;
   if (cs.AccountKey && !/^[A-Za-z0-9+/]+={0,2}$/.test(cs.AccountKey)) return undefined;
-  if (cs.BlobEndpoint && httpUrl(true)(cs.BlobEndpoint.replace(/\/+$/, '')) === undefined) return undefined;
+  // The endpoint requests go to, as the SDK (and clients.ts azureBlobEndpoint) builds it.
+  const endpoint = cs.BlobEndpoint
+    ? cs.BlobEndpoint.replace(/\/+$/, '')
+    : `${cs.DefaultEndpointsProtocol ?? 'https'}://${cs.AccountName}.blob.${cs.EndpointSuffix ?? 'core.windows.net'}`;
+  if (httpUrl(true)(endpoint) === undefined) return undefined;
   return value;
 };
 
@@ -90,10 +117,42 @@ export function parseServiceAccount(value: string): ServiceAccount | undefined {
   return parsed as ServiceAccount;
 }
 
+/**
+ * A service account as configuration accepts it: parseServiceAccount's checks, and the fields
+ * that reach requests (client_email in the token request, project_id in URLs) clean text.
+ */
+function acceptServiceAccount(text: string): boolean {
+  const account = parseServiceAccount(text);
+  if (!account) return false;
+  if (!isCleanText(account.client_email) || /\s/.test(account.client_email) || account.client_email.length > 1024) return false;
+  const projectId: unknown = account.project_id;
+  if (projectId !== undefined && (typeof projectId !== 'string' || !isCleanText(projectId) || /\s/.test(projectId) || projectId.length > 1024)) return false;
+  return true;
+}
+
+/** Whether an object nests at most `max` levels (walked without recursion, so any depth is safe to ask about). */
+function nestsAtMost(value: object, max: number): boolean {
+  const pending: [unknown, number][] = [[value, 1]];
+  while (pending.length > 0) {
+    const [node, level] = pending.pop()!;
+    for (const child of Object.values(node as object)) {
+      if (child === null || typeof child !== 'object') continue;
+      if (level + 1 > max) return false;
+      pending.push([child, level + 1]);
+    }
+  }
+  return true;
+}
+
+/** An access key is sent in the Authorization header: visible ASCII only. */
+const ACCESS_KEY = /^[\x21-\x7e]{1,256}$/;
+/** A secret key only signs: anything visible, no white space, no control character. */
+const secretKey = (value: string) => (isCleanText(value) && /^\S{1,512}$/.test(value) ? value : undefined);
+
 const FIELDS: Record<SourceType, Record<string, FieldSpec>> = {
   s3: {
-    access_key: { kind: 'string', secret: true, check: pattern(/^\S{1,256}$/) },
-    secret_key: { kind: 'string', secret: true, check: pattern(/^\S{1,512}$/) },
+    access_key: { kind: 'string', secret: true, check: pattern(ACCESS_KEY) },
+    secret_key: { kind: 'string', secret: true, check: secretKey },
     region: { kind: 'string', required: true, check: pattern(/^[A-Za-z0-9_-]{1,64}$/) },
     bucket: { kind: 'string', required: true, check: pattern(/^[A-Za-z0-9][A-Za-z0-9._-]{1,254}$/) },
     endpoint: { kind: 'string', check: httpUrl(true) },
@@ -107,10 +166,11 @@ const FIELDS: Record<SourceType, Record<string, FieldSpec>> = {
       kind: 'string',
       required: true,
       secret: true,
-      // Accepted as the JSON text or as the object itself; stored as text.
+      // Accepted as the JSON text or as the object itself (a key file nests 1 level; 8 is
+      // plenty, and keeps JSON.stringify clear of a body nested thousands deep); stored as text.
       check: (v) => {
-        const text = typeof v === 'string' ? v : v && typeof v === 'object' && !Array.isArray(v) ? JSON.stringify(v) : undefined;
-        return text !== undefined && parseServiceAccount(text) ? text : undefined;
+        const text = typeof v === 'string' ? v : v && typeof v === 'object' && !Array.isArray(v) && nestsAtMost(v, 8) ? JSON.stringify(v) : undefined;
+        return text !== undefined && acceptServiceAccount(text) ? text : undefined;
       },
     },
     bucket_name: { kind: 'string', required: true, check: pattern(/^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$/) },
