@@ -92,7 +92,7 @@ for (const dialect of DIALECTS) {
       const ws = JSON.parse((await runCli(['workspace', 'create', '--name', 'Quota', '--json'], env)).stdout);
       const set = await runCli(['workspace', 'set-quota', ws.workspace_id, '1KB', '--max-file-size', '600', '--json'], env);
       assert.equal(set.code, 0, set.stderr);
-      assert.deepEqual(JSON.parse(set.stdout), { workspace_id: ws.workspace_id, quota_bytes: 1000, max_file_size: 600, used_bytes: 0 });
+      assert.deepEqual(JSON.parse(set.stdout), { workspace_id: ws.workspace_id, quota_bytes: 1000, max_file_size: 600, used_bytes: 0, reserved_bytes: 0 });
       const send = async (bytes: number, name: string) => {
         const form = new FormData();
         form.append('file', new Blob([Buffer.alloc(bytes, name.length)]), name);

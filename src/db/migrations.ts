@@ -212,6 +212,19 @@ const migrations: Record<string, Migration> = {
       await db.schema.alterTable('workspaces').dropColumn('allowed_origins').execute();
     },
   },
+  '0006_quota_reservations': {
+    async up(db: Kysely<any>) {
+      // Bytes promised to uploads in progress: a quota decision counts used + reserved, so
+      // parallel uploads can never together pass the quota. Each reservation sits on the
+      // intent of the bytes it is for, and goes with it (commit, discard, sweep).
+      await db.schema.alterTable('workspaces').addColumn('reserved_bytes', 'bigint', (c) => c.notNull().defaultTo(0)).execute();
+      await db.schema.alterTable('storage_intents').addColumn('reserved_bytes', 'bigint', (c) => c.notNull().defaultTo(0)).execute();
+    },
+    async down(db: Kysely<any>) {
+      await db.schema.alterTable('storage_intents').dropColumn('reserved_bytes').execute();
+      await db.schema.alterTable('workspaces').dropColumn('reserved_bytes').execute();
+    },
+  },
 };
 
 class InCodeProvider implements MigrationProvider {

@@ -13,6 +13,8 @@ export interface WorkspaceTable {
   max_file_size: number | null;
   /** Bytes held by this workspace's blobs (each stored once). */
   used_bytes: number;
+  /** Bytes promised to uploads in progress (the sum of its intents' reservations). */
+  reserved_bytes: number;
   /** JSON array of web origins that may use the public key and upload tokens; null = any. */
   allowed_origins: string | null;
   /** JSON array of origins public-key uploads may send webhooks to; null = none. */
@@ -98,6 +100,8 @@ export interface StorageIntentTable {
   storage_key: string;
   workspace_id: string;
   reason: string;
+  /** Quota this upload holds until it commits or goes (0 when the workspace has no quota). */
+  reserved_bytes: number;
   created_at: string;
 }
 

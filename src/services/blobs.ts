@@ -6,7 +6,7 @@
 // sweeper turns into a deletion: no visible half-written file, no row pointing at nothing.
 import { createHash } from 'node:crypto';
 import { type Readable, Transform } from 'node:stream';
-import type { Kysely } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import { newUuid } from '../crypto/ids.ts';
 import { type Db, nowIso } from '../db/database.ts';
 import type { BlobRow, Database } from '../db/schema.ts';
@@ -35,9 +35,18 @@ export interface Staged {
 export interface StageLimits {
   /** Largest size allowed for this file (413 above). */
   maxFileSize: number;
-  /** Bytes left in the workspace quota (402 above); undefined = unlimited. */
-  quotaRemaining?: number;
+  /** The workspace's quota in bytes, when it has one: bytes are reserved against it as they stream (402 when they do not fit). */
+  quotaBytes?: number | null;
+  /**
+   * What the body will hold at most, when known (a request's Content-Length): reserved whole
+   * before the first byte, so parallel uploads near the quota are served first come, first
+   * served instead of all growing into it and all failing.
+   */
+  expectedBytes?: number;
 }
+
+/** Quota is reserved in steps this large as a body streams (one database update per step). */
+const RESERVE_STEP = 8 * 1024 * 1024;
 
 export class BlobStore {
   constructor(
@@ -52,7 +61,47 @@ export class BlobStore {
   }
 
   async recordIntent(workspaceId: string, key: string, reason: string): Promise<void> {
-    await this.db.kysely.insertInto('storage_intents').values({ storage_key: key, workspace_id: workspaceId, reason, created_at: nowIso() }).execute();
+    await this.db.kysely.insertInto('storage_intents').values({ storage_key: key, workspace_id: workspaceId, reason, reserved_bytes: 0, created_at: nowIso() }).execute();
+  }
+
+  /**
+   * Promises `bytes` more of the workspace's quota to the upload whose intent is `key`, if
+   * used + reserved + bytes stays within `quotaBytes`: one conditional update, so uploads in
+   * parallel can never together pass the quota. False when they do not fit.
+   */
+  async reserve(workspaceId: string, key: string, bytes: number, quotaBytes: number): Promise<boolean> {
+    return this.db.kysely.transaction().execute(async (trx) => {
+      const fits = await trx
+        .updateTable('workspaces')
+        .set((eb) => ({ reserved_bytes: eb('reserved_bytes', '+', bytes) }))
+        .where('id', '=', workspaceId)
+        .where(sql<boolean>`used_bytes + reserved_bytes + ${bytes} <= ${quotaBytes}`)
+        .executeTakeFirst();
+      if (Number(fits.numUpdatedRows) === 0) return false;
+      const held = await trx
+        .updateTable('storage_intents')
+        .set((eb) => ({ reserved_bytes: eb('reserved_bytes', '+', bytes) }))
+        .where('storage_key', '=', key)
+        .executeTakeFirst();
+      // The intent is gone (the upload was given up meanwhile): nothing to hold the bytes for.
+      if (Number(held.numUpdatedRows) === 0) throw errors.storageLimitExceeded();
+      return true;
+    });
+  }
+
+  /** Removes an intent and gives back the quota it held; the one place intents go. Returns what it held. */
+  private async dropIntent(trx: Kysely<Database>, key: string): Promise<number> {
+    // DELETE … RETURNING: of two droppers of one intent, only the one that deleted it gives back.
+    const gone = await trx.deleteFrom('storage_intents').where('storage_key', '=', key).returning(['workspace_id', 'reserved_bytes']).executeTakeFirst();
+    const held = Number(gone?.reserved_bytes ?? 0);
+    if (gone && held > 0) {
+      await trx
+        .updateTable('workspaces')
+        .set((eb) => ({ reserved_bytes: eb('reserved_bytes', '-', held) }))
+        .where('id', '=', gone.workspace_id)
+        .execute();
+    }
+    return held;
   }
 
   async stage(workspaceId: string, body: Readable, limits: StageLimits, signal?: AbortSignal): Promise<Staged> {
@@ -66,15 +115,39 @@ export class BlobStore {
     const headChunks: Buffer[] = [];
     let headLength = 0;
     let size = 0;
+    // With a quota, the bytes are reserved ahead of the stream, a step at a time; near the
+    // quota, just what is needed. Without one, nothing is written per chunk.
+    let reserved = 0;
+    const quota = limits.quotaBytes ?? null;
+    // Steps are at most a sixteenth of the quota, so a small quota is not held in big lumps
+    // by uploads that turn out small.
+    const stepSize = quota === null ? RESERVE_STEP : Math.max(64 * 1024, Math.min(RESERVE_STEP, Math.floor(quota / 16)));
+    const reserveUpTo = async (need: number) => {
+      const step = Math.max(need - reserved, Math.min(stepSize, limits.maxFileSize - reserved));
+      if (await this.reserve(workspaceId, key, step, quota!)) reserved += step;
+      else if (step > need - reserved && (await this.reserve(workspaceId, key, need - reserved, quota!))) reserved = need;
+      else throw errors.storageLimitExceeded();
+    };
+    if (quota !== null && limits.expectedBytes !== undefined && Number.isSafeInteger(limits.expectedBytes) && limits.expectedBytes > 0) {
+      const expected = Math.min(limits.expectedBytes, limits.maxFileSize);
+      if (!(await this.reserve(workspaceId, key, expected, quota))) {
+        await this.forget(workspaceId, key);
+        throw errors.storageLimitExceeded();
+      }
+      reserved = expected;
+    }
     const meter = new Transform({
       transform(chunk: Buffer, _enc, cb) {
         size += chunk.length;
         if (size > limits.maxFileSize) return cb(errors.fileTooLarge(limits.maxFileSize));
-        if (limits.quotaRemaining !== undefined && size > limits.quotaRemaining) return cb(errors.storageLimitExceeded());
         hash?.update(chunk);
         if (headLength < HEAD_BYTES) {
           headChunks.push(chunk.subarray(0, HEAD_BYTES - headLength));
           headLength += Math.min(chunk.length, HEAD_BYTES - headLength);
+        }
+        if (quota !== null && size > reserved) {
+          reserveUpTo(size).then(() => cb(null, chunk), cb);
+          return;
         }
         cb(null, chunk);
       },
@@ -124,18 +197,20 @@ export class BlobStore {
    */
   async commit(trx: Kysely<Database>, staged: Staged, quotaBytes: number | null): Promise<{ blob: BlobRow; duplicate: boolean }> {
     const existing = await trx.selectFrom('blobs').selectAll().where('workspace_id', '=', staged.workspaceId).where('sha256', '=', staged.sha256).executeTakeFirst();
+    // A duplicate keeps its intent (and reservation) until the caller discards the new object.
     if (existing) return { blob: existing, duplicate: true };
-    // Quota is checked again here, atomically with the accounting.
+    // The reservation becomes usage; the quota is checked again here, atomically with the
+    // accounting, counting every other upload's reservation.
+    await this.dropIntent(trx, staged.key);
     const charged = await trx
       .updateTable('workspaces')
       .set((eb) => ({ used_bytes: eb('used_bytes', '+', staged.size) }))
       .where('id', '=', staged.workspaceId)
-      .where((eb) => (quotaBytes === null ? eb.lit(true) : eb('used_bytes', '<=', quotaBytes - staged.size)))
+      .where(quotaBytes === null ? sql<boolean>`1 = 1` : sql<boolean>`used_bytes + reserved_bytes + ${staged.size} <= ${quotaBytes}`)
       .executeTakeFirst();
     if (Number(charged.numUpdatedRows) === 0) throw errors.storageLimitExceeded();
     const blob: BlobRow = { id: newUuid(), workspace_id: staged.workspaceId, sha256: staged.sha256, size: staged.size, storage_key: staged.key, created_at: nowIso() };
     await trx.insertInto('blobs').values(blob).execute();
-    await trx.deleteFrom('storage_intents').where('storage_key', '=', staged.key).execute();
     return { blob, duplicate: false };
   }
 
@@ -162,21 +237,42 @@ export class BlobStore {
       .execute();
     await trx
       .insertInto('storage_intents')
-      .values({ storage_key: blob.storage_key, workspace_id: blob.workspace_id, reason: 'delete', created_at: nowIso() })
+      .values({ storage_key: blob.storage_key, workspace_id: blob.workspace_id, reason: 'delete', reserved_bytes: 0, created_at: nowIso() })
       .onConflict((oc) => oc.column('storage_key').doNothing())
       .execute();
     return blob.storage_key;
   }
 
-  /** Deletes an object, its cached renditions, and then its intent; safe to repeat. */
+  /**
+   * Deletes an object, its cached renditions, and then its intent; safe to repeat. The quota
+   * it held is given back first, so a storage that is slow to delete holds none of it.
+   */
   async forget(_workspaceId: string, key: string): Promise<void> {
     try {
+      await this.releaseReservation(key);
       for await (const o of this.storage.list(renditionPrefix(key))) await this.storage.delete(o.key);
       await this.storage.delete(key);
-      await this.db.kysely.deleteFrom('storage_intents').where('storage_key', '=', key).execute();
+      await this.db.kysely.transaction().execute((trx) => this.dropIntent(trx, key));
     } catch {
       // Left for the sweeper: the intent is still there.
     }
+  }
+
+  /** Gives back the quota an intent holds and keeps the intent (its bytes still have to go). */
+  private async releaseReservation(key: string): Promise<void> {
+    await this.db.kysely.transaction().execute(async (trx) => {
+      const intent = await trx.selectFrom('storage_intents').select(['workspace_id', 'reserved_bytes']).where('storage_key', '=', key).executeTakeFirst();
+      const held = Number(intent?.reserved_bytes ?? 0);
+      if (!intent || held === 0) return;
+      // Conditional on the amount read, so two releases of one intent give back once.
+      const zeroed = await trx.updateTable('storage_intents').set({ reserved_bytes: 0 }).where('storage_key', '=', key).where('reserved_bytes', '=', held).executeTakeFirst();
+      if (Number(zeroed.numUpdatedRows) === 0) return;
+      await trx
+        .updateTable('workspaces')
+        .set((eb) => ({ reserved_bytes: eb('reserved_bytes', '-', held) }))
+        .where('id', '=', intent.workspace_id)
+        .execute();
+    });
   }
 
   /**
@@ -194,7 +290,7 @@ export class BlobStore {
       // then only the intent is stale.
       const owned = await this.db.kysely.selectFrom('blobs').select('id').where('storage_key', '=', intent.storage_key).executeTakeFirst();
       if (owned) {
-        await this.db.kysely.deleteFrom('storage_intents').where('storage_key', '=', intent.storage_key).execute();
+        await this.db.kysely.transaction().execute((trx) => this.dropIntent(trx, intent.storage_key));
         continue;
       }
       if (intent.reason === 'multipart') {

@@ -212,7 +212,6 @@ export class MultipartService {
     }
     const limits = await this.uploads.limits(workspaceId);
     if (input.size > limits.maxFileSize) throw errors.fileTooLarge(limits.maxFileSize);
-    if (limits.quotaRemaining !== undefined && input.size > limits.quotaRemaining) throw errors.storageLimitExceeded();
 
     const ttl = Math.min(input.ttl_seconds ?? DEFAULT_TTL, this.settings.maxTtlSeconds);
     const expireAt = nowSeconds() + ttl;
@@ -222,6 +221,12 @@ export class MultipartService {
     const key = this.blobs.newKey(workspaceId);
     // The intent comes first: if this session is abandoned, its bytes are found and freed.
     await this.blobs.recordIntent(workspaceId, key, 'multipart');
+    // The declared size is reserved now, so parallel starts can never together pass the quota;
+    // the reservation goes with the intent (abort, expiry, sweep) or becomes usage at complete.
+    if (limits.quotaBytes !== null && !(await this.blobs.reserve(workspaceId, key, input.size, limits.quotaBytes))) {
+      await this.blobs.forget(workspaceId, key);
+      throw errors.storageLimitExceeded();
+    }
     const uploadId = await this.storage.createMultipart(key, { size: input.size, partSize, contentType: input.format });
     const now = nowIso();
     const session: MultipartSessionRow = {

@@ -64,7 +64,7 @@ export class RemoteUploadService {
     }
     let staged;
     try {
-      staged = await this.uploads.stage(workspaceId, res.body);
+      staged = await this.uploads.stage(workspaceId, res.body, { expectedBytes: Number.isFinite(declared) ? declared : undefined });
     } catch (err) {
       res.body.destroy();
       throw err instanceof AppError ? err : this.describe(err);

@@ -214,7 +214,7 @@ export class UploadTokenService {
     }, Math.max(1000, Math.floor(this.settings.graceMs / 3)));
     heartbeat.unref();
     try {
-      const staged = await this.uploads.stage(row.workspace_id, body, { maxFileSize });
+      const staged = await this.uploads.stage(row.workspace_id, body, { maxFileSize, expectedBytes: sent.contentLength });
       return await this.uploads.finish(staged, options, 'token', {
         inTransaction: async (trx, file) => {
           await trx.updateTable('upload_tokens').set({ state: 'used', file_id: file.id }).where('id', '=', row.id).execute();

@@ -126,15 +126,11 @@ export class UploadService {
 
   /** The limits for the next upload to this workspace; 402 at once when it is already full. */
   async limits(workspaceId: string): Promise<StageLimits & { quotaBytes: number | null }> {
-    const ws = await this.db.kysely.selectFrom('workspaces').select(['quota_bytes', 'max_file_size', 'used_bytes']).where('id', '=', workspaceId).executeTakeFirstOrThrow();
+    const ws = await this.db.kysely.selectFrom('workspaces').select(['quota_bytes', 'max_file_size', 'used_bytes', 'reserved_bytes']).where('id', '=', workspaceId).executeTakeFirstOrThrow();
     const quotaBytes = ws.quota_bytes === null ? null : Number(ws.quota_bytes);
-    const used = Number(ws.used_bytes);
-    if (quotaBytes !== null && used >= quotaBytes) throw errors.storageLimitExceeded();
-    return {
-      maxFileSize: ws.max_file_size === null ? this.settings.maxFileSize : Number(ws.max_file_size),
-      quotaRemaining: quotaBytes === null ? undefined : quotaBytes - used,
-      quotaBytes,
-    };
+    // Bytes promised to uploads in progress count as taken.
+    if (quotaBytes !== null && Number(ws.used_bytes) + Number(ws.reserved_bytes) >= quotaBytes) throw errors.storageLimitExceeded();
+    return { maxFileSize: ws.max_file_size === null ? this.settings.maxFileSize : Number(ws.max_file_size), quotaBytes };
   }
 
   private async quotaOf(workspaceId: string): Promise<number | null> {
@@ -142,11 +138,14 @@ export class UploadService {
     return ws.quota_bytes === null ? null : Number(ws.quota_bytes);
   }
 
-  /** `maxFileSize` lowers the workspace's limit for this upload (an upload token's own limit). */
-  async stage(workspaceId: string, body: Readable, opts: { signal?: AbortSignal; maxFileSize?: number } = {}): Promise<Staged> {
+  /**
+   * `maxFileSize` lowers the workspace's limit for this upload (an upload token's own limit);
+   * `expectedBytes` (a Content-Length) lets a quota be reserved whole up front.
+   */
+  async stage(workspaceId: string, body: Readable, opts: { signal?: AbortSignal; maxFileSize?: number; expectedBytes?: number } = {}): Promise<Staged> {
     const limits = await this.limits(workspaceId);
     if (opts.maxFileSize !== undefined) limits.maxFileSize = Math.min(limits.maxFileSize, opts.maxFileSize);
-    return this.blobs.stage(workspaceId, body, limits, opts.signal);
+    return this.blobs.stage(workspaceId, body, { ...limits, expectedBytes: opts.expectedBytes }, opts.signal);
   }
 
   discard(staged: Staged): Promise<void> {

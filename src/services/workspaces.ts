@@ -26,6 +26,8 @@ export interface WorkspaceSettings {
   quota_bytes: number | null;
   max_file_size: number | null;
   used_bytes: number;
+  /** Bytes promised to uploads in progress; quota decisions count used + reserved. */
+  reserved_bytes: number;
 }
 
 interface AuthRow {
@@ -83,6 +85,7 @@ export class WorkspaceService {
           quota_bytes: null,
           max_file_size: null,
           used_bytes: 0,
+          reserved_bytes: 0,
           allowed_origins: null,
           webhook_origins: null,
           created_at: now,
@@ -135,7 +138,7 @@ export class WorkspaceService {
     if (limits.maxFileSize !== undefined) changes.max_file_size = limits.maxFileSize;
     await this.db.kysely.updateTable('workspaces').set(changes).where('id', '=', workspaceId).execute();
     const ws = await this.get(workspaceId);
-    return { workspace_id: ws.id, quota_bytes: ws.quota_bytes, max_file_size: ws.max_file_size, used_bytes: Number(ws.used_bytes) };
+    return { workspace_id: ws.id, quota_bytes: ws.quota_bytes, max_file_size: ws.max_file_size, used_bytes: Number(ws.used_bytes), reserved_bytes: Number(ws.reserved_bytes) };
   }
 
   async settings(workspaceId: string): Promise<WorkspaceSettings> {
@@ -148,6 +151,7 @@ export class WorkspaceService {
       quota_bytes: ws.quota_bytes === null ? null : Number(ws.quota_bytes),
       max_file_size: ws.max_file_size === null ? null : Number(ws.max_file_size),
       used_bytes: Number(ws.used_bytes),
+      reserved_bytes: Number(ws.reserved_bytes),
     };
   }
 

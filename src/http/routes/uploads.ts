@@ -47,7 +47,8 @@ export async function uploadRoutes(app: FastifyInstance, opts: { uploads: Upload
             }
             // Fields sent before the file are checked before any byte is stored.
             if (fields.file_name !== undefined) applyGrant(parseUploadFields(fields), principal);
-            staged = await uploads.stage(workspaceId, part.file);
+            // The whole request's length bounds the file: with a quota, it is reserved up front.
+            staged = await uploads.stage(workspaceId, part.file, { expectedBytes: Number(request.headers['content-length']) || undefined });
           } else {
             if (part.valueTruncated || part.fieldnameTruncated) throw errors.fieldTooLarge(part.fieldname);
             if (!FORM_FIELDS.has(part.fieldname)) continue;

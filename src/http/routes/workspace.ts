@@ -17,6 +17,7 @@ const Settings = Type.Object({
     quota_bytes: Type.Union([Type.Integer(), Type.Null()]),
     max_file_size: Type.Union([Type.Integer(), Type.Null()]),
     used_bytes: Type.Integer(),
+    reserved_bytes: Type.Integer({ description: 'Bytes promised to uploads in progress (multipart sessions by their declared size, streaming uploads as they arrive); quota decisions count used + reserved' }),
   }),
 });
 
