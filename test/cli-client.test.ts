@@ -97,6 +97,9 @@ describe('stowage client commands', () => {
     assert.match(moved.stdout, /Moved to \/target\/renamed\.bin/);
     const human = await cli(['folders', 'ls']);
     assert.match(human.stdout, new RegExp(`${folder.folder_no}\\s+1 files`));
+    const notEmpty = await cli(['folders', 'rm', folder.folder_no]);
+    assert.equal(notEmpty.code, 5, 'a folder with a file in it needs --recursive');
+    assert.match(notEmpty.stderr, /FOLDER_NOT_EMPTY/);
     assert.equal((await cli(['files', 'rm', file.file_no])).code, 0);
     const gone = await cli(['files', 'get', file.file_no]);
     assert.equal(gone.code, 3, 'not found');

@@ -152,7 +152,22 @@ for (const dialect of DIALECTS) {
         const taken = await api('PATCH', `/api/v1/files/${f.file_no}/rename`, { name: 'taken.txt' });
         assert.equal(taken.status, 409);
         assert.equal(taken.body.errorCode, 'FILE_NAME_TAKEN');
-        for (const name of ['a/b', '..', 'x\u0000']) assert.equal((await api('PATCH', `/api/v1/files/${f.file_no}/rename`, { name })).status, 400);
+        for (const name of ['a/b', 'x\u0000', 'x\u202e']) assert.equal((await api('PATCH', `/api/v1/files/${f.file_no}/rename`, { name })).status, 400);
+      });
+
+      test('rename keeps the extension: "boot" on shoe.png gives boot.png; a name already ending in it is kept', async () => {
+        const shoe = await add('shoe.png');
+        const boot = await api('PATCH', `/api/v1/files/${shoe.file_no}/rename`, { name: 'boot' });
+        assert.equal(boot.status, 200, JSON.stringify(boot.body));
+        assert.equal(boot.body.data.name, 'boot.png');
+        assert.equal((await api('PATCH', `/api/v1/files/${shoe.file_no}/rename`, { name: 'sneaker.PNG' })).body.data.name, 'sneaker.PNG');
+        assert.equal((await api('PATCH', `/api/v1/files/${shoe.file_no}/rename`, { name: 'shoe.jpg' })).body.data.name, 'shoe.jpg.PNG', 'the extension it has now');
+        const plain = await add('README');
+        assert.equal((await api('PATCH', `/api/v1/files/${plain.file_no}/rename`, { name: 'NOTES' })).body.data.name, 'NOTES', 'no extension to keep');
+        const first = await add('first.png');
+        await add('second.png');
+        const taken = await api('PATCH', `/api/v1/files/${first.file_no}/rename`, { name: 'second' });
+        assert.equal(taken.status, 409, 'the name with its extension is taken');
       });
 
       test('update: tags added and removed, metadata merged, custom_id, move, is_private', async () => {
@@ -218,7 +233,7 @@ for (const dialect of DIALECTS) {
         assert.ok(root.body.folders.every((f: any) => f.parent_folder_no === null));
         const kids = await api('GET', `/api/v1/folders?parent_folder_no=${media.folder_no}`);
         assert.deepEqual(kids.body.folders.map((f: any) => [f.name, f.total_items, f.total_size]), [['photos', 2, 3000]]);
-        assert.deepEqual(kids.body.meta, { page: 1, limit: 10, total: 1, hasMore: false });
+        assert.deepEqual(kids.body.meta, { page: 1, limit: 1000, total: 1, hasMore: false }, 'without limit: every child, up to the cap');
         assert.deepEqual((await api('GET', '/api/v1/folders?search=MED')).body.folders.map((f: any) => f.name), ['media']);
       });
 
@@ -241,7 +256,12 @@ for (const dialect of DIALECTS) {
         const assets = (await api('GET', '/api/v1/folders?search=assets')).body.folders[0];
         const inside = (await api('GET', '/api/v1/files?limit=100')).body.files.filter((f: any) => f.path.startsWith('/assets/'));
         assert.equal(inside.length, 4);
-        const res = await api('DELETE', `/api/v1/folders/${assets.folder_no}`);
+        // Not empty: refused unless asked for, and nothing is lost.
+        const refused = await api('DELETE', `/api/v1/folders/${assets.folder_no}`);
+        assert.equal(refused.status, 409);
+        assert.equal(refused.body.errorCode, 'FOLDER_NOT_EMPTY');
+        assert.equal((await api('GET', `/api/v1/folders?parent_folder_no=${assets.folder_no}`)).status, 200, 'still there');
+        const res = await api('DELETE', `/api/v1/folders/${assets.folder_no}?recursive=true`);
         assert.deepEqual(res.body, { success: true, message: 'folder deleted' });
         for (const f of inside) assert.equal((await api('GET', `/api/v1/files/${f.file_no}`)).status, 404);
         assert.equal((await api('GET', '/api/v1/folders?search=assets')).body.folders.length, 0);

@@ -158,7 +158,11 @@ describe('SDK', () => {
     assert.equal((await priv.renameFolder(folder.folder_no, 'renamed')).path, 'renamed');
     const signed = await priv.signedUrl(f.file_no, { expires_in: 60 });
     assert.match(signed.url, /signature=/);
-    await priv.deleteFolder(folder.folder_no);
+    const notEmpty = await priv.deleteFolder(folder.folder_no).catch((e) => e);
+    assert.ok(notEmpty instanceof StowageError);
+    assert.equal(notEmpty.status, 409);
+    assert.equal(notEmpty.errorCode, 'FOLDER_NOT_EMPTY');
+    await priv.deleteFolder(folder.folder_no, { recursive: true });
     const gone = await priv.getFile(f.file_no).catch((e) => e);
     assert.ok(gone instanceof StowageError);
     assert.equal(gone.status, 404);

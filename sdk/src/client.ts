@@ -297,8 +297,9 @@ export class Stowage {
     return this.request<Folder>('POST', `/api/v1/folders/rename/${encodeURIComponent(folderNo)}`, { json: { name }, signal: opts.signal });
   }
 
-  async deleteFolder(folderNo: string, opts: RequestOptions = {}): Promise<void> {
-    await this.request('DELETE', `/api/v1/folders/${encodeURIComponent(folderNo)}`, opts);
+  /** Deletes an empty folder; a folder with files or folders in it needs `recursive: true` (else 409 FOLDER_NOT_EMPTY). */
+  async deleteFolder(folderNo: string, opts: RequestOptions & { recursive?: boolean } = {}): Promise<void> {
+    await this.request('DELETE', `/api/v1/folders/${encodeURIComponent(folderNo)}`, { signal: opts.signal, query: opts.recursive ? { recursive: 'true' } : undefined });
   }
 
   // --- sources ---------------------------------------------------------------------------

@@ -262,12 +262,13 @@ export function registerClientCommands(program: Command, io: ClientIo, print: (j
     });
   folders
     .command('rm')
-    .description('Delete a folder and everything in it')
+    .description('Delete a folder: an empty one, or with --recursive everything in it (exit 5 when it is not empty)')
     .argument('<folder_no>')
+    .option('-r, --recursive', 'also delete every file and folder inside')
     .option('--json', 'print JSON')
-    .action(async (folderNo: string, opts: { json?: boolean }) => {
-      await client(io).deleteFolder(folderNo);
-      print(Boolean(opts.json), { deleted: folderNo }, () => `Deleted folder ${folderNo} and everything in it`);
+    .action(async (folderNo: string, opts: { json?: boolean; recursive?: boolean }) => {
+      await client(io).deleteFolder(folderNo, { recursive: opts.recursive });
+      print(Boolean(opts.json), { deleted: folderNo }, () => (opts.recursive ? `Deleted folder ${folderNo} and everything in it` : `Deleted folder ${folderNo}`));
     });
 
   const sources = program.command('sources').description('Manage sources (private key)');

@@ -6,7 +6,7 @@ import { type Db, isUniqueViolation, nowIso } from '../db/database.ts';
 import { escapeLike, likeContains, likeEscaped } from '../db/like.ts';
 import { errors } from '../errors.ts';
 import type { BlobStore } from './blobs.ts';
-import { checkName, parseCustomId, parseMetadata, parseTags } from './names.ts';
+import { checkName, parseCustomId, parseFolderPath, parseMetadata, parseTags } from './names.ts';
 import type { DeliverySigner } from '../crypto/delivery-url.ts';
 import { parseTransform } from '../media/transform.ts';
 import type { BlobRow, Database, FileRow, FolderRow } from '../db/schema.ts';
@@ -188,7 +188,13 @@ export interface FileListQuery {
   page: number;
   limit: number;
   folder_no?: string;
+  /** The hosted SDKs' older spelling of folder_no. */
+  folderNo?: string;
   search?: string;
+  /** The same as search (the hosted docs' name). */
+  name?: string;
+  /** A folder path ("a/b", "/" for the root): the files directly in it. */
+  path?: string;
   tags?: string;
   sort?: FileSort;
   sort_field?: 'created_at' | 'updated_at' | 'name' | 'file_size';
@@ -232,12 +238,14 @@ export class FileService {
 
   async list(workspaceId: string, q: FileListQuery): Promise<{ files: FileRecord[]; meta: { page: number; limit: number; total: number; hasNext: boolean; hasPrev: boolean } }> {
     let base = this.select().where('files.workspace_id', '=', workspaceId);
-    if (q.folder_no !== undefined) {
-      const folder = await this.db.kysely.selectFrom('folders').select('id').where('workspace_id', '=', workspaceId).where('folder_no', '=', q.folder_no).executeTakeFirst();
+    const folderNo = q.folder_no ?? q.folderNo;
+    if (folderNo !== undefined) {
+      const folder = await this.db.kysely.selectFrom('folders').select('id').where('workspace_id', '=', workspaceId).where('folder_no', '=', folderNo).executeTakeFirst();
       if (!folder) throw errors.folderNotFound();
       base = base.where('files.folder_id', '=', folder.id);
     }
-    if (q.search) base = base.where(likeEscaped('files.name', likeContains(q.search.normalize('NFC'))));
+    if (q.path !== undefined) base = base.where('files.folder_path', '=', parseFolderPath(q.path).join('/'));
+    for (const text of [q.search, q.name]) if (text) base = base.where(likeEscaped('files.name', likeContains(text.normalize('NFC'))));
     if (q.snapshot) {
       const at = Date.parse(q.snapshot);
       if (!Number.isFinite(at)) throw errors.validation('snapshot must be an ISO 8601 date-time (from the X-Snapshot header of a first page)');
@@ -271,10 +279,17 @@ export class FileService {
     return this.toRecord(await this.row(workspaceId, fileNo));
   }
 
+  /**
+   * Renames a file. The name is given without its extension, which is kept (`boot` on
+   * `shoe.png` gives `boot.png`); a name already ending in that extension is taken as it is.
+   */
   async rename(workspaceId: string, fileNo: string, rawName: unknown): Promise<FileRecord> {
     if (typeof rawName !== 'string') throw errors.validation('name must be a string');
-    const name = checkName(rawName, 'name');
     const row = await this.row(workspaceId, fileNo);
+    const dot = row.name.lastIndexOf('.');
+    const ext = dot > 0 ? row.name.slice(dot) : '';
+    const wanted = rawName.normalize('NFC');
+    const name = checkName(ext && !wanted.toLowerCase().endsWith(ext.toLowerCase()) ? `${wanted}${ext}` : wanted, 'name');
     if (name !== row.name) await this.write(row.id, { name });
     return this.get(workspaceId, fileNo);
   }

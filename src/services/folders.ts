@@ -38,7 +38,10 @@ export interface FolderView {
   updated_at: string;
 }
 
-/** Folders API (EXTENSIONS.md "Folders"): list, create, rename, delete with everything inside. */
+/** A folder list without `limit` returns every child folder, up to this many (the hosted API pages nothing). */
+export const FOLDER_LIST_CAP = 1000;
+
+/** Folders API (EXTENSIONS.md "Folders"): list, create, rename, delete (with everything inside only when asked). */
 export class FolderService {
   constructor(
     private readonly db: Db,
@@ -76,7 +79,9 @@ export class FolderService {
     };
   }
 
-  async list(workspaceId: string, q: { parent_folder_no?: string; search?: string; page: number; limit: number }) {
+  /** Without `limit`: every child, up to FOLDER_LIST_CAP (`meta.limit` says the cap, `hasMore` whether it cut). */
+  async list(workspaceId: string, query: { parent_folder_no?: string; search?: string; page?: number; limit?: number }) {
+    const q = { ...query, page: query.page ?? 1, limit: query.limit ?? FOLDER_LIST_CAP };
     let base = this.db.kysely.selectFrom('folders').where('workspace_id', '=', workspaceId);
     if (q.parent_folder_no !== undefined) {
       const parent = await this.byNo(workspaceId, q.parent_folder_no);
@@ -146,11 +151,22 @@ export class FolderService {
     return this.view(renamed);
   }
 
-  /** Deletes the folder, its subfolders and every file in them; bytes no other file uses go. */
-  async delete(workspaceId: string, folderNo: string): Promise<void> {
+  /**
+   * Deletes an empty folder; with `recursive`, also its subfolders and every file in them
+   * (bytes no other file uses go). A non-empty folder without `recursive` is 409: nothing is
+   * lost by surprise.
+   */
+  async delete(workspaceId: string, folderNo: string, opts: { recursive?: boolean } = {}): Promise<void> {
     const released = await this.db.kysely.transaction().execute(async (trx) => {
       const row = await this.byNo(workspaceId, folderNo, trx);
       const inside = (eb: any) => eb.or([eb('folder_path', '=', row.path), likeEscaped('folder_path', likeBelow(row.path), true)]);
+      if (!opts.recursive) {
+        const [file, child] = await Promise.all([
+          trx.selectFrom('files').select('id').where('workspace_id', '=', workspaceId).where(inside).limit(1).executeTakeFirst(),
+          trx.selectFrom('folders').select('id').where('parent_id', '=', row.id).limit(1).executeTakeFirst(),
+        ]);
+        if (file || child) throw errors.folderNotEmpty();
+      }
       const files = await trx.selectFrom('files').select(['id', 'blob_id']).where('workspace_id', '=', workspaceId).where(inside).execute();
       await trx.deleteFrom('files').where('workspace_id', '=', workspaceId).where(inside).execute();
       const keys: string[] = [];

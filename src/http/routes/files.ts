@@ -23,7 +23,9 @@ const Folder = Type.Object({
   created_at: Type.String(),
   updated_at: Type.String(),
 });
-const FolderEnvelope = Type.Object({ success: Type.Literal(true), data: Folder });
+/** Folder create and rename: the folder's fields at the top level (the hosted SDKs read them there) plus success and data. */
+const FolderAnswer = Type.Object({ success: Type.Literal(true), ...Folder.properties, data: Folder });
+const folderAnswer = <T extends object>(folder: T) => ({ success: true as const, ...folder, data: folder });
 
 export async function fileRoutes(app: FastifyInstance, opts: { files: FileService; folders: FolderService }): Promise<void> {
   const { files, folders } = opts;
@@ -42,7 +44,10 @@ export async function fileRoutes(app: FastifyInstance, opts: { files: FileServic
         querystring: Type.Object({
           ...Page,
           folder_no: Type.Optional(Type.String({ maxLength: 64 })),
+          folderNo: Type.Optional(Type.String({ maxLength: 64, description: 'The same as folder_no' })),
           search: Type.Optional(Type.String({ maxLength: 256 })),
+          name: Type.Optional(Type.String({ maxLength: 256, description: 'The same as search: part of the name, any case' })),
+          path: Type.Optional(Type.String({ maxLength: 4096, description: 'A folder path (a/b; / for the root): the files directly in it' })),
           tags: Type.Optional(Type.String({ maxLength: 4096 })),
           sort: Type.Optional(Type.Union(['created_at_desc', 'created_at_asc', 'name_asc', 'name_desc', 'size_asc', 'size_desc'].map((v) => Type.Literal(v)))),
           sort_field: Type.Optional(Type.Union(['created_at', 'updated_at', 'name', 'file_size'].map((v) => Type.Literal(v)))),
@@ -79,7 +84,11 @@ export async function fileRoutes(app: FastifyInstance, opts: { files: FileServic
     '/api/v1/files/:file_no/rename',
     {
       config: { auth: 'private' },
-      schema: { tags: ['files'], summary: 'Rename a file', params: FileParams, body: nameBody, response: { 200: FileEnvelope, ...errorResponses(400, 401, 403, 404, 409) } },
+      schema: {
+        tags: ['files'],
+        summary: 'Rename a file',
+        description: 'The name without its extension, which is kept (boot on shoe.png gives boot.png); a name already ending in it is taken as it is. 409 when the folder holds that name.',
+        params: FileParams, body: nameBody, response: { 200: FileEnvelope, ...errorResponses(400, 401, 403, 404, 409) } },
     },
     async (request) => ({ success: true, data: await files.rename(ws(request), (request.params as { file_no: string }).file_no, (request.body as { name: string }).name) }),
   );
@@ -144,8 +153,15 @@ export async function fileRoutes(app: FastifyInstance, opts: { files: FileServic
       schema: {
         tags: ['folders'],
         summary: 'List folders',
-        description: 'Children of parent_folder_no (absent: the root), by name. total_items and total_size count every file below the folder.',
-        querystring: Type.Object({ ...Page, parent_folder_no: Type.Optional(Type.String({ maxLength: 64 })), search: Type.Optional(Type.String({ maxLength: 256 })) }),
+        description:
+          'Children of parent_folder_no (absent: the root), by name. total_items and total_size count every file below the folder. ' +
+          'Without limit, every child folder is returned, up to 1,000 (meta.limit is then 1000 and hasMore says whether more exist).',
+        querystring: Type.Object({
+          page: Page.page,
+          limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })),
+          parent_folder_no: Type.Optional(Type.String({ maxLength: 64 })),
+          search: Type.Optional(Type.String({ maxLength: 256 })),
+        }),
         response: {
           200: Type.Object({ folders: Type.Array(Folder), meta: Type.Object({ page: Type.Integer(), limit: Type.Integer(), total: Type.Integer(), hasMore: Type.Boolean() }) }),
           ...errorResponses(400, 401, 403, 404),
@@ -163,29 +179,36 @@ export async function fileRoutes(app: FastifyInstance, opts: { files: FileServic
         tags: ['folders'],
         summary: 'Create a folder',
         body: Type.Object({ name: Type.String({ minLength: 1, maxLength: 1024 }), parent_folder_no: Type.Optional(Type.Union([Type.String(), Type.Null()])) }),
-        response: { 201: FolderEnvelope, ...errorResponses(400, 401, 403, 404, 409) },
+        response: { 201: FolderAnswer, ...errorResponses(400, 401, 403, 404, 409) },
       },
     },
-    async (request, reply) => reply.code(201).send({ success: true, data: await folders.create(ws(request), request.body as any) }),
+    async (request, reply) => reply.code(201).send(folderAnswer(await folders.create(ws(request), request.body as { name?: unknown; parent_folder_no?: unknown }))),
   );
 
   app.post(
     '/api/v1/folders/rename/:folder_no',
     {
       config: { auth: 'private' },
-      schema: { tags: ['folders'], summary: 'Rename a folder (paths below follow)', params: FolderParams, body: nameBody, response: { 200: FolderEnvelope, ...errorResponses(400, 401, 403, 404, 409) } },
+      schema: { tags: ['folders'], summary: 'Rename a folder (paths below follow)', params: FolderParams, body: nameBody, response: { 200: FolderAnswer, ...errorResponses(400, 401, 403, 404, 409) } },
     },
-    async (request) => ({ success: true, data: await folders.rename(ws(request), (request.params as { folder_no: string }).folder_no, (request.body as { name: string }).name) }),
+    async (request) => folderAnswer(await folders.rename(ws(request), (request.params as { folder_no: string }).folder_no, (request.body as { name: string }).name)),
   );
 
   app.delete(
     '/api/v1/folders/:folder_no',
     {
       config: { auth: 'private' },
-      schema: { tags: ['folders'], summary: 'Delete a folder and everything in it', params: FolderParams, response: { 200: Type.Object({ success: Type.Literal(true), message: Type.String() }), ...errorResponses(401, 403, 404) } },
+      schema: {
+        tags: ['folders'],
+        summary: 'Delete a folder',
+        description: 'An empty folder is deleted. A folder holding files or folders answers 409 FOLDER_NOT_EMPTY unless recursive=true, which deletes it and everything in it.',
+        params: FolderParams,
+        querystring: Type.Object({ recursive: Type.Optional(Type.Boolean()) }),
+        response: { 200: Type.Object({ success: Type.Literal(true), message: Type.String() }), ...errorResponses(401, 403, 404, 409) },
+      },
     },
     async (request) => {
-      await folders.delete(ws(request), (request.params as { folder_no: string }).folder_no);
+      await folders.delete(ws(request), (request.params as { folder_no: string }).folder_no, { recursive: (request.query as { recursive?: boolean }).recursive === true });
       return { success: true, message: 'folder deleted' };
     },
   );
