@@ -62,6 +62,8 @@ export const errors = {
   fileNotFound: () => new AppError(404, 'FILE_NOT_FOUND', 'File not found', 'No file with this file_no in this workspace'),
   folderNotFound: () => new AppError(404, 'FOLDER_NOT_FOUND', 'Folder not found', 'No folder with this folder_no in this workspace'),
   fileNameTaken: () => new AppError(409, 'FILE_NAME_TAKEN', 'File name already exists in this folder', 'Choose another name, or move the file elsewhere'),
+  folderNotEmpty: () =>
+    new AppError(409, 'FOLDER_NOT_EMPTY', 'Folder is not empty', 'The folder holds files or folders; delete them first, or send ?recursive=true to delete everything in it'),
   folderExists: () => new AppError(409, 'FOLDER_EXISTS', 'Folder already exists', 'The parent folder already holds a folder with this name'),
   /** A CORS preflight the service does not allow (an origin a workspace refuses, or a path that is not cross-origin). */
   preflightRefused: () => new AppError(403, 'CORS_NOT_ALLOWED', 'Forbidden', 'Cross-origin requests to this address are not allowed from this origin'),
@@ -78,6 +80,18 @@ export const errors = {
   invalidToken: (why: 'TOKEN_INVALID' | 'TOKEN_EXPIRED' | 'TOKEN_USED') => new AppError(401, why, 'Unauthorized', 'Invalid or expired token'),
   overrideNotAllowed: (field: string) =>
     new AppError(403, 'OVERRIDE_NOT_ALLOWED', 'Forbidden', `This upload token does not allow the uploader to choose ${field}`),
+  /** The disk (or the user's disk quota) holding local storage is full, or below the free-space floor. */
+  insufficientStorage: () =>
+    new AppError(507, 'INSUFFICIENT_STORAGE', 'Insufficient storage', 'The server has no room left to store this; nothing was stored. Try again later or with a smaller file'),
+  /** STOWAGE_MAX_CONCURRENT_UPLOADS: the workspace already has that many uploads in progress on this node. */
+  tooManyUploads: (max: number, retryAfterSeconds = 5) =>
+    new AppError(429, 'TOO_MANY_UPLOADS', 'Too many requests', `This workspace already has ${max} uploads in progress; retry when one has finished`, {
+      body: { retryAfterSeconds },
+      headers: { 'retry-after': String(retryAfterSeconds) },
+    }),
+  /** STOWAGE_BODY_IDLE_TIMEOUT_MS: no byte of the request body arrived for that long; the connection is closed. */
+  bodyIdle: (ms: number) =>
+    new AppError(408, 'BODY_TIMEOUT', 'Request timeout', `No byte of the request body arrived for ${ms} ms; the connection is closed. Send the request again`),
   serviceUnavailable: (what: string) =>
     new AppError(503, 'SERVICE_UNAVAILABLE', 'Service unavailable', `${what} is not answering; try again shortly`, {
       headers: { 'retry-after': '5' },
