@@ -1,16 +1,19 @@
 // buildApp: the Fastify application over a set of services. No listening, no process state,
 // so tests build as many as they like and drive them with inject() or listen(0).
+import { join } from 'node:path';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import { installAuth } from './http/auth.ts';
 import { installCors } from './http/cors.ts';
-import { frameworkErrors, installErrorHandling } from './http/errors.ts';
+import { clientErrorHandler, frameworkErrors, installErrorHandling } from './http/errors.ts';
+import { DiskSpace, installBodyIdleTimeout, installUploadSlots, UploadSlots } from './http/upload-slots.ts';
 import { installValidation } from './http/validation.ts';
+import { withLogRedaction } from './http/log-redaction.ts';
 import { installRateLimits } from './http/rate-limit.ts';
 import { healthRoutes } from './http/routes/health.ts';
 import { sourceRoutes } from './http/routes/sources.ts';
-import { ErrorBody, FileRecord, Source, UploadAnswer } from './http/schemas.ts';
+import { ErrorBody, FileDetails, FileRecord, Source, UploadAnswer } from './http/schemas.ts';
 import { remoteUploadRoute, uploadRoutes } from './http/routes/uploads.ts';
 import { multipartRoutes } from './http/routes/multipart.ts';
 import { fileRoutes } from './http/routes/files.ts';
@@ -27,6 +30,10 @@ export const REDACT_PATHS = [
   'req.headers.cookie',
   'headers.authorization',
   'headers["x-api-key"]',
+  // Nested copies of the request headers (multipart parsing logs them at trace level).
+  '*.headers.authorization',
+  '*.headers["x-api-key"]',
+  '*.headers.cookie',
   '*.configuration.access_key',
   '*.configuration.secret_key',
   '*.configuration.connection_string',
@@ -40,13 +47,28 @@ export interface AppOptions {
 export async function buildApp(services: Services, opts: AppOptions = {}): Promise<FastifyInstance> {
   const { config } = services;
   const app = Fastify({
-    logger: opts.logger ?? { level: config.logLevel, redact: { paths: REDACT_PATHS, censor: '[redacted]' } },
+    // Signatures and upload tokens in URLs are redacted whatever logger options are given.
+    logger: withLogRedaction(opts.logger ?? { level: config.logLevel, redact: { paths: REDACT_PATHS, censor: '[redacted]' } }),
     bodyLimit: config.jsonBodyLimit,
     trustProxy: false,
     routerOptions: { ignoreTrailingSlash: true },
     // Request ids for log correlation; honour an incoming one from a proxy.
     requestIdHeader: 'x-request-id',
     frameworkErrors: frameworkErrors as any,
+    clientErrorHandler,
+    // Timeouts for large uploads: no limit on a request's total time (Node's own requestTimeout,
+    // 300 s, would cut long uploads; Fastify sets 0 too); headers must arrive within
+    // STOWAGE_HEADERS_TIMEOUT_MS (checked every quarter of it, at most every 5 s); a body that
+    // stalls is cut by the idle timer (installBodyIdleTimeout); idle keep-alive connections close
+    // after STOWAGE_KEEP_ALIVE_TIMEOUT_MS, longer than a proxy's usual 60 s so that the proxy closes first.
+    requestTimeout: 0,
+    connectionTimeout: 0,
+    keepAliveTimeout: config.keepAliveTimeoutMs,
+    http: {
+      requestTimeout: 0,
+      headersTimeout: config.headersTimeoutMs,
+      connectionsCheckingInterval: Math.max(50, Math.min(5000, Math.floor(config.headersTimeoutMs / 4))),
+    },
   });
 
   // Only JSON bodies are parsed here; anything else is 415 (uploads add their own parsers).
@@ -55,6 +77,7 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
   app.addSchema(ErrorBody);
   app.addSchema(Source);
   app.addSchema(FileRecord);
+  app.addSchema(FileDetails);
   app.addSchema(UploadAnswer);
 
   await app.register(swagger, {
@@ -84,6 +107,10 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
   await installCors(app, { tokens: services.tokens, publicUrl: config.publicUrl });
   installAuth(app, services.workspaces, config.publicUrl);
   await installRateLimits(app, { upload: config.rateLimitUpload, api: config.rateLimitApi, redis: services.redis });
+  // After auth: upload slots are counted per workspace.
+  const disk = config.storage.driver === 'local' ? new DiskSpace(join(config.dataDir, 'storage'), config.minFreeBytes) : undefined;
+  installUploadSlots(app, { slots: new UploadSlots(config.maxConcurrentUploads), db: services.db, disk });
+  installBodyIdleTimeout(app, config.bodyIdleTimeoutMs);
 
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 
@@ -97,7 +124,7 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
   app.get('/metrics', { schema: { hide: true } }, async (_request, reply) =>
     reply.type(services.metrics.registry.contentType).send(await services.metrics.registry.metrics()),
   );
-  await app.register(healthRoutes, { db: services.db, storage: services.storage, lifecycle: services.lifecycle });
+  await app.register(healthRoutes, { db: services.db, storage: services.storage, lifecycle: services.lifecycle, disk });
   await app.register(sourceRoutes, { sources: services.sources });
   await app.register(uploadRoutes, { uploads: services.uploads });
   await app.register(tokenRoutes, { tokens: services.tokens, workspaces: services.workspaces, publicUrl: config.publicUrl });

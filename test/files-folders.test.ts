@@ -38,13 +38,34 @@ for (const dialect of DIALECTS) {
       test('list: newest first, full records, meta with hasNext and hasPrev', async () => {
         const res = await api('GET', '/api/v1/files?limit=2');
         assert.equal(res.status, 200);
-        assert.deepEqual(Object.keys(res.body).sort(), ['files', 'meta']);
+        assert.deepEqual(Object.keys(res.body).sort(), ['files', 'is_page_next', 'items', 'limit', 'meta', 'page', 'total_count', 'total_pages']);
+        // The hosted SDKs' names for the same page.
+        assert.deepEqual(res.body.items, res.body.files);
+        assert.deepEqual([res.body.page, res.body.limit, res.body.total_count, res.body.is_page_next], [res.body.meta.page, res.body.meta.limit, res.body.meta.total, res.body.meta.hasNext]);
+        assert.equal(res.body.total_pages, Math.ceil(res.body.meta.total / res.body.meta.limit));
         assert.deepEqual(res.body.meta, { page: 1, limit: 2, total: 5, hasNext: true, hasPrev: false });
         assert.equal(res.body.files[0].name, 'epsilon.bin');
-        assert.equal(Object.keys(res.body.files[0]).length, 22);
+        assert.equal(Object.keys(res.body.files[0]).length, 27);
         const last = await api('GET', '/api/v1/files?limit=2&page=3');
         assert.deepEqual(last.body.meta, { page: 3, limit: 2, total: 5, hasNext: false, hasPrev: true });
         assert.equal(last.body.files.length, 1);
+      });
+
+      test('the hosted SDKs\' filters: name= (like search), path= (a folder prefix), folderNo (like folder_no)', async () => {
+        const all = (await api('GET', '/api/v1/files?limit=100')).body.files as any[];
+        const byName = (await api('GET', '/api/v1/files?limit=100&name=ALPHA')).body.files.map((f: any) => f.name);
+        assert.deepEqual(byName, ['Alpha.jpg']);
+        const inDocs = all.filter((f) => f.path.startsWith('/docs/'));
+        assert.ok(inDocs.length > 0);
+        const byPath = (await api('GET', '/api/v1/files?limit=100&path=docs/')).body.files.map((f: any) => f.file_no).sort();
+        assert.deepEqual(byPath, inDocs.map((f) => f.file_no).sort());
+        assert.deepEqual((await api('GET', '/api/v1/files?limit=100&path=/')).body.files.length, all.length, '"/" is every folder');
+        assert.deepEqual((await api('GET', '/api/v1/files?limit=100&path=doc')).body.files, [], 'a prefix is whole folder names');
+        const folderNo = inDocs[0].folder_no;
+        assert.deepEqual(
+          (await api('GET', `/api/v1/files?limit=100&folderNo=${folderNo}`)).body.files.map((f: any) => f.file_no).sort(),
+          (await api('GET', `/api/v1/files?limit=100&folder_no=${folderNo}`)).body.files.map((f: any) => f.file_no).sort(),
+        );
       });
 
       test('every sort, with ties broken by id so pages never repeat or skip', async () => {
@@ -127,7 +148,17 @@ for (const dialect of DIALECTS) {
       test('get, and 404 for unknown, malformed and other-workspace files', async () => {
         const any = (await api('GET', '/api/v1/files?limit=1')).body.files[0];
         const res = await api('GET', `/api/v1/files/${any.file_no}`);
-        assert.deepEqual(res.body, { success: true, data: any });
+        const { dimensions, workspace, folder, uploaded_by, uploaded_at, asset_key, asset_url, ...record } = res.body.data;
+        assert.deepEqual(record, any, 'the record, as listed');
+        // And the details the hosted docs give one file.
+        assert.deepEqual(dimensions, { width: any.width, height: any.height });
+        assert.deepEqual(workspace, { name: 'Test workspace', workspace_no: h.ws.workspace_id });
+        assert.deepEqual(folder, any.folder_no ? { folder_no: any.folder_no, name: any.folder_name, path: any.path.slice(1, any.path.lastIndexOf('/')) } : null);
+        assert.deepEqual([uploaded_by, uploaded_at, asset_key, asset_url], [null, any.created_at, any.file_no, any.url]);
+        assert.equal(any.file_size, any.size);
+        assert.equal(any.workspace_no, any.workspace_id);
+        assert.equal(any.source, any.upload_source);
+        assert.equal(any.folder_name, any.path.split('/').at(-2) || null);
         const other = await h.services.workspaces.create('Other');
         const theirs = await add('theirs.bin', { workspace: other.workspace_id });
         for (const fileNo of ['ZZZZZZZZZZZZ', 'not-valid!', theirs.file_no]) {

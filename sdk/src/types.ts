@@ -23,6 +23,12 @@ export interface FileRecord {
   format: string | null;
   hash: string;
   is_private: boolean;
+  /** The hosted API's names for the same facts: file_size = size, workspace_no = workspace_id, source = upload_source. */
+  file_size: number;
+  workspace_no: string;
+  source: string;
+  folder_name: string | null;
+  updated_at: string;
 }
 
 export interface MultipartSession {

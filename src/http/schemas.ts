@@ -70,16 +70,32 @@ export const FileRecord = Type.Object(
     format: nullable(Type.String()),
     hash: Type.String(),
     is_private: Type.Boolean(),
+    file_size: Type.Integer({ description: 'The same as size (the hosted SDKs read this name)' }),
+    workspace_no: Type.String({ description: 'The same as workspace_id' }),
+    source: Type.String({ description: 'The same as upload_source' }),
+    folder_name: nullable(Type.String()),
+    updated_at: Type.String({ format: 'date-time' }),
   },
   { $id: 'FileRecord' },
 );
 
+/** GET /api/v1/files/{file_no}: the record plus the details the hosted docs list. */
+export const FileDetails = Type.Object(
+  {
+    ...FileRecord.properties,
+    dimensions: Type.Object({ width: Type.Union([Type.Integer(), Type.Null()]), height: Type.Union([Type.Integer(), Type.Null()]) }),
+    workspace: Type.Object({ name: Type.String(), workspace_no: Type.String() }),
+    folder: Type.Union([Type.Object({ folder_no: Type.String(), name: Type.String(), path: Type.String() }), Type.Null()]),
+    uploaded_by: Type.Null({ description: 'Stowage does not record who uploaded: always null' }),
+    uploaded_at: Type.String({ format: 'date-time' }),
+    asset_key: Type.String({ description: 'The file_no' }),
+    asset_url: Type.String({ description: 'The same as url' }),
+  },
+  { $id: 'FileDetails' },
+);
+
 /** A file record as upload answers give it: both documented shapes at once (INTERFACE.md 4.3). */
-const recordWithAliases = {
-  ...FileRecord.properties,
-  file_size: Type.Integer({ description: 'The same as size (the hosted SDKs read this name)' }),
-  workspace_no: Type.String({ description: 'The same as workspace_id' }),
-};
+const recordWithAliases = FileRecord.properties;
 export const UploadAnswer = Type.Object(
   {
     success: Type.Literal(true),

@@ -3,7 +3,7 @@
 import type { Kysely } from 'kysely';
 import { newShortId, newUuid } from '../crypto/ids.ts';
 import { type Db, isUniqueViolation, nowIso } from '../db/database.ts';
-import { escapeLike, likeContains, likeEscaped } from '../db/like.ts';
+import { escapeLike, likeBelow, likeContains, likeEscaped } from '../db/like.ts';
 import { errors } from '../errors.ts';
 import type { BlobStore } from './blobs.ts';
 import { checkName, parseCustomId, parseFolderPath, parseMetadata, parseTags } from './names.ts';
@@ -34,6 +34,25 @@ export interface FileRecord {
   format: string | null;
   hash: string;
   is_private: boolean;
+  /** Names the hosted SDKs read for the same facts: file_size = size, workspace_no = workspace_id, source = upload_source. */
+  file_size: number;
+  workspace_no: string;
+  source: FileRow['upload_source'];
+  /** The name of the folder the file is in; null at the root. */
+  folder_name: string | null;
+  updated_at: string;
+}
+
+/** GET /api/v1/files/{file_no}: the record plus the details the hosted docs list for it. */
+export interface FileDetails extends FileRecord {
+  dimensions: { width: number | null; height: number | null };
+  workspace: { name: string; workspace_no: string };
+  folder: { folder_no: string; name: string; path: string } | null;
+  /** Stowage does not record who uploaded (keys are not users): always null. */
+  uploaded_by: null;
+  uploaded_at: string;
+  asset_key: string;
+  asset_url: string;
 }
 
 export interface NewFile {
@@ -178,6 +197,11 @@ export class FileRecords {
       format: row.format,
       hash: sha256,
       is_private: Boolean(row.is_private),
+      file_size: Number(row.size),
+      workspace_no: row.workspace_id,
+      source: row.upload_source,
+      folder_name: row.folder_path ? row.folder_path.slice(row.folder_path.lastIndexOf('/') + 1) : null,
+      updated_at: row.updated_at,
     };
   }
 }
@@ -244,7 +268,11 @@ export class FileService {
       if (!folder) throw errors.folderNotFound();
       base = base.where('files.folder_id', '=', folder.id);
     }
-    if (q.path !== undefined) base = base.where('files.folder_path', '=', parseFolderPath(q.path).join('/'));
+    if (q.path !== undefined) {
+      // A folder prefix (the hosted SDKs' "products/sku123/"): the files in that folder and below; "/" is everything.
+      const prefix = parseFolderPath(q.path).join('/');
+      if (prefix) base = base.where((eb) => eb.or([eb('files.folder_path', '=', prefix), likeEscaped('files.folder_path', likeBelow(prefix), true)]));
+    }
     for (const text of [q.search, q.name]) if (text) base = base.where(likeEscaped('files.name', likeContains(text.normalize('NFC'))));
     if (q.snapshot) {
       const at = Date.parse(q.snapshot);
@@ -277,6 +305,23 @@ export class FileService {
 
   async get(workspaceId: string, fileNo: string): Promise<FileRecord> {
     return this.toRecord(await this.row(workspaceId, fileNo));
+  }
+
+  /** The record with the details the hosted docs give a single file. */
+  async details(workspaceId: string, fileNo: string): Promise<FileDetails> {
+    const record = await this.get(workspaceId, fileNo);
+    const ws = await this.db.kysely.selectFrom('workspaces').select('name').where('id', '=', workspaceId).executeTakeFirstOrThrow();
+    const folderPath = record.path.slice(1, record.path.lastIndexOf('/'));
+    return {
+      ...record,
+      dimensions: { width: record.width, height: record.height },
+      workspace: { name: ws.name, workspace_no: workspaceId },
+      folder: record.folder_no && record.folder_name ? { folder_no: record.folder_no, name: record.folder_name, path: folderPath } : null,
+      uploaded_by: null,
+      uploaded_at: record.created_at,
+      asset_key: record.file_no,
+      asset_url: record.url,
+    };
   }
 
   /**

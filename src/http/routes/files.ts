@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
-import type { FileService } from '../../services/files.ts';
+import type { FileListQuery, FileService } from '../../services/files.ts';
 import type { FolderService } from '../../services/folders.ts';
 import { principalOf } from '../auth.ts';
 import { errorResponses } from '../schemas.ts';
@@ -58,6 +58,13 @@ export async function fileRoutes(app: FastifyInstance, opts: { files: FileServic
           200: Type.Object({
             files: Type.Array(Record),
             meta: Type.Object({ page: Type.Integer(), limit: Type.Integer(), total: Type.Integer(), hasNext: Type.Boolean(), hasPrev: Type.Boolean() }),
+            // The same page in the names the hosted SDKs read.
+            items: Type.Array(Record, { description: 'The same as files' }),
+            page: Type.Integer(),
+            limit: Type.Integer(),
+            total_count: Type.Integer({ description: 'The same as meta.total' }),
+            total_pages: Type.Integer(),
+            is_page_next: Type.Boolean({ description: 'The same as meta.hasNext' }),
           }),
           ...errorResponses(400, 401, 403, 404),
         },
@@ -68,16 +75,20 @@ export async function fileRoutes(app: FastifyInstance, opts: { files: FileServic
       // page sent with it ignores newer files.
       const query = request.query as { snapshot?: string };
       const snapshot = query.snapshot ?? new Date().toISOString();
-      const result = await files.list(ws(request), { ...(request.query as any), snapshot });
+      const result = await files.list(ws(request), { ...(request.query as FileListQuery), snapshot });
       reply.header('x-snapshot', new Date(Date.parse(snapshot)).toISOString());
-      return result;
+      const { page, limit, total, hasNext } = result.meta;
+      return { ...result, items: result.files, page, limit, total_count: total, total_pages: Math.ceil(total / limit), is_page_next: hasNext };
     },
   );
 
   app.get(
     '/api/v1/files/:file_no',
-    { config: { auth: 'private' }, schema: { tags: ['files'], summary: 'Get a file', params: FileParams, response: { 200: FileEnvelope, ...errorResponses(401, 403, 404) } } },
-    async (request) => ({ success: true, data: await files.get(ws(request), (request.params as { file_no: string }).file_no) }),
+    {
+      config: { auth: 'private' },
+      schema: { tags: ['files'], summary: 'Get a file, with the details the hosted API gives', params: FileParams, response: { 200: Type.Object({ success: Type.Literal(true), data: Type.Ref('FileDetails') }), ...errorResponses(401, 403, 404) } },
+    },
+    async (request) => ({ success: true, data: await files.details(ws(request), (request.params as { file_no: string }).file_no) }),
   );
 
   app.patch(

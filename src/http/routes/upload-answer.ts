@@ -3,6 +3,5 @@
 import type { FileRecord } from '../../services/files.ts';
 
 export function uploadAnswer(record: FileRecord) {
-  const full = { ...record, file_size: record.size, workspace_no: record.workspace_id };
-  return { success: true as const, ...full, data: full };
+  return { success: true as const, ...record, data: record };
 }
