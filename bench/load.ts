@@ -7,7 +7,7 @@
 //   npm run bench:load                          200 clients for 60 s
 //   LOAD_CLIENTS=50 LOAD_SECONDS=10 npm run bench:load
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fmt, freePort, MiB, rss, startProcess } from './lib.ts';
@@ -33,10 +33,12 @@ export async function runLoad(opts: { clients: number; seconds: number; log?: (l
   const server = await startProcess(
     ['--import', 'tsx', 'src/main.ts'],
     { STOWAGE_DATA_DIR: dir, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'error', STOWAGE_RATE_LIMIT_UPLOAD: 'off', STOWAGE_RATE_LIMIT_API: 'off', AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true' },
-    /workspace_id:\s+(\S+)[\s\S]*?private_key:\s+(stw_sk_\S+)/,
+    /workspace_id:\s+(\S+)/,
   );
-  const workspace = server.match[1];
-  const secret = server.match[2];
+  // The first start writes the keys to DATA_DIR/first-workspace.json (stdout is not a terminal).
+  const first = JSON.parse(readFileSync(join(dir, 'first-workspace.json'), 'utf8'));
+  const workspace: string = first.workspace_id;
+  const secret: string = first.private_key;
   const base = `http://127.0.0.1:${port}`;
   for (let i = 0; i < 100 && !(await fetch(`${base}/healthz`).then((r) => r.ok, () => false)); i++) await new Promise((r) => setTimeout(r, 100));
   const pid = server.child.pid!;

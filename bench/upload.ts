@@ -8,7 +8,7 @@
 // @tus/server; peak RSS for 4 GiB within 10% of the peak for 64 MiB; completing 4 GiB of
 // in-order parts under 0.5 s.
 import { execSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fmt, freePort, GiB, MiB, mbps, peakRss, type Proc, send, sendDirectUpload, startProcess } from './lib.ts';
@@ -32,13 +32,15 @@ interface Stowage extends Proc {
 async function startStowage(env: Record<string, string> = {}): Promise<Stowage> {
   const dir = mkdtempSync(join(TMP, 'bench-stowage-'));
   const port = await freePort();
-  const proc = await startProcess(['--import', 'tsx', 'src/main.ts'], { STOWAGE_DATA_DIR: dir, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn', AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true', ...env }, /public_key:\s+(stw_pk_\S+)\s+private_key:\s+(stw_sk_\S+)/);
-  // The keys are printed just before listening.
+  const proc = await startProcess(['--import', 'tsx', 'src/main.ts'], { STOWAGE_DATA_DIR: dir, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn', AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true', ...env }, /first-workspace\.json/);
+  // The first start writes the keys to DATA_DIR/first-workspace.json (stdout is not a terminal).
+  const first = JSON.parse(readFileSync(join(dir, 'first-workspace.json'), 'utf8'));
+  // Wait until it serves.
   for (let i = 0; i < 100; i++) {
     if (await fetch(`http://127.0.0.1:${port}/healthz`).then((r) => r.ok, () => false)) break;
     await new Promise((r) => setTimeout(r, 100));
   }
-  return { ...proc, url: `http://127.0.0.1:${port}`, key: proc.match[1], secret: proc.match[2], dir, stop: async () => { await proc.stop(); rmSync(dir, { recursive: true, force: true }); } };
+  return { ...proc, url: `http://127.0.0.1:${port}`, key: first.public_key, secret: first.private_key, dir, stop: async () => { await proc.stop(); rmSync(dir, { recursive: true, force: true }); } };
 }
 
 async function startBaseline(script: string): Promise<Proc & { url: string; dir: string }> {

@@ -1,9 +1,13 @@
 // `npm start`: read the configuration, prepare the database, create the first workspace on an
 // empty database, listen, and shut down cleanly on SIGTERM/SIGINT.
+import { chmodSync, mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { buildApp } from './app.ts';
 import { ConfigError, loadConfig } from './config.ts';
+import { redactText } from './http/log-redaction.ts';
 import { tuneHeapForStreaming } from './heap.ts';
 import { createServices } from './services/container.ts';
+import type { CreatedWorkspace } from './services/workspaces.ts';
 import { S3Storage } from './storage/s3.ts';
 import { checkBucketCors, logCorsCheck } from './storage/s3-cors.ts';
 
@@ -19,24 +23,10 @@ async function main(): Promise<void> {
     }
     throw err;
   }
-  const services = await createServices(config, { log: (msg, data) => process.stderr.write(`${JSON.stringify({ level: 40, msg, ...data })}\n`) });
+  const services = await createServices(config, { log: (msg, data) => process.stderr.write(`${redactText(JSON.stringify({ level: 40, msg, ...data }))}\n`) });
   const created = await services.workspaces.bootstrapIfEmpty();
 
-  if (created) {
-    // Printed once, straight to the terminal and not through the logger, so keys never land
-    // in log files. They cannot be shown again: only their hashes are stored.
-    process.stdout.write(
-      [
-        '',
-        'Stowage created your first workspace. Keep these keys; they will not be shown again.',
-        `  workspace_id:   ${created.workspace_id}`,
-        `  public_key:     ${created.public_key}`,
-        `  private_key:    ${created.private_key}`,
-        `  webhook_secret: ${created.webhook_secret}`,
-        '',
-      ].join('\n') + '\n',
-    );
-  }
+  if (created) announceFirstWorkspace(created, config.dataDir);
 
   const app = await buildApp(services);
   await app.listen({ host: config.host, port: config.port });
@@ -108,6 +98,41 @@ async function main(): Promise<void> {
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
+}
+
+/**
+ * The first workspace's keys exist once, in clear, right here: only their hashes are stored.
+ * They go to DATA_DIR/first-workspace.json, readable by the owner only, and only its path is
+ * printed, since stdout usually ends up in a log collector that keeps everything. The keys
+ * themselves are printed too when stdout is a terminal, where a person reads them.
+ */
+function announceFirstWorkspace(created: CreatedWorkspace, dataDir: string): void {
+  const file = resolve(dataDir, 'first-workspace.json');
+  let written = false;
+  try {
+    mkdirSync(dataDir, { recursive: true });
+    const temp = `${file}.${process.pid}-${Date.now()}.tmp`;
+    try {
+      writeFileSync(temp, `${JSON.stringify({ ...created, created_at: new Date().toISOString() }, null, 2)}\n`, { mode: 0o600, flag: 'wx' });
+      chmodSync(temp, 0o600);
+      renameSync(temp, file);
+    } catch (err) {
+      rmSync(temp, { force: true });
+      throw err;
+    }
+    written = true;
+  } catch (err) {
+    process.stderr.write(
+      `stowage: could not write ${file} (${err instanceof Error ? err.message : String(err)}); ` +
+        `make new keys with: npx stowage key create --workspace ${created.workspace_id} --type private\n`,
+    );
+  }
+  const lines = ['', `Stowage created your first workspace.`, `  workspace_id:   ${created.workspace_id}`];
+  if (written) lines.push(`  Its public key, private key and webhook secret are in ${file} (readable by you only).`, '  Copy them somewhere safe, then delete that file: only hashes of the keys are stored.');
+  if (process.stdout.isTTY) {
+    lines.push(`  public_key:     ${created.public_key}`, `  private_key:    ${created.private_key}`, `  webhook_secret: ${created.webhook_secret}`);
+  }
+  process.stdout.write(`${lines.join('\n')}\n\n`);
 }
 
 main().catch((err) => {

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { DIALECTS, freshPostgres } from './helpers/harness.ts';
-import { runCli, type ServerProcess, startServer } from './helpers/process.ts';
+import { firstWorkspaceFile, readFirstWorkspace, runCli, type ServerProcess, startServer } from './helpers/process.ts';
 
 const get = async (url: string, key?: string) => {
   const res = await fetch(url, { headers: key ? { authorization: `Bearer ${key}` } : {} });
@@ -33,26 +33,29 @@ for (const dialect of DIALECTS) {
       rmSync(dataDir, { recursive: true, force: true });
     });
 
-    test('the first start on an empty database creates a workspace and prints its keys once', async () => {
+    test('the first start on an empty database creates a workspace and hands its keys over once, in a file', async () => {
       server = await startServer(env);
       const out = server.output();
+      // stdout is not a terminal here: the keys are in DATA_DIR/first-workspace.json, whose path is printed.
       const workspaceId = /workspace_id:\s+(\S+)/.exec(out)?.[1];
-      const privateKey = /private_key:\s+(stw_sk_\S+)/.exec(out)?.[1];
-      const publicKey = /public_key:\s+(stw_pk_\S+)/.exec(out)?.[1];
-      assert.ok(workspaceId && privateKey && publicKey, out);
+      const first = readFirstWorkspace(dataDir);
+      const privateKey = first?.private_key;
+      const publicKey = first?.public_key;
+      assert.ok(workspaceId && privateKey?.startsWith('stw_sk_') && publicKey?.startsWith('stw_pk_'), out);
+      assert.equal(first!.workspace_id, workspaceId);
+      assert.ok(out.includes(firstWorkspaceFile(dataDir)), out);
+      assert.ok(!out.includes(privateKey!) && !out.includes(publicKey!) && !out.includes(first!.webhook_secret), 'no key on stdout or stderr');
       assert.equal((await get(`${server.url}/healthz`)).status, 200);
       assert.equal((await get(`${server.url}/readyz`)).status, 200);
       const list = await get(`${server.url}/api/v1/sources`, privateKey);
       assert.equal(list.status, 200);
       assert.equal((await get(`${server.url}/api/v1/sources`, publicKey)).status, 403);
-      // Keys went to the terminal, not into log lines.
       const logLines = out.split('\n').filter((l) => l.startsWith('{'));
       assert.ok(logLines.length > 0);
-      assert.ok(!logLines.join('\n').includes(privateKey));
       assert.equal(await server.stop('SIGTERM'), 0, 'SIGTERM shuts down cleanly');
 
       server = await startServer(env);
-      assert.ok(!/private_key:/.test(server.output()), 'a restart prints no keys');
+      assert.ok(!/private_key|first-workspace/.test(server.output()), 'a restart prints no keys');
       assert.equal((await get(`${server.url}/api/v1/sources`, privateKey)).status, 200, 'keys survive a restart');
     });
 

@@ -6,7 +6,7 @@ import http from 'node:http';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
 import { freshPostgres } from './helpers/harness.ts';
-import { type ServerProcess, startServer } from './helpers/process.ts';
+import { readFirstWorkspace, type ServerProcess, startServer } from './helpers/process.ts';
 import { externalService } from './helpers/services.ts';
 import { freshS3Storage } from './helpers/storage.ts';
 
@@ -53,13 +53,12 @@ describe('two nodes', { skip }, () => {
     };
     // Both start at once on an empty database: migrations and the first workspace happen once.
     [a, b] = await Promise.all([startServer(env), startServer({ ...env, STOWAGE_DATA_DIR: `${env.STOWAGE_DATA_DIR}-b` })]);
-    const printed = [a.output(), b.output()].filter((o) => /private_key:/.test(o));
-    assert.equal(printed.length, 1, 'exactly one node created the first workspace');
-    ws = {
-      workspace_id: /workspace_id:\s+(\S+)/.exec(printed[0])![1],
-      public_key: /public_key:\s+(\S+)/.exec(printed[0])![1],
-      private_key: /private_key:\s+(\S+)/.exec(printed[0])![1],
-    };
+    // The node that created the first workspace wrote its keys into its own data directory.
+    const dirs = [env.STOWAGE_DATA_DIR, `${env.STOWAGE_DATA_DIR}-b`];
+    const created = dirs.map((d) => readFirstWorkspace(d)).filter((w) => w !== undefined);
+    assert.equal(created.length, 1, 'exactly one node created the first workspace');
+    assert.equal([a.output(), b.output()].filter((o) => o.includes('first-workspace.json')).length, 1);
+    ws = created[0]!;
   });
   after(async () => {
     await a?.stop('SIGKILL');

@@ -129,7 +129,7 @@ describe('webhooks', () => {
       const session = (await start.json()) as any;
       await fetch(session.parts[0], { method: 'PUT', body: randomBytes(1000), headers: { 'content-type': 'application/octet-stream' } });
       const done = await fetch(`${base}/api/v1/multipart/complete`, { method: 'POST', headers: { 'x-api-key': h.ws.private_key, 'content-type': 'application/json' }, body: JSON.stringify({ session_id: session.session_id }) });
-      const mpRecord = (await done.json()) as any;
+      const mpRecord = ((await done.json()) as any).data; // the answer is the record flat plus success and data
       await until(() => r.got.length === 2, () => h.services.webhooks.runOnce());
       const byPath = Object.fromEntries(r.got.map((g) => [g.headers['webhook-id'], new Webhook(h.ws.webhook_secret).verify(g.body, g.headers) as any]));
       const events = Object.values(byPath);

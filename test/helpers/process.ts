@@ -1,5 +1,7 @@
 // Runs the real server and CLI as a user would: separate processes, configured by environment.
 import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -22,6 +24,17 @@ export function runCli(args: string[], env: Record<string, string | undefined>, 
     child.on('error', reject);
     child.on('close', (code) => resolve({ code, stdout, stderr }));
   });
+}
+
+/** Where the first start on an empty database writes the first workspace's keys (mode 0600). */
+export function firstWorkspaceFile(dataDir: string): string {
+  return resolve(ROOT, dataDir, 'first-workspace.json');
+}
+
+/** The first workspace's keys as the first start wrote them, or undefined when it wrote none. */
+export function readFirstWorkspace(dataDir: string): { workspace_id: string; public_key: string; private_key: string; webhook_secret: string } | undefined {
+  const file = firstWorkspaceFile(dataDir);
+  return existsSync(file) ? JSON.parse(readFileSync(file, 'utf8')) : undefined;
 }
 
 export interface ServerProcess {

@@ -6,6 +6,7 @@ import { applyGrant } from '../../services/uploads.ts';
 import type { WorkspaceService } from '../../services/workspaces.ts';
 import { presentedKey, principalOf } from '../auth.ts';
 import { errorResponses } from '../schemas.ts';
+import { uploadAnswer } from './upload-answer.ts';
 
 const tags = ['multipart'];
 const MAX_SAFE = 9007199254740991;
@@ -76,10 +77,10 @@ export async function multipartRoutes(app: FastifyInstance, opts: { multipart: M
           uuid: Type.Optional(Type.String()),
           parts: Type.Optional(Type.Array(Type.Object({ part_number: Type.Integer({ minimum: 1, maximum: 10000 }), etag: Type.String() }), { maxItems: 10000 })),
         }),
-        response: { 200: Type.Ref('FileRecord'), ...errorResponses(400, 401, 402, 404, 409, 410) },
+        response: { 200: Type.Ref('UploadAnswer'), ...errorResponses(400, 401, 402, 404, 409, 410) },
       },
     },
-    async (request) => multipart.complete(principalOf(request).workspaceId, request.body as any),
+    async (request) => uploadAnswer(await multipart.complete(principalOf(request).workspaceId, request.body as { session_id: string; uuid?: string; parts?: { part_number: number; etag: string }[] })),
   );
 
   app.get(

@@ -1,8 +1,10 @@
+import type { EventEmitter } from 'node:events';
+import type { IncomingMessage } from 'node:http';
 import multipart from '@fastify/multipart';
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
-import { errors } from '../../errors.ts';
-import type { Staged } from '../../services/blobs.ts';
+import { AppError, errors } from '../../errors.ts';
+import { IncompleteBodyError, type Staged } from '../../services/blobs.ts';
 import type { RemoteUploadService } from '../../services/remote.ts';
 import { applyGrant, parseUploadFields, type UploadFields, type UploadService } from '../../services/uploads.ts';
 import { principalOf } from '../auth.ts';
@@ -38,6 +40,7 @@ export async function uploadRoutes(app: FastifyInstance, opts: { uploads: Upload
       if (!request.isMultipart()) throw errors.validation('send the upload as multipart/form-data');
       const fields: Record<string, string> = {};
       let staged: Staged | undefined;
+      const form = watchFormEnd(request.raw);
       try {
         for await (const part of request.parts()) {
           if (part.type === 'file') {
@@ -56,10 +59,18 @@ export async function uploadRoutes(app: FastifyInstance, opts: { uploads: Upload
             fields[part.fieldname] = String(part.value);
           }
         }
+        // The parts can end quietly although the form did not (see watchFormEnd), or because
+        // the connection closed: nothing is kept from a body that did not arrive whole.
+        if (form.endedEarly || request.raw.complete === false) throw new IncompleteBodyError();
         if (!staged) throw errors.fileRequired();
       } catch (err) {
         if (staged) await uploads.discard(staged);
-        throw mapMultipartError(err);
+        // Whatever broke while the form was ending early (the file stream's own "terminated
+        // early", a pipeline closed prematurely) is that early end.
+        const cut = form.endedEarly || (request.raw.destroyed && request.raw.complete === false);
+        throw mapMultipartError(cut && !(err instanceof AppError) ? new IncompleteBodyError() : err);
+      } finally {
+        form.stop();
       }
       let options;
       try {
@@ -115,11 +126,42 @@ function mapMultipartError(err: unknown): unknown {
     case 'FST_INVALID_MULTIPART_CONTENT_TYPE':
       return errors.validation('send the upload as multipart/form-data');
     case 'EINCOMPLETE':
-      return errors.validation('the multipart body ended inside the file: send the closing boundary');
+      return FORM_ENDED_EARLY();
     default:
+      if (err instanceof Error && /terminated early due to unexpected end of multipart data|Unexpected end of multipart data/i.test(err.message)) return FORM_ENDED_EARLY();
       if (err instanceof Error && /Multipart: Boundary not found|Unexpected end of form|Malformed part header/i.test(err.message)) {
         return errors.validation('the multipart body is malformed');
       }
       return err;
   }
+}
+
+const FORM_ENDED_EARLY = () => errors.validation('the form ended before its closing boundary: send the whole multipart body');
+
+/** Busboy's word for a form without its closing boundary (@fastify/multipart keys on it too). */
+const UNEXPECTED_END = 'Unexpected end of multipart data';
+
+/**
+ * Tells whether the form ended before its closing boundary. When busboy reports that, as an
+ * 'error' event, @fastify/multipart ends the parts as if the form were whole: a part cut in
+ * its headers or its value is dropped, so a file could be stored without the fields still to
+ * come (or with none at all). Only busboy knows, so its 'error' events are listened to: the
+ * plugin pipes the request into it, and that one pipe call is where it is handed over.
+ */
+function watchFormEnd(raw: IncomingMessage): { readonly endedEarly: boolean; stop(): void } {
+  const state = {
+    endedEarly: false,
+    stop: () => {
+      if (Object.hasOwn(raw, 'pipe')) delete (raw as { pipe?: unknown }).pipe;
+    },
+  };
+  const pipe = raw.pipe;
+  raw.pipe = function (this: IncomingMessage, dest: NodeJS.WritableStream, options?: { end?: boolean }) {
+    state.stop();
+    (dest as unknown as EventEmitter).on('error', (err: unknown) => {
+      if ((err as Error | undefined)?.message === UNEXPECTED_END) state.endedEarly = true;
+    });
+    return pipe.call(this, dest, options);
+  } as typeof raw.pipe;
+  return state;
 }
