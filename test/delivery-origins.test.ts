@@ -43,8 +43,9 @@ describe('sources as origins', () => {
     photo = await sharp({ create: { width: 800, height: 600, channels: 3, background: '#a05030' } }).jpeg().toBuffer();
     origin = await localServer((req, res) => {
       originHits.push({ url: req.url!, headers: req.headers });
-      if (req.url === '/img/photo.jpg' || req.url === '/img/caf%C3%A9%201.jpg') res.writeHead(200, { 'content-type': 'image/jpeg', etag: '"v1"' }).end(photo);
-      else if (req.url === '/img/broken.jpg') res.writeHead(500).end();
+      const pathname = req.url!.split('?')[0];
+      if (pathname === '/img/photo.jpg' || pathname === '/img/caf%C3%A9%201.jpg') res.writeHead(200, { 'content-type': 'image/jpeg', etag: '"v1"' }).end(photo);
+      else if (pathname === '/img/broken.jpg') res.writeHead(500).end();
       else res.writeHead(404).end();
     });
     const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048, privateKeyEncoding: { type: 'pkcs8', format: 'pem' }, publicKeyEncoding: { type: 'spki', format: 'pem' } });
@@ -75,7 +76,18 @@ describe('sources as origins', () => {
     assert.equal(hit.headers['user-agent'], 'stowage-test');
     assert.equal(hit.headers.cookie, undefined);
     assert.equal(hit.headers.authorization, undefined);
+    assert.equal(hit.headers['x-forwarded-host'], undefined, 'canonical_header: true sends nothing to the origin');
     assert.equal((await get(at('web', 'caf%C3%A9%201.jpg'))).status, 200, 'path segments are passed on encoded');
+  });
+
+  test('image_source: the query string reaches the origin and keys the rendition cache', async () => {
+    const res = await get(at('web', 'photo.jpg?v=123&width=360'));
+    assert.equal(res.status, 200);
+    assert.equal(originHits.at(-1)!.url, '/img/photo.jpg?v=123&width=360');
+    assert.equal(res.headers.get('link'), `<http://origin.test:${origin.port}/img/photo.jpg?v=123&width=360>; rel="canonical"`);
+    const before = originHits.length;
+    for (const q of ['?v=1', '?v=2', '?v=1', '?v=2', '']) assert.equal((await get(at('web', `w_120/photo.jpg${q}`))).status, 200);
+    assert.deepEqual(originHits.slice(before).map((h) => h.url), ['/img/photo.jpg?v=1', '/img/photo.jpg?v=2', '/img/photo.jpg'], 'one fetch per query string');
   });
 
   test('a rendition of an origin object is made once and then cached', async () => {

@@ -42,6 +42,15 @@ const INVALID: [string, string, Record<string, unknown>][] = [
   ['image_source with credentials in the URL', 'image_source', { base_url: 'https://user:pw@images.example.com' }],
   ['image_source without base_url', 'image_source', { forward_header: true }],
   ['image_source with a string forward_header', 'image_source', { base_url: 'https://x.example.com', forward_header: 'yes' }],
+  ['image_source forwarding authorization', 'image_source', { base_url: 'https://x.example.com', forward_header: ['x-shop-token', 'Authorization'] }],
+  ['image_source forwarding x-api-key', 'image_source', { base_url: 'https://x.example.com', forward_header: ['x-api-key'] }],
+  ['image_source forwarding cookies', 'image_source', { base_url: 'https://x.example.com', forward_header: ['cookie'] }],
+  ['image_source forwarding host', 'image_source', { base_url: 'https://x.example.com', forward_header: ['host'] }],
+  ['image_source forwarding a hop-by-hop header', 'image_source', { base_url: 'https://x.example.com', forward_header: ['connection'] }],
+  ['image_source forwarding a name that is not a token', 'image_source', { base_url: 'https://x.example.com', forward_header: ['x shop'] }],
+  ['image_source with a canonical_header that is not a token', 'image_source', { base_url: 'https://x.example.com', canonical_header: 'x-forwarded-host\r\nx-evil: 1' }],
+  ['image_source with authorization as canonical_header', 'image_source', { base_url: 'https://x.example.com', canonical_header: 'authorization' }],
+  ['image_source with a numeric canonical_header', 'image_source', { base_url: 'https://x.example.com', canonical_header: 1 }],
   ['an unknown type', 'ftp', { base_url: 'https://x.example.com' }],
   ['a missing type', '', { base_url: 'https://x.example.com' }],
 ];
@@ -100,6 +109,19 @@ for (const dialect of DIALECTS) {
       const res = await create('public-bucket', 's3', { region: 'eu-west-1', bucket: 'open-data', endpoint: 'https://s3.example.com' });
       assert.equal(res.status, 201);
       assert.deepEqual(res.body.data.configuration, { region: 'eu-west-1', bucket: 'open-data', endpoint: 'https://s3.example.com' });
+    });
+
+    test('image_source takes a header name for canonical_header and a list for forward_header, stored and shown lower-cased', async () => {
+      const res = await create('web-names', 'image_source', { base_url: 'https://shop.example.com', canonical_header: 'X-Forwarded-Host', forward_header: ['X-Shop-Token', 'Accept-Language'] });
+      assert.equal(res.status, 201, JSON.stringify(res.body));
+      const expected = { base_url: 'https://shop.example.com', canonical_header: 'x-forwarded-host', forward_header: ['x-shop-token', 'accept-language'] };
+      assert.deepEqual(res.body.data.configuration, expected);
+      const got = await call(h.app, 'GET', `/api/v1/sources/${res.body.data.id}`, { headers: h.auth });
+      assert.equal(got.status, 200, JSON.stringify(got.body));
+      assert.deepEqual(got.body.data.configuration, expected);
+      const patched = await call(h.app, 'PATCH', `/api/v1/sources/${res.body.data.id}`, { body: { configuration: { forward_header: true, canonical_header: false } }, headers: h.auth });
+      assert.equal(patched.status, 200, JSON.stringify(patched.body));
+      assert.deepEqual(patched.body.data.configuration, { base_url: 'https://shop.example.com', canonical_header: false, forward_header: true });
     });
 
     test('google_cloud accepts the service account as an object too', async () => {

@@ -11,7 +11,7 @@ import { buildPipeline, type OutputFormat, parseTransform, type TransformSpec } 
 import type { ByteRange, StorageDriver } from '../storage/driver.ts';
 import { renditionPrefix } from './blobs.ts';
 import { createHash } from 'node:crypto';
-import { openOrigin } from '../sources/origin.ts';
+import { openOrigin, webOriginRequest, webOriginUrl } from '../sources/origin.ts';
 import type { SourceService } from './sources.ts';
 import type { EventEmitter } from 'node:events';
 
@@ -21,8 +21,13 @@ const ORIGIN_RENDITION_TTL_MS = 24 * 3600 * 1000;
 export interface DeliveryTarget {
   /** The first path segment: a workspace id, or `{workspace_id}-{source_name}`. */
   workspaceId: string;
-  /** Request headers an origin may see (image_source with forward_header). */
+  /** Request headers an origin may see (image_source: canonical_header, forward_header). */
   headers?: Record<string, string | string[] | undefined>;
+  /**
+   * The query of the delivery URL exactly as requested (without "?"); a web origin gets it
+   * (`originQuery`), and it is part of that origin's cache keys. Ignored elsewhere.
+   */
+  query?: string;
   /**
    * The path after the workspace id exactly as requested: still percent-encoded, without the
    * query. It is decoded here, once (`decodeDeliveryPath`).
@@ -45,6 +50,8 @@ export interface Delivered {
   isRendition: boolean;
   /** f_auto answers depend on Accept. */
   varyAccept: boolean;
+  /** Other request headers the answer depends on (a web origin's canonical and forwarded headers). */
+  vary?: string[];
   isPrivate: boolean;
 }
 
@@ -214,7 +221,10 @@ export class DeliveryService {
   /**
    * `/{workspace_id}-{source_name}/[tokens/]path`: the object at `path` in the source. A first
    * segment shaped like tokens is taken as tokens (asking the origin first would cost a
-   * round trip per request). Renditions are cached for a day.
+   * round trip per request). Renditions are cached for a day. A web origin also gets the
+   * delivery URL's query and the headers its configuration names (`webOriginRequest`); all of
+   * that is part of the cache key, so two requests the origin could answer differently never
+   * share a cached rendition.
    */
   private async fromOrigin(workspaceId: string, sourceName: string, target: DeliveryTarget): Promise<Delivered> {
     const source = await this.sources!.forDelivery(workspaceId, sourceName);
@@ -225,24 +235,30 @@ export class DeliveryService {
     const segments = tokens ? requested.segments.slice(1) : requested.segments;
     if (segments.length === 0) throw notFound();
     // Decoded once above; a web origin gets each segment re-encoded exactly once, a bucket the key.
-    const path = source.type === 'image_source' ? segments.map(encodeURIComponent).join('/') : segments.join('/');
-    const canonicalLink = source.type === 'image_source' && source.config.canonical_header === true ? `${String(source.config.base_url)}/${path}` : undefined;
+    const web = source.type === 'image_source' ? webOriginRequest(source.config, target.headers ?? {}, target.query) : undefined;
+    const path = web ? segments.map(encodeURIComponent).join('/') : segments.join('/');
+    const canonicalLink = web && source.config.canonical_header === true ? webOriginUrl(source.config, path, web.query) : undefined;
+    // What identifies the origin's answer: the path, and for a web origin the query and the
+    // headers sent. Without either it is the path alone, as before (cached renditions stay valid).
+    const identity = web && (web.query !== undefined || web.keyed.length > 0) ? `${path}\u0000${JSON.stringify([web.query ?? null, web.keyed])}` : path;
+    const vary = web && web.vary.length > 0 ? web.vary : undefined;
     if (!tokens) {
-      const origin = await openOrigin(source.type, source.config, path, deps, target.headers);
+      const origin = await openOrigin(source.type, source.config, path, deps, web);
       return {
         open: async () => origin.body,
         size: origin.size,
         ranges: false,
         contentType: origin.contentType ?? 'application/octet-stream',
-        etag: origin.etag ?? `"${createHash('sha256').update(`${source.id}/${path}`).digest('hex').slice(0, 32)}"`,
+        etag: origin.etag ?? `"${createHash('sha256').update(`${source.id}/${identity}`).digest('hex').slice(0, 32)}"`,
         lastModified: origin.lastModified ?? new Date(),
         isRendition: false,
         varyAccept: false,
+        vary,
         isPrivate: false,
         canonical: canonicalLink,
       };
     }
-    const pathHash = createHash('sha256').update(path).digest('hex').slice(0, 40);
+    const pathHash = createHash('sha256').update(identity).digest('hex').slice(0, 40);
     // The origin's type is unknown until it is fetched: without f_ a rendition is a JPEG.
     const format: OutputFormat = tokens.format === 'auto' ? negotiate(target.accept, 'image/jpeg') : tokens.format ?? 'jpg';
     const key = `${workspaceId}/origins/${source.id}/${pathHash}.renditions/${canonical(tokens, format).replaceAll(',', '.')}.${format}`;
@@ -251,7 +267,7 @@ export class DeliveryService {
     this.events?.emit('rendition', fresh);
     if (fresh && info) this.stats.renditionCacheHits++;
     else {
-      const origin = await openOrigin(source.type, source.config, path, deps, target.headers);
+      const origin = await openOrigin(source.type, source.config, path, deps, web);
       await this.renderStream(origin.body, { ...tokens, format }, key);
       info = await this.storage.stat(key);
       if (!info) throw new Error('rendition vanished after it was made');
@@ -265,6 +281,7 @@ export class DeliveryService {
       lastModified: info.lastModified,
       isRendition: true,
       varyAccept: tokens.format === 'auto',
+      vary,
       isPrivate: false,
       canonical: canonicalLink,
     };

@@ -11,11 +11,15 @@ export const isSourceType = (t: unknown): t is SourceType => typeof t === 'strin
 /** What every response shows in place of a stored secret. */
 export const MASK = '********';
 
-export type ConfigValue = string | boolean;
+export type ConfigValue = string | boolean | string[];
 export type Configuration = Record<string, ConfigValue>;
 
+type Kind = 'string' | 'boolean' | 'array';
+const kindOf = (value: unknown): string => (Array.isArray(value) ? 'array' : typeof value);
+
 interface FieldSpec {
-  kind: 'string' | 'boolean';
+  /** The JSON type(s) the field takes. */
+  kind: Kind | Kind[];
   required?: boolean;
   secret?: boolean;
   /** Returns the normalised value, or undefined when the value is not acceptable. */
@@ -144,6 +148,81 @@ function nestsAtMost(value: object, max: number): boolean {
   return true;
 }
 
+/** An HTTP field name: an RFC 7230 token (`tchar`s only), so it can never carry CR, LF, ":" or a space. */
+const HEADER_TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,100}$/;
+
+/**
+ * Request headers no source may have forwarded to an origin, whatever its configuration names:
+ * Stowage's own credentials (`authorization`, `x-api-key`, `proxy-*`, cookies), `host` (the
+ * origin is reached by base_url, never by a name a client picks), the hop-by-hop and framing
+ * headers of RFC 7230 (they describe the client's connection, not the origin's; a forwarded
+ * `content-length` on a GET would leave the origin waiting for a body), and what Stowage answers
+ * itself (`range`, the conditionals and `accept-encoding`: the origin's answer must be the whole,
+ * unencoded object, since renditions and Range are made from it). Configurations naming one are
+ * refused, so what is stored is what is sent.
+ */
+const NEVER_FORWARDED = new Set([
+  'authorization',
+  'proxy-authorization',
+  'x-api-key',
+  'cookie',
+  'cookie2',
+  'set-cookie',
+  'host',
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'http2-settings',
+  'content-length',
+  'expect',
+  'range',
+  'if-range',
+  'if-match',
+  'if-none-match',
+  'if-modified-since',
+  'if-unmodified-since',
+  'accept-encoding',
+]);
+
+/** Whether a client's request header may be passed to an origin at all (lower-case name). */
+export const mayForward = (name: string): boolean => !NEVER_FORWARDED.has(name) && !name.startsWith('proxy-');
+
+/** A header name as configuration accepts it: a token Stowage may forward, stored in lower case. */
+const headerName = (value: string): string | undefined => {
+  if (!HEADER_TOKEN.test(value)) return undefined;
+  const name = value.toLowerCase();
+  return mayForward(name) ? name : undefined;
+};
+
+/** At most this many names in a forward_header list. */
+export const MAX_FORWARDED_HEADERS = 20;
+
+/**
+ * canonical_header: `true` (Link: <origin URL>; rel="canonical" on delivery), `false` (off), or
+ * the name of the request header whose value (a host) is passed to the origin under that name.
+ */
+const canonicalHeader = (value: unknown): ConfigValue | undefined => (typeof value === 'boolean' ? value : typeof value === 'string' ? headerName(value) : undefined);
+
+/**
+ * forward_header: `true` (Accept, Accept-Language, User-Agent, Referer), `false` (none), or the
+ * names of the request headers to pass on (lower-cased, each once, in the order given).
+ */
+const forwardHeader = (value: unknown): ConfigValue | undefined => {
+  if (typeof value === 'boolean') return value;
+  if (!Array.isArray(value) || value.length > MAX_FORWARDED_HEADERS) return undefined;
+  const names: string[] = [];
+  for (const item of value) {
+    const name = typeof item === 'string' ? headerName(item) : undefined;
+    if (name === undefined) return undefined;
+    if (!names.includes(name)) names.push(name);
+  }
+  return names;
+};
+
 /** An access key is sent in the Authorization header: visible ASCII only. */
 const ACCESS_KEY = /^[\x21-\x7e]{1,256}$/;
 /** A secret key only signs: anything visible, no white space, no control character. */
@@ -177,8 +256,8 @@ const FIELDS: Record<SourceType, Record<string, FieldSpec>> = {
   },
   image_source: {
     base_url: { kind: 'string', required: true, check: httpUrl(true) },
-    canonical_header: { kind: 'boolean' },
-    forward_header: { kind: 'boolean' },
+    canonical_header: { kind: ['boolean', 'string'], check: canonicalHeader },
+    forward_header: { kind: ['boolean', 'array'], check: forwardHeader },
   },
 };
 
@@ -209,7 +288,8 @@ export function validateConfiguration(type: SourceType, input: unknown, reason?:
     if (value === undefined || value === null) continue;
     if (field.secret && value === MASK) throw fail(`${key} holds the mask, not a value`);
     const isObjectAllowed = key === 'service_account_json' && typeof value === 'object';
-    if (!isObjectAllowed && typeof value !== field.kind) throw fail(`${key} must be a ${field.kind}`);
+    const kinds: string[] = Array.isArray(field.kind) ? field.kind : [field.kind];
+    if (!isObjectAllowed && !kinds.includes(kindOf(value))) throw fail(`${key} must be a ${kinds.join(' or ')}`);
     if (typeof value === 'string' && value.length > MAX_STRING) throw fail(`${key} is too long`);
     const normalised = field.check ? field.check(value) : (value as ConfigValue);
     if (normalised === undefined) throw fail(`${key} is not valid`);

@@ -39,6 +39,14 @@ export function rawPath(url: string): string {
   return end === -1 ? url : url.slice(0, end);
 }
 
+/** The request's query text (after "?", before any fragment), exactly as sent; undefined when there is no "?". */
+export function rawQuery(url: string): string | undefined {
+  const q = url.indexOf('?');
+  if (q === -1) return undefined;
+  const hash = url.indexOf('#', q);
+  return url.slice(q + 1, hash === -1 ? undefined : hash);
+}
+
 function notModified(request: FastifyRequest, d: Delivered): boolean {
   const inm = request.headers['if-none-match'];
   if (typeof inm === 'string') return inm.split(',').some((t) => t.trim() === '*' || t.trim().replace(/^W\//, '') === d.etag);
@@ -59,7 +67,7 @@ export async function deliveryRoutes(app: FastifyInstance, opts: { delivery: Del
     const pathname = rawPath(request.url);
     const slash = pathname.indexOf('/', 1);
     const path = slash === -1 ? '' : pathname.slice(slash + 1);
-    const d = await opts.delivery.resolve({ workspaceId: workspace, path, accept: request.headers.accept, headers: request.headers });
+    const d = await opts.delivery.resolve({ workspaceId: workspace, path, query: rawQuery(request.url), accept: request.headers.accept, headers: request.headers });
     if (d.isPrivate) {
       const verdict = opts.signer.verify(pathname, request.query as { expires?: string; signature?: string }, Math.floor(Date.now() / 1000));
       if (verdict === 'missing') throw new AppError(403, 'SIGNED_URL_REQUIRED', 'Forbidden', 'This file is private: use a signed URL');
@@ -74,7 +82,10 @@ export async function deliveryRoutes(app: FastifyInstance, opts: { delivery: Del
       'cache-control': d.isPrivate ? 'private, max-age=300' : d.isRendition ? 'public, max-age=86400, stale-while-revalidate=604800' : 'public, max-age=300, must-revalidate',
       'accept-ranges': d.ranges ? 'bytes' : 'none',
     });
-    if (d.varyAccept) reply.header('vary', 'Accept');
+    // Replaces CORS's `Vary: Origin`, as `Vary: Accept` always did: delivery answers
+    // `Access-Control-Allow-Origin: *`, the same for every Origin.
+    const vary = [...(d.varyAccept ? ['Accept'] : []), ...(d.vary ?? [])];
+    if (vary.length > 0) reply.header('vary', vary.join(', '));
     if (d.canonical) reply.header('link', `<${d.canonical}>; rel="canonical"`);
     if (notModified(request, d)) return reply.code(304).send();
 
