@@ -56,7 +56,11 @@ for (const combo of UPLOAD_MATRIX) {
       const res = await upload({ file: new Blob([data]), file_name: 'data.bin', custom_id: 'order-42', tags: 'a, b,,a', metadata: '{"owner":"me","n":1}' });
       assert.equal(res.status, 201, JSON.stringify(res.body));
       const r = res.body;
-      assert.deepEqual(Object.keys(r).sort(), RECORD_FIELDS);
+      // Both documented shapes at once: the flat record, and success with data (the record again).
+      const { success, data: wrapped, ...flat } = r;
+      assert.equal(success, true);
+      assert.deepEqual(wrapped, flat);
+      assert.deepEqual(Object.keys(flat).sort(), RECORD_FIELDS);
       assert.equal(r.hash, sha(data));
       assert.equal(r.size, data.length);
       assert.equal(r.name, 'data.bin');

@@ -69,7 +69,7 @@ describe('webhooks', () => {
       assert.equal(verified.workspace_id, h.ws.workspace_id);
       assert.match(verified.id, /^msg_/);
       assert.equal(msg.headers['webhook-id'], verified.id);
-      assert.deepEqual(verified.data, up.body);
+      assert.deepEqual(verified.data, up.body.data, 'the record (the upload answer has it flat and in data)');
       assert.throws(() => new Webhook(Buffer.alloc(32, 1).toString('base64')).verify(msg.body, msg.headers), 'another secret does not verify');
       assert.throws(() => new Webhook(h.ws.webhook_secret).verify(msg.body.replace('upload.completed', 'upload.deleted'), msg.headers), 'a changed body does not verify');
     } finally {
@@ -118,7 +118,7 @@ describe('webhooks', () => {
         headers: { 'x-api-key': h.ws.private_key, 'content-type': 'application/json' },
         body: JSON.stringify({ remote_url: `${origin.url}/a.bin`, webhook_url: `${r.url}/remote` }),
       });
-      const remoteRecord = (await remote.json()) as any;
+      const remoteRecord = ((await remote.json()) as any).data;
       assert.equal(remote.status, 201);
       (h.services.multipart as any).settings.publicUrl = base;
       const start = await fetch(`${base}/api/v1/multipart/start`, {

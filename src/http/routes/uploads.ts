@@ -9,6 +9,7 @@ import type { RemoteUploadService } from '../../services/remote.ts';
 import { applyGrant, parseUploadFields, type UploadFields, type UploadService } from '../../services/uploads.ts';
 import { principalOf } from '../auth.ts';
 import { errorResponses } from '../schemas.ts';
+import { uploadAnswer } from './upload-answer.ts';
 
 const FORM_FIELDS = new Set(['file_name', 'folder', 'tags', 'transform', 'metadata', 'custom_id', 'random_prefix', 'webhook_url']);
 
@@ -31,7 +32,7 @@ export async function uploadRoutes(app: FastifyInstance, opts: { uploads: Upload
         description:
           'multipart/form-data with `file` and `file_name`; optional folder, tags (comma-separated), transform, metadata (JSON object), custom_id, random_prefix (true/false), webhook_url. The file streams to storage.',
         consumes: ['multipart/form-data'],
-        response: { 201: Type.Ref('FileRecord'), ...errorResponses(400, 401, 402, 413, 415) },
+        response: { 201: Type.Ref('UploadAnswer'), ...errorResponses(400, 401, 402, 413, 415) },
       },
     },
     async (request, reply) => {
@@ -80,7 +81,7 @@ export async function uploadRoutes(app: FastifyInstance, opts: { uploads: Upload
         throw err;
       }
       const record = await uploads.finish(staged, options, 'direct');
-      return reply.code(201).send(record);
+      return reply.code(201).send(uploadAnswer(record));
     },
   );
 }
@@ -107,10 +108,10 @@ export async function remoteUploadRoute(app: FastifyInstance, remote: RemoteUplo
           transform: Type.Optional(Type.String()),
           webhook_url: Type.Optional(Type.String()),
         }),
-        response: { 201: Type.Ref('FileRecord'), ...errorResponses(400, 401, 402, 413, 502) },
+        response: { 201: Type.Ref('UploadAnswer'), ...errorResponses(400, 401, 402, 413, 502) },
       },
     },
-    async (request, reply) => reply.code(201).send(await remote.upload(principalOf(request), request.body as UploadFields & { remote_url?: unknown })),
+    async (request, reply) => reply.code(201).send(uploadAnswer(await remote.upload(principalOf(request), request.body as UploadFields & { remote_url?: unknown }))),
   );
 }
 
