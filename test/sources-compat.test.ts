@@ -334,10 +334,12 @@ describe('image_source as the hosted docs describe it', () => {
 
     test('the published OpenAPI document describes the new shapes', async () => {
       const doc = (await call(h.app, 'GET', '/openapi.json')).body;
-      const text = JSON.stringify(doc.paths['/api/v1/sources']);
+      const text = JSON.stringify(doc.paths['/api/v1/sources']) + JSON.stringify(doc.components.schemas.Source);
       assert.match(text, /x-forwarded-host/);
       assert.match(text, /forward_header/);
-      const shown = doc.paths['/api/v1/sources/{sourceId}'].get.responses['200'].content['application/json'].schema.properties.data.properties.configuration;
+      const data = doc.paths['/api/v1/sources/{sourceId}'].get.responses['200'].content['application/json'].schema.properties.data;
+      const source = data.$ref ? doc.components.schemas[data.$ref.split('/').pop()] : data;
+      const shown = source.properties.configuration;
       assert.ok(JSON.stringify(shown).includes('"array"'), 'configuration values may be lists');
     });
   });

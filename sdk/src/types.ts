@@ -70,7 +70,8 @@ export interface Source {
   id: string;
   name: string;
   type: SourceType;
-  configuration: Record<string, string | boolean>;
+  /** Text, booleans, or a list of header names (image_source forward_header). */
+  configuration: Record<string, string | boolean | string[]>;
   is_active: boolean;
   created_at: string;
   updated_at: string;

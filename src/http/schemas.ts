@@ -20,12 +20,17 @@ export const SourceTypeSchema = Type.Union(
   { description: 'One of s3, azure, google_cloud, image_source' },
 );
 
-export const ConfigurationSchema = Type.Record(Type.String(), Type.Union([Type.String(), Type.Boolean()]), {
-  description:
-    'Type-specific. s3: access_key*, secret_key*, region, bucket, endpoint; azure: connection_string*, container_name; ' +
-    'google_cloud: service_account_json*, bucket_name; image_source: base_url, canonical_header, forward_header. ' +
-    '* secret: shown as "********".',
-});
+const CONFIGURATION_FIELDS =
+  'Type-specific. s3: access_key*, secret_key*, region, bucket, endpoint; azure: connection_string*, container_name; ' +
+  'google_cloud: service_account_json*, bucket_name; image_source: base_url, canonical_header, forward_header. ' +
+  '* secret: shown as "********". image_source canonical_header: a request header name (default x-forwarded-host: ' +
+  'its host value is passed to the origin under that name), or true (Link: <origin URL>; rel="canonical" on delivery) ' +
+  'or false (off). forward_header: true (Accept, Accept-Language, User-Agent, Referer), false, or an array of request ' +
+  'header names to pass on. Header names are RFC 7230 tokens; credentials, cookies, host, proxy-*, hop-by-hop, range, ' +
+  'conditional and accept-encoding headers are refused.';
+
+/** Configuration values are text, booleans or lists of header names (forward_header). */
+export const ConfigurationSchema = Type.Record(Type.String(), Type.Union([Type.String(), Type.Boolean(), Type.Array(Type.String())]), { description: CONFIGURATION_FIELDS });
 
 /** What requests may send: the service checks the fields per type (and null removes one in PATCH). */
 export const ConfigurationInput = Type.Object({}, { additionalProperties: true, description: (ConfigurationSchema as { description?: string }).description });

@@ -3,27 +3,11 @@ import { Type } from 'typebox';
 import { errors, INVALID_CONFIGURATION_MESSAGE } from '../../errors.ts';
 import type { SourceService } from '../../services/sources.ts';
 import { principalOf } from '../auth.ts';
-import { errorResponses, Source, SourceTypeSchema } from '../schemas.ts';
+import { ConfigurationInput, errorResponses, SourceTypeSchema } from '../schemas.ts';
 
 const tags = ['sources'];
 
-const CONFIGURATION_FIELDS =
-  'Type-specific. s3: access_key*, secret_key*, region, bucket, endpoint; azure: connection_string*, container_name; ' +
-  'google_cloud: service_account_json*, bucket_name; image_source: base_url, canonical_header, forward_header. ' +
-  '* secret: shown as "********". image_source canonical_header: a request header name (default x-forwarded-host: ' +
-  'its host value is passed to the origin under that name), or true (Link: <origin URL>; rel="canonical" on delivery) ' +
-  'or false (off). forward_header: true (Accept, Accept-Language, User-Agent, Referer), false, or an array of request ' +
-  'header names to pass on. Header names are RFC 7230 tokens; credentials, cookies, host, proxy-*, hop-by-hop, range, ' +
-  'conditional and accept-encoding headers are refused.';
-
-/** A source as responses show it; configuration values may be text, booleans or lists of names (forward_header). */
-const SourceView = Type.Object({
-  ...Source.properties,
-  configuration: Type.Record(Type.String(), Type.Union([Type.String(), Type.Boolean(), Type.Array(Type.String())]), { description: CONFIGURATION_FIELDS }),
-});
-/** What requests may send: the service checks the fields per type (and null removes one in PATCH). */
-const ConfigurationInput = Type.Object({}, { additionalProperties: true, description: CONFIGURATION_FIELDS });
-const SourceRef = SourceView;
+const SourceRef = Type.Ref('Source');
 const Envelope = Type.Object({ success: Type.Literal(true), data: SourceRef });
 const Params = Type.Object({ sourceId: Type.String({ description: 'Source UUID' }) });
 
