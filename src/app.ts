@@ -9,6 +9,7 @@ import { installCors } from './http/cors.ts';
 import { clientErrorHandler, frameworkErrors, installErrorHandling } from './http/errors.ts';
 import { DiskSpace, installBodyIdleTimeout, installUploadSlots, UploadSlots } from './http/upload-slots.ts';
 import { installValidation } from './http/validation.ts';
+import { installRetryHints } from './http/retry-hints.ts';
 import { withLogRedaction } from './http/log-redaction.ts';
 import { installRateLimits } from './http/rate-limit.ts';
 import { healthRoutes } from './http/routes/health.ts';
@@ -102,6 +103,7 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
   });
 
   installValidation(app);
+  installRetryHints(app);
   installErrorHandling(app);
   // Before auth, so that preflights are answered and refusals carry CORS headers.
   await installCors(app, { tokens: services.tokens, publicUrl: config.publicUrl });

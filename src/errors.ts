@@ -20,7 +20,8 @@ export class AppError extends Error {
   }
 
   toBody(): Record<string, unknown> {
-    return { success: false, error: this.error, errorCode: this.errorCode, message: this.message, ...this.extra.body };
+    // `code` too: the hosted API's error schema names it so.
+    return { success: false, error: this.error, errorCode: this.errorCode, code: this.errorCode, message: this.message, ...this.extra.body };
   }
 }
 
@@ -54,7 +55,7 @@ export const errors = {
     new AppError(409, 'UPLOAD_INCOMPLETE', 'Upload incomplete', `Missing parts: ${missing.slice(0, 50).join(', ')}${missing.length > 50 ? `, and ${missing.length - 50} more` : ''}`),
   partMismatch: (part: number) => new AppError(409, 'PART_MISMATCH', 'Part mismatch', `Part ${part} in storage does not match the etag sent`),
   completeInProgress: () =>
-    new AppError(409, 'COMPLETE_IN_PROGRESS', 'Complete in progress', 'This session is being completed; retry in a moment', { headers: { 'retry-after': '5' } }),
+    new AppError(409, 'COMPLETE_IN_PROGRESS', 'Complete in progress', 'This session is being completed; retry in a moment', { headers: { 'retry-after': '5', 'x-should-retry': 'true' } }),
   urlRefused: (why: string) => new AppError(400, 'URL_REFUSED', 'Validation failed', `remote_url is not allowed: ${why}`),
   remoteFailed: (why: string) => new AppError(502, 'REMOTE_FAILED', 'Remote fetch failed', why),
   /** Delivery: no file (or origin object) at the address. */

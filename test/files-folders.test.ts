@@ -38,14 +38,16 @@ for (const dialect of DIALECTS) {
       test('list: newest first, full records, meta with hasNext and hasPrev', async () => {
         const res = await api('GET', '/api/v1/files?limit=2');
         assert.equal(res.status, 200);
-        assert.deepEqual(Object.keys(res.body).sort(), ['files', 'is_page_next', 'items', 'limit', 'meta', 'page', 'total_count', 'total_pages']);
+        assert.deepEqual(Object.keys(res.body).sort(), ['current_page', 'data', 'files', 'has_next', 'has_next_page', 'is_page_next', 'items', 'limit', 'meta', 'page', 'total_count', 'total_pages', 'total_results']);
+        assert.deepEqual(res.body.data, res.body.files);
+        assert.deepEqual([res.body.current_page, res.body.total_results, res.body.has_next, res.body.has_next_page], [res.body.meta.page, res.body.meta.total, res.body.meta.hasNext, res.body.meta.hasNext]);
         // The hosted SDKs' names for the same page.
         assert.deepEqual(res.body.items, res.body.files);
         assert.deepEqual([res.body.page, res.body.limit, res.body.total_count, res.body.is_page_next], [res.body.meta.page, res.body.meta.limit, res.body.meta.total, res.body.meta.hasNext]);
         assert.equal(res.body.total_pages, Math.ceil(res.body.meta.total / res.body.meta.limit));
         assert.deepEqual(res.body.meta, { page: 1, limit: 2, total: 5, hasNext: true, hasPrev: false });
         assert.equal(res.body.files[0].name, 'epsilon.bin');
-        assert.equal(Object.keys(res.body.files[0]).length, 27);
+        assert.equal(Object.keys(res.body.files[0]).length, 30);
         const last = await api('GET', '/api/v1/files?limit=2&page=3');
         assert.deepEqual(last.body.meta, { page: 3, limit: 2, total: 5, hasNext: false, hasPrev: true });
         assert.equal(last.body.files.length, 1);
@@ -242,7 +244,11 @@ for (const dialect of DIALECTS) {
       test('create at the root and inside a parent; 409 for a name the parent holds', async () => {
         const top = await api('POST', '/api/v1/folders', { name: 'projects' });
         assert.equal(top.status, 201);
-        assert.deepEqual(Object.keys(top.body.data).sort(), ['created_at', 'folder_no', 'id', 'name', 'parent_folder_no', 'path', 'total_items', 'total_size', 'updated_at']);
+        assert.deepEqual(Object.keys(top.body.data).sort(), ['created_at', 'folder_no', 'id', 'is_active', 'is_delete', 'name', 'parent_folder', 'parent_folder_no', 'path', 'total_items', 'total_size', 'updated_at', 'workspace', 'workspace_id', 'workspace_no']);
+        // The hosted SDKs read the folder at the top level.
+        const { success, data, ...flat } = top.body;
+        assert.equal(success, true);
+        assert.deepEqual(flat, data);
         assert.equal(top.body.data.parent_folder_no, null);
         const child = await api('POST', '/api/v1/folders', { name: 'site', parent_folder_no: top.body.data.folder_no });
         assert.equal(child.body.data.path, 'projects/site');

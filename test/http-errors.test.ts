@@ -46,11 +46,13 @@ describe('HTTP error model', () => {
     assertShape(await call(h.app, 'GET', '/api/v1/sources/%E0%A4%A', { headers: h.auth }), 400, 'BAD_URL');
   });
 
-  test('malformed JSON is 400, an empty JSON body is 400', async () => {
+  test('malformed JSON is 400; an empty JSON body counts as {} (then validated as such)', async () => {
     for (const raw of ['{bad', '{"name":', '[1,2', '\u0000']) {
       assertShape(await call(h.app, 'POST', '/api/v1/sources', { headers: { ...h.auth, 'content-type': 'application/json' }, rawBody: raw }), 400, 'INVALID_JSON');
     }
-    assertShape(await call(h.app, 'POST', '/api/v1/sources', { headers: { ...h.auth, 'content-type': 'application/json' }, rawBody: '' }), 400, 'INVALID_JSON');
+    // {} lacks the required fields: the validation error, not "invalid JSON".
+    assertShape(await call(h.app, 'POST', '/api/v1/sources', { headers: { ...h.auth, 'content-type': 'application/json' }, rawBody: '' }), 400, 'VALIDATION_FAILED');
+    assertShape(await call(h.app, 'POST', '/api/v1/sources', { headers: { ...h.auth, 'content-type': 'application/json' }, rawBody: '  \n' }), 400, 'VALIDATION_FAILED');
   });
 
   test('prototype-polluting JSON is refused', async () => {

@@ -8,7 +8,7 @@ import { type Harness, makeHarness } from './helpers/harness.ts';
 import { freshS3Storage, UPLOAD_MATRIX } from './helpers/storage.ts';
 
 const sha = (b: Buffer | Uint8Array) => createHash('sha256').update(b).digest('hex');
-const RECORD_FIELDS = ['created_at', 'custom_id', 'extension', 'file_no', 'file_size', 'folder_name', 'folder_no', 'format', 'hash', 'height', 'id', 'is_duplicate', 'is_private', 'metadata', 'mime_type', 'name', 'path', 'size', 'source', 'tags', 'thumbnail', 'updated_at', 'upload_source', 'url', 'width', 'workspace_id', 'workspace_no'];
+const RECORD_FIELDS = ['created_at', 'custom_id', 'extension', 'file_no', 'file_size', 'folder_id', 'folder_name', 'folder_no', 'format', 'hash', 'height', 'id', 'is_duplicate', 'is_private', 'meta_data', 'metadata', 'mime_type', 'name', 'path', 'size', 'source', 'tags', 'thumbanil', 'thumbnail', 'updated_at', 'upload_source', 'url', 'width', 'workspace_id', 'workspace_no'];
 
 async function readAll(stream: AsyncIterable<unknown>): Promise<Buffer> {
   const chunks: Buffer[] = [];

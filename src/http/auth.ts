@@ -19,11 +19,17 @@ declare module 'fastify' {
   }
 }
 
+/**
+ * The key a request carries: `Authorization: Bearer <key>`, `Authorization: Basic <key>` (as
+ * the hosted docs also accept it: the key itself, or base64 of it, or of `key:` / `:key` as
+ * HTTP clients write user and password), or `x-api-key`.
+ */
 export function presentedKey(request: FastifyRequest): string | undefined {
   const header = request.headers.authorization;
   if (typeof header === 'string' && header.length > 0) {
-    const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
-    return match ? match[1] : '';
+    const match = /^(Bearer|Basic)\s+(\S+)\s*$/i.exec(header);
+    if (!match) return '';
+    return match[1].toLowerCase() === 'basic' ? basicKey(match[2]) : match[2];
   }
   const x = request.headers['x-api-key'];
   return typeof x === 'string' ? x.trim() : undefined;
@@ -38,6 +44,16 @@ export function checkBrowserOrigin(request: FastifyRequest, allowed: readonly st
   const origin = request.headers.origin;
   if (typeof origin !== 'string' || allowed.length === 0 || origin === ownOrigin) return;
   if (!originAllowed(allowed, origin)) throw errors.originNotAllowed(origin);
+}
+
+const KEYISH = /^stw_[ps]k_[0-9A-Za-z]{43}$/;
+
+function basicKey(credentials: string): string {
+  if (KEYISH.test(credentials)) return credentials;
+  if (!/^[A-Za-z0-9+/]+={0,2}$/.test(credentials) || credentials.length > 256) return '';
+  const decoded = Buffer.from(credentials, 'base64').toString('utf8');
+  // "key", "key:" or ":key" (user or password left empty), or "anything:key".
+  return decoded.split(':').find((part) => KEYISH.test(part)) ?? '';
 }
 
 export function installAuth(app: FastifyInstance, workspaces: WorkspaceService, publicUrl: string): void {

@@ -6,6 +6,7 @@ export const ErrorBody = Type.Object(
     success: Type.Literal(false),
     error: Type.String(),
     errorCode: Type.Optional(Type.String()),
+    code: Type.Optional(Type.String({ description: 'The same as errorCode (the hosted API names it code)' })),
     message: Type.Optional(Type.String()),
     retryAfterSeconds: Type.Optional(Type.Number()),
   },
@@ -80,6 +81,9 @@ export const FileRecord = Type.Object(
     source: Type.String({ description: 'The same as upload_source' }),
     folder_name: nullable(Type.String()),
     updated_at: Type.String({ format: 'date-time' }),
+    thumbanil: nullable(Type.String({ description: 'The same as thumbnail (the hosted docs spell it so)' })),
+    meta_data: Type.Object({}, { additionalProperties: true, description: 'The same as metadata' }),
+    folder_id: nullable(Type.String({ description: "The folder's id; null at the root" })),
   },
   { $id: 'FileRecord' },
 );

@@ -5,6 +5,17 @@ import addFormats from 'ajv-formats';
 import type { FastifyInstance } from 'fastify';
 
 export function installValidation(app: FastifyInstance): void {
+  // An empty body with a JSON content type is an empty object (the hosted service's Python SDK
+  // sends DELETE that way); anything else goes to Fastify's own parser, prototype-poisoning
+  // checks included.
+  const json = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    const text = typeof body === 'string' ? body : body.toString('utf8');
+    if (text.trim() === '') return done(null, {});
+    json(request, text, done);
+  });
+
   const base: Options = { removeAdditional: false, useDefaults: true, allErrors: false, strict: false };
   const strictAjv = addFormats.default(new Ajv.default({ ...base, coerceTypes: false }));
   const coercingAjv = addFormats.default(new Ajv.default({ ...base, coerceTypes: 'array' }));

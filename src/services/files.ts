@@ -41,6 +41,11 @@ export interface FileRecord {
   /** The name of the folder the file is in; null at the root. */
   folder_name: string | null;
   updated_at: string;
+  /** The hosted docs' spelling in list items, sent beside thumbnail. */
+  thumbanil: string | null;
+  /** Older hosted SDKs' names: meta_data = metadata; folder_id, the folder's id (null at the root). */
+  meta_data: Record<string, unknown>;
+  folder_id: string | null;
 }
 
 /** GET /api/v1/files/{file_no}: the record plus the details the hosted docs list for it. */
@@ -174,7 +179,7 @@ export class FileRecords {
   view(row: FileRow, folderNo: string | null, sha256: string): FileRecord {
     const path = deliveryPath(row.folder_path, row.name);
     const isImage = row.mime_type.startsWith('image/');
-    return {
+    const record: FileRecord = {
       id: row.id,
       file_no: row.file_no,
       workspace_id: row.workspace_id,
@@ -202,7 +207,13 @@ export class FileRecords {
       source: row.upload_source,
       folder_name: row.folder_path ? row.folder_path.slice(row.folder_path.lastIndexOf('/') + 1) : null,
       updated_at: row.updated_at,
+      thumbanil: null,
+      meta_data: {},
+      folder_id: row.folder_id,
     };
+    record.thumbanil = record.thumbnail;
+    record.meta_data = record.metadata;
+    return record;
   }
 }
 

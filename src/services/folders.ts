@@ -7,7 +7,7 @@ import { likeBelow, likeContains, likeEscaped } from '../db/like.ts';
 import type { Database, FolderRow } from '../db/schema.ts';
 import { errors } from '../errors.ts';
 import type { BlobStore } from './blobs.ts';
-import { checkName } from './names.ts';
+import { checkName, parseFolderPath } from './names.ts';
 
 /** The folder at `segments`, creating it and its parents as needed; null for the root. */
 export async function ensureFolderPath(db: Kysely<Database>, workspaceId: string, segments: string[]): Promise<FolderRow | null> {
@@ -31,6 +31,13 @@ export interface FolderView {
   folder_no: string;
   name: string;
   parent_folder_no: string | null;
+  /** The hosted API's names for the same facts. */
+  parent_folder: string | null;
+  workspace_id: string;
+  workspace_no: string;
+  workspace: { workspace_no: string };
+  is_active: boolean;
+  is_delete: boolean;
   path: string;
   total_items: number;
   total_size: number;
@@ -71,6 +78,12 @@ export class FolderService {
       folder_no: row.folder_no,
       name: row.name,
       parent_folder_no: parent?.folder_no ?? null,
+      parent_folder: parent?.folder_no ?? null,
+      workspace_id: row.workspace_id,
+      workspace_no: row.workspace_id,
+      workspace: { workspace_no: row.workspace_id },
+      is_active: true,
+      is_delete: false,
       path: row.path,
       total_items: Number(totals.items),
       total_size: Number(totals.size),
@@ -80,7 +93,7 @@ export class FolderService {
   }
 
   /** Without `limit`: every child, up to FOLDER_LIST_CAP (`meta.limit` says the cap, `hasMore` whether it cut). */
-  async list(workspaceId: string, query: { parent_folder_no?: string; search?: string; page?: number; limit?: number }) {
+  async list(workspaceId: string, query: { parent_folder_no?: string; search?: string; page?: number; limit?: number; sort?: 'name_asc' | 'name_desc' | 'created_at_asc' | 'created_at_desc' }) {
     const q = { ...query, page: query.page ?? 1, limit: query.limit ?? FOLDER_LIST_CAP };
     let base = this.db.kysely.selectFrom('folders').where('workspace_id', '=', workspaceId);
     if (q.parent_folder_no !== undefined) {
@@ -92,16 +105,30 @@ export class FolderService {
     if (q.search) base = base.where(likeEscaped('name', likeContains(q.search.normalize('NFC'))));
     const [{ total }, rows] = await Promise.all([
       base.select((eb) => eb.fn.countAll<number>().as('total')).executeTakeFirstOrThrow(),
-      base.selectAll().orderBy('name').orderBy('id').limit(q.limit).offset((q.page - 1) * q.limit).execute(),
+      base
+        .selectAll()
+        .orderBy(q.sort?.startsWith('created_at') ? 'created_at' : 'name', q.sort?.endsWith('_desc') ? 'desc' : 'asc')
+        .orderBy('id', q.sort?.endsWith('_desc') ? 'desc' : 'asc')
+        .limit(q.limit)
+        .offset((q.page - 1) * q.limit)
+        .execute(),
     ]);
     const count = Number(total);
     return { folders: await Promise.all(rows.map((r) => this.view(r))), meta: { page: q.page, limit: q.limit, total: count, hasMore: q.page * q.limit < count } };
   }
 
-  async create(workspaceId: string, input: { name?: unknown; parent_folder_no?: unknown }): Promise<FolderView> {
-    if (typeof input.name !== 'string') throw errors.validation('name is required');
-    const name = checkName(input.name, 'name');
-    const parent = input.parent_folder_no === undefined || input.parent_folder_no === null ? null : await this.byNo(workspaceId, input.parent_folder_no);
+  /** `folder_name` and `path` (the parent's path) are the older hosted SDKs' way to say `name` and the parent. */
+  async create(workspaceId: string, input: { name?: unknown; folder_name?: unknown; parent_folder_no?: unknown; path?: unknown }): Promise<FolderView> {
+    const rawName = input.name ?? input.folder_name;
+    if (typeof rawName !== 'string') throw errors.validation('name is required');
+    const name = checkName(rawName, 'name');
+    let parent: FolderRow | null = null;
+    if (input.parent_folder_no !== undefined && input.parent_folder_no !== null) parent = await this.byNo(workspaceId, input.parent_folder_no);
+    else if (typeof input.path === 'string' && parseFolderPath(input.path).length > 0) {
+      const path = parseFolderPath(input.path).join('/');
+      parent = (await this.db.kysely.selectFrom('folders').selectAll().where('workspace_id', '=', workspaceId).where('path', '=', path).executeTakeFirst()) ?? null;
+      if (!parent) throw errors.folderNotFound();
+    }
     const now = nowIso();
     const row: FolderRow = {
       id: newUuid(),

@@ -1,15 +1,17 @@
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
-import type { FileListQuery, FileService } from '../../services/files.ts';
+import type { FileListQuery, FileService, FileUpdate } from '../../services/files.ts';
+import { uploadAnswer } from './upload-answer.ts';
 import type { FolderService } from '../../services/folders.ts';
 import { principalOf } from '../auth.ts';
 import { errorResponses } from '../schemas.ts';
 
 const Record = Type.Ref('FileRecord');
-const FileEnvelope = Type.Object({ success: Type.Literal(true), data: Record });
+/** Rename and update: the record flat (older hosted SDKs read it there) plus success and data. */
+const FileEnvelope = Type.Ref('UploadAnswer');
 const FileParams = Type.Object({ file_no: Type.String({ maxLength: 64 }) });
 const FolderParams = Type.Object({ folder_no: Type.String({ maxLength: 64 }) });
-const Page = { page: Type.Integer({ minimum: 1, maximum: 10_000_000, default: 1 }), limit: Type.Integer({ minimum: 1, maximum: 100, default: 10 }) };
+const Page = { page: Type.Integer({ minimum: 1, maximum: 10_000_000, default: 1 }), limit: Type.Integer({ minimum: 1, maximum: 100, default: 20, description: 'Default 20, as the hosted API' }) };
 const nameBody = Type.Object({ name: Type.String({ minLength: 1, maxLength: 1024 }) });
 
 const Folder = Type.Object({
@@ -17,6 +19,12 @@ const Folder = Type.Object({
   folder_no: Type.String(),
   name: Type.String(),
   parent_folder_no: Type.Union([Type.String(), Type.Null()]),
+  parent_folder: Type.Union([Type.String(), Type.Null()], { description: 'The same as parent_folder_no' }),
+  workspace_id: Type.String(),
+  workspace_no: Type.String({ description: 'The same as workspace_id' }),
+  workspace: Type.Object({ workspace_no: Type.String() }),
+  is_active: Type.Boolean({ description: 'Always true: deleted folders are gone' }),
+  is_delete: Type.Boolean({ description: 'Always false' }),
   path: Type.String(),
   total_items: Type.Integer(),
   total_size: Type.Integer(),
@@ -65,6 +73,12 @@ export async function fileRoutes(app: FastifyInstance, opts: { files: FileServic
             total_count: Type.Integer({ description: 'The same as meta.total' }),
             total_pages: Type.Integer(),
             is_page_next: Type.Boolean({ description: 'The same as meta.hasNext' }),
+            // And in the names later hosted SDK versions page by (Node 0.3, Ruby).
+            data: Type.Array(Record, { description: 'The same as files' }),
+            current_page: Type.Integer(),
+            total_results: Type.Integer(),
+            has_next: Type.Boolean(),
+            has_next_page: Type.Boolean(),
           }),
           ...errorResponses(400, 401, 403, 404),
         },
@@ -78,7 +92,20 @@ export async function fileRoutes(app: FastifyInstance, opts: { files: FileServic
       const result = await files.list(ws(request), { ...(request.query as FileListQuery), snapshot });
       reply.header('x-snapshot', new Date(Date.parse(snapshot)).toISOString());
       const { page, limit, total, hasNext } = result.meta;
-      return { ...result, items: result.files, page, limit, total_count: total, total_pages: Math.ceil(total / limit), is_page_next: hasNext };
+      return {
+        ...result,
+        items: result.files,
+        data: result.files,
+        page,
+        current_page: page,
+        limit,
+        total_count: total,
+        total_results: total,
+        total_pages: Math.ceil(total / limit),
+        is_page_next: hasNext,
+        has_next: hasNext,
+        has_next_page: hasNext,
+      };
     },
   );
 
@@ -101,7 +128,7 @@ export async function fileRoutes(app: FastifyInstance, opts: { files: FileServic
         description: 'The name without its extension, which is kept (boot on shoe.png gives boot.png); a name already ending in it is taken as it is. 409 when the folder holds that name.',
         params: FileParams, body: nameBody, response: { 200: FileEnvelope, ...errorResponses(400, 401, 403, 404, 409) } },
     },
-    async (request) => ({ success: true, data: await files.rename(ws(request), (request.params as { file_no: string }).file_no, (request.body as { name: string }).name) }),
+    async (request) => uploadAnswer(await files.rename(ws(request), (request.params as { file_no: string }).file_no, (request.body as { name: string }).name)),
   );
 
   app.patch(
@@ -124,7 +151,7 @@ export async function fileRoutes(app: FastifyInstance, opts: { files: FileServic
         response: { 200: FileEnvelope, ...errorResponses(400, 401, 403, 404, 409) },
       },
     },
-    async (request) => ({ success: true, data: await files.update(ws(request), (request.params as { file_no: string }).file_no, request.body as any) }),
+    async (request) => uploadAnswer(await files.update(ws(request), (request.params as { file_no: string }).file_no, request.body as FileUpdate)),
   );
 
   app.post(
@@ -172,6 +199,7 @@ export async function fileRoutes(app: FastifyInstance, opts: { files: FileServic
           limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })),
           parent_folder_no: Type.Optional(Type.String({ maxLength: 64 })),
           search: Type.Optional(Type.String({ maxLength: 256 })),
+          sort: Type.Optional(Type.Union(['name_asc', 'name_desc', 'created_at_asc', 'created_at_desc'].map((v) => Type.Literal(v)), { description: 'Default name_asc' })),
         }),
         response: {
           200: Type.Object({ folders: Type.Array(Folder), meta: Type.Object({ page: Type.Integer(), limit: Type.Integer(), total: Type.Integer(), hasMore: Type.Boolean() }) }),
@@ -189,11 +217,17 @@ export async function fileRoutes(app: FastifyInstance, opts: { files: FileServic
       schema: {
         tags: ['folders'],
         summary: 'Create a folder',
-        body: Type.Object({ name: Type.String({ minLength: 1, maxLength: 1024 }), parent_folder_no: Type.Optional(Type.Union([Type.String(), Type.Null()])) }),
+        description: 'name (or folder_name, as older hosted SDKs send it) and the parent: parent_folder_no, or path (the parent\'s folder path, "" or "/" for the root).',
+        body: Type.Object({
+          name: Type.Optional(Type.String({ minLength: 1, maxLength: 1024 })),
+          folder_name: Type.Optional(Type.String({ minLength: 1, maxLength: 1024, description: 'The same as name' })),
+          parent_folder_no: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+          path: Type.Optional(Type.String({ maxLength: 4096, description: "The parent's folder path (instead of parent_folder_no)" })),
+        }),
         response: { 201: FolderAnswer, ...errorResponses(400, 401, 403, 404, 409) },
       },
     },
-    async (request, reply) => reply.code(201).send(folderAnswer(await folders.create(ws(request), request.body as { name?: unknown; parent_folder_no?: unknown }))),
+    async (request, reply) => reply.code(201).send(folderAnswer(await folders.create(ws(request), request.body as { name?: unknown; folder_name?: unknown; parent_folder_no?: unknown; path?: unknown }))),
   );
 
   app.post(
