@@ -31,7 +31,7 @@ export interface FolderView {
   folder_no: string;
   name: string;
   parent_folder_no: string | null;
-  /** The hosted API's names for the same facts. */
+  /** The hosted API's names: parent_folder is the parent's id (a UUID), null at the root. */
   parent_folder: string | null;
   workspace_id: string;
   workspace_no: string;
@@ -78,7 +78,7 @@ export class FolderService {
       folder_no: row.folder_no,
       name: row.name,
       parent_folder_no: parent?.folder_no ?? null,
-      parent_folder: parent?.folder_no ?? null,
+      parent_folder: row.parent_id,
       workspace_id: row.workspace_id,
       workspace_no: row.workspace_id,
       workspace: { workspace_no: row.workspace_id },

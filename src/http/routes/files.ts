@@ -19,7 +19,7 @@ const Folder = Type.Object({
   folder_no: Type.String(),
   name: Type.String(),
   parent_folder_no: Type.Union([Type.String(), Type.Null()]),
-  parent_folder: Type.Union([Type.String(), Type.Null()], { description: 'The same as parent_folder_no' }),
+  parent_folder: Type.Union([Type.String(), Type.Null()], { description: "The parent's id (a UUID); null at the root" }),
   workspace_id: Type.String(),
   workspace_no: Type.String({ description: 'The same as workspace_id' }),
   workspace: Type.Object({ workspace_no: Type.String() }),
