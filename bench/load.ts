@@ -32,7 +32,7 @@ export async function runLoad(opts: { clients: number; seconds: number; log?: (l
   const port = await freePort();
   const server = await startProcess(
     ['--import', 'tsx', 'src/main.ts'],
-    { STOWAGE_DATA_DIR: dir, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'error', STOWAGE_RATE_LIMIT_UPLOAD: 'off', STOWAGE_RATE_LIMIT_API: 'off', AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true' },
+    { STOWAGE_DATA_DIR: dir, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'error', STOWAGE_RATE_LIMIT_UPLOAD: 'off', STOWAGE_RATE_LIMIT_API: 'off', STOWAGE_MAX_CONCURRENT_UPLOADS: '0', AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true' },
     /workspace_id:\s+(\S+)/,
   );
   // The first start writes the keys to DATA_DIR/first-workspace.json (stdout is not a terminal).

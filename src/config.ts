@@ -67,6 +67,19 @@ export interface Config {
   sweepIntervalMs: number;
   /** How long bytes nobody is writing must sit before the sweeper takes them for abandoned. */
   sweepGraceMs: number;
+  /**
+   * Local storage: below this many free bytes /readyz answers 503 and uploads that would go
+   * below it are refused 507 before a byte is written (0 = no floor).
+   */
+  minFreeBytes: number;
+  /** A request body that sends nothing for this long is cut (0 = never). Idle time, not total time. */
+  bodyIdleTimeoutMs: number;
+  /** Longest a client may take to send a request's headers (Node's headersTimeout). */
+  headersTimeoutMs: number;
+  /** How long an idle keep-alive connection stays open (Node's keepAliveTimeout). */
+  keepAliveTimeoutMs: number;
+  /** Uploads in progress per workspace on this node (429 above; 0 = no cap). */
+  maxConcurrentUploads: number;
 }
 
 /** Standard Webhooks' reference schedule: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h (~27.5 h). */
@@ -189,6 +202,12 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
   const multipartMaxTtl = integer('STOWAGE_MULTIPART_MAX_TTL', 7 * 24 * 3600, 60, 7 * 24 * 3600);
   const sweepIntervalMs = integer('STOWAGE_SWEEP_INTERVAL_MS', 60_000, 0, 24 * 3600 * 1000);
   const sweepGraceMs = integer('STOWAGE_SWEEP_GRACE_MS', 15 * 60 * 1000, 0, 7 * 24 * 3600 * 1000);
+  const minFreeBytes = integer('STOWAGE_MIN_FREE_BYTES', 256 * 1024 * 1024, 0, Number.MAX_SAFE_INTEGER);
+  const bodyIdleTimeoutMs = integer('STOWAGE_BODY_IDLE_TIMEOUT_MS', 60_000, 0, 3_600_000);
+  if (bodyIdleTimeoutMs > 0 && bodyIdleTimeoutMs < 100) problems.push(`STOWAGE_BODY_IDLE_TIMEOUT_MS must be 0 (never) or at least 100 (got "${bodyIdleTimeoutMs}")`);
+  const headersTimeoutMs = integer('STOWAGE_HEADERS_TIMEOUT_MS', 30_000, 100, 600_000);
+  const keepAliveTimeoutMs = integer('STOWAGE_KEEP_ALIVE_TIMEOUT_MS', 72_000, 1, 3_600_000);
+  const maxConcurrentUploads = integer('STOWAGE_MAX_CONCURRENT_UPLOADS', 32, 0, 1_000_000);
 
   let masterKey: Buffer | undefined;
   const masterRaw = read('STOWAGE_MASTER_KEY');
@@ -224,6 +243,11 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     multipartMaxTtl,
     sweepIntervalMs,
     sweepGraceMs,
+    minFreeBytes,
+    bodyIdleTimeoutMs,
+    headersTimeoutMs,
+    keepAliveTimeoutMs,
+    maxConcurrentUploads,
     remoteTimeoutMs,
     privateUrlTtl,
     webhookRetrySchedule,

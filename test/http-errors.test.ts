@@ -16,6 +16,7 @@ function assertShape(res: { status: number; body: any }, status: number, errorCo
   assert.equal(typeof res.body.error, 'string');
   assert.equal(typeof res.body.message, 'string');
   assert.equal(res.body.errorCode, errorCode);
+  assert.equal(res.body.code, errorCode, 'code repeats errorCode (the hosted API reads code)');
 }
 
 describe('HTTP error model', () => {

@@ -1,11 +1,13 @@
 // One place that turns anything thrown into the documented error shape
 // `{success:false, error, errorCode, message}`. Unknown errors become 500 without internals;
 // an unreachable database becomes 503.
+import { STATUS_CODES } from 'node:http';
+import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyInstance } from 'fastify';
 import FindMyWay from 'find-my-way';
 import { AppError, errors } from '../errors.ts';
 
-const body = (error: string, errorCode: string, message: string) => ({ success: false, error, errorCode, message });
+const body = (error: string, errorCode: string, message: string) => ({ success: false, error, errorCode, code: errorCode, message });
 
 const FASTIFY_CODES: Record<string, [number, string, string, string]> = {
   FST_ERR_CTP_BODY_TOO_LARGE: [413, 'PAYLOAD_TOO_LARGE', 'Payload too large', 'The request body is larger than this endpoint accepts'],
@@ -18,6 +20,18 @@ const FASTIFY_CODES: Record<string, [number, string, string, string]> = {
 
 /** Errors that mean a dependency (database, storage) is down rather than a bug. */
 const UNAVAILABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', '57P01', '57P02', '57P03', '53300', 'SQLITE_BUSY']);
+
+/**
+ * A full disk or exhausted disk quota that reached here unmapped (a directory or a database
+ * write on the same disk as local storage: SQLite says SQLITE_FULL): 507, as storage drivers
+ * answer it (storage/local.ts mapDiskFull).
+ */
+const DISK_FULL_CODES = new Set(['ENOSPC', 'EDQUOT', 'SQLITE_FULL']);
+
+export function isDiskFull(err: unknown): boolean {
+  const code = (err as { code?: unknown } | undefined)?.code;
+  return typeof code === 'string' && DISK_FULL_CODES.has(code);
+}
 
 export function isUnavailable(err: unknown): boolean {
   const e = err as { code?: string; message?: string } | undefined;
@@ -38,6 +52,28 @@ export function frameworkErrors(err: FastifyError, _request: unknown, reply: { c
   } else {
     reply.code(400).send(body('Bad request', 'BAD_REQUEST', 'The request could not be routed'));
   }
+}
+
+/**
+ * Errors Node's HTTP parser raises before a request exists (headers too large, headers not
+ * sent within STOWAGE_HEADERS_TIMEOUT_MS, malformed HTTP): answered in the documented shape on
+ * the raw socket, which is then closed. Fastify's `clientErrorHandler`.
+ */
+export function clientErrorHandler(err: NodeJS.ErrnoException, socket: Duplex): void {
+  // A connection reset: nobody is left to answer.
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  let answer: [number, string, string, string];
+  if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') answer = [408, 'REQUEST_TIMEOUT', 'Request timeout', 'The request headers did not arrive in time'];
+  else if (err.code === 'HPE_HEADER_OVERFLOW') answer = [431, 'HEADERS_TOO_LARGE', 'Request header fields too large', 'The request headers are larger than the server accepts'];
+  else answer = [400, 'BAD_REQUEST', 'Bad request', 'The request is not valid HTTP'];
+  if (socket.writable) socket.write(rawAnswer(answer[0], body(answer[2], answer[1], answer[3])));
+  socket.destroy();
+}
+
+/** A complete HTTP/1.1 answer that closes the connection, for sockets without a response object. */
+export function rawAnswer(status: number, payload: unknown): string {
+  const text = JSON.stringify(payload);
+  return `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(text)}\r\nConnection: close\r\n\r\n${text}`;
 }
 
 export function installErrorHandling(app: FastifyInstance): void {
@@ -65,6 +101,11 @@ export function installErrorHandling(app: FastifyInstance): void {
     }
     if (typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500) {
       return reply.code(err.statusCode).send(body('Bad request', err.code ?? 'BAD_REQUEST', err.message));
+    }
+    if (isDiskFull(err)) {
+      request.log.warn({ code: (err as { code?: string }).code }, 'disk full');
+      const full = errors.insufficientStorage();
+      return reply.code(full.status).send(full.toBody());
     }
     if (isUnavailable(err)) {
       request.log.warn({ code: (err as { code?: string }).code }, 'dependency unavailable');

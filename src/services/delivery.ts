@@ -302,6 +302,8 @@ export class DeliveryService {
       await this.storage.put(key, out, { durable: false });
       await running;
     } catch (err) {
+      // Already in the documented shape (a full disk while caching: 507).
+      if (err instanceof AppError) throw err;
       const message = String((err as Error).message);
       if (/pixel limit/i.test(message)) throw new AppError(400, 'IMAGE_TOO_LARGE', 'Validation failed', 'the image is larger than the pixel limit');
       throw new AppError(400, 'TRANSFORM_FAILED', 'Validation failed', 'the image could not be decoded');

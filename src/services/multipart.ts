@@ -227,7 +227,13 @@ export class MultipartService {
       await this.blobs.forget(workspaceId, key);
       throw errors.storageLimitExceeded();
     }
-    const uploadId = await this.storage.createMultipart(key, { size: input.size, partSize, contentType: input.format });
+    let uploadId: string;
+    try {
+      uploadId = await this.storage.createMultipart(key, { size: input.size, partSize, contentType: input.format });
+    } catch (err) {
+      await this.blobs.forget(workspaceId, key); // the intent (and its reservation) go now, not at the next sweep
+      throw err;
+    }
     const now = nowIso();
     const session: MultipartSessionRow = {
       id: randomBase62(24),

@@ -10,6 +10,7 @@ import { close, type Dirent, fdatasync, open as fsOpen, writev } from 'node:fs';
 import { mkdir, open, readdir, readFile, rename, rm, stat, truncate, writeFile } from 'node:fs/promises';
 import { dirname, join, relative, sep } from 'node:path';
 import { type Readable, Transform, Writable } from 'node:stream';
+import { errors } from '../errors.ts';
 import type { FileHasher } from '../hashing/file-hasher.ts';
 import { pipeline } from 'node:stream/promises';
 import { xxh3 } from '@node-rs/xxhash';
@@ -181,6 +182,18 @@ class FileSink extends Writable {
   }
 }
 
+/**
+ * A full disk (ENOSPC) or an exhausted disk quota (EDQUOT) becomes 507 INSUFFICIENT_STORAGE,
+ * with the system error kept as its cause; anything else is passed on as it is.
+ */
+export function mapDiskFull(err: unknown): unknown {
+  const code = (err as NodeJS.ErrnoException | undefined)?.code;
+  if (code !== 'ENOSPC' && code !== 'EDQUOT') return err;
+  const full = errors.insufficientStorage();
+  full.cause = err;
+  return full;
+}
+
 const FLUSH_EVERY = 64 * 1024 * 1024;
 const BATCH_BYTES = 1024 * 1024;
 const HOLD_MS = 100;
@@ -264,7 +277,7 @@ export class LocalStorage implements StorageDriver, MultipartStorage {
     } catch (err) {
       job?.drop();
       await rm(temp, { force: true });
-      throw err;
+      throw mapDiskFull(err);
     }
   }
 
@@ -346,15 +359,19 @@ export class LocalStorage implements StorageDriver, MultipartStorage {
     assertKey(key);
     const uploadId = randomUUID();
     const dir = this.uploadDir(uploadId);
-    await mkdir(dir, { recursive: true });
-    // A sparse file of the final size: each part lands at its own offset.
-    const fh = await open(join(dir, 'data'), 'w', 0o640);
-    await fh.truncate(opts.size);
-    await fh.close();
     const meta: UploadMeta = { key, size: opts.size, partSize: opts.partSize };
-    // Not fsynced: a session holds no acknowledged bytes yet, and the folder it lives in is not
-    // either. Should a power cut lose it, its part URLs answer 404 and the client starts again.
-    await writeAtomic(join(dir, 'meta.json'), JSON.stringify(meta), false);
+    try {
+      await mkdir(dir, { recursive: true });
+      // A sparse file of the final size: each part lands at its own offset.
+      const fh = await open(join(dir, 'data'), 'w', 0o640);
+      await fh.truncate(opts.size).finally(() => fh.close());
+      // Not fsynced: a session holds no acknowledged bytes yet, and the folder it lives in is not
+      // either. Should a power cut lose it, its part URLs answer 404 and the client starts again.
+      await writeAtomic(join(dir, 'meta.json'), JSON.stringify(meta), false);
+    } catch (err) {
+      await rm(dir, { recursive: true, force: true });
+      throw mapDiskFull(err);
+    }
     this.metas.set(uploadId, meta);
     return uploadId;
   }
@@ -388,7 +405,10 @@ export class LocalStorage implements StorageDriver, MultipartStorage {
       if (this.sealed.has(uploadId)) throw new MultipartSealedError();
       return await this.writePartUnsealed(key, uploadId, partNumber, body, length, signal ? AbortSignal.any([signal, cut.signal]) : cut.signal);
     } catch (err) {
-      throw cut.signal.aborted ? new MultipartSealedError() : err;
+      // A part the disk had no room for is not recorded (it counts as missing); the bytes it got
+      // to write stay in the session's file, where its retry writes them again, until the
+      // session is completed, aborted or expires.
+      throw cut.signal.aborted ? new MultipartSealedError() : mapDiskFull(err);
     } finally {
       set.delete(entry);
       if (set.size === 0) this.writers.delete(uploadId);
@@ -506,11 +526,17 @@ async function writeAtomic(path: string, text: string, sync: boolean): Promise<v
   const temp = `${path}.${randomUUID()}.tmp`;
   const fh = await open(temp, 'w', 0o640);
   try {
-    await fh.writeFile(text);
-    if (sync) await fh.sync();
-  } finally {
-    await fh.close();
+    try {
+      await fh.writeFile(text);
+      if (sync) await fh.sync();
+    } finally {
+      await fh.close();
+    }
+    await rename(temp, path);
+  } catch (err) {
+    // A full disk must not leave half-written records behind.
+    await rm(temp, { force: true });
+    throw err;
   }
-  await rename(temp, path);
 }
 

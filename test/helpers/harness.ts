@@ -73,6 +73,12 @@ export function testConfig(dataDir: string, overrides: Partial<Config> = {}): Co
     rateLimitApi: null,
     shutdownDelayMs: 0,
     shutdownTimeoutMs: 30_000,
+    // No free-space floor: a test machine's disk is whatever it is (test/disk-full.test.ts sets one).
+    minFreeBytes: 0,
+    bodyIdleTimeoutMs: 60_000,
+    headersTimeoutMs: 30_000,
+    keepAliveTimeoutMs: 72_000,
+    maxConcurrentUploads: 32,
     ...overrides,
   };
 }

@@ -122,6 +122,8 @@ export async function tokenRoutes(app: FastifyInstance, opts: { tokens: UploadTo
       async (request, reply) => {
         const resolved = await tokens.resolve((request.params as { token: string }).token);
         checkBrowserOrigin(request, resolved.principal.allowedOrigins, ownOrigin);
+        // Free space and a slot of the workspace's concurrent uploads, before the token is claimed.
+        await request.admitUpload(resolved.principal.workspaceId);
         const length = header(request, 'content-length');
         const record = await tokens.upload(resolved, (request.body as Readable | undefined) ?? request.raw, {
           fileName: sentFileName(request),
