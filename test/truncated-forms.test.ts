@@ -131,7 +131,7 @@ describe('direct upload forms that end early', () => {
 
   const assertRefused = (res: { status: number; body: any; raw: string }, what: string) => {
     assert.equal(res.status, 400, `${what}: ${res.raw.slice(0, 400)}`);
-    assert.deepEqual(Object.keys(res.body).sort(), ['error', 'errorCode', 'message', 'success'], what);
+    assert.deepEqual(Object.keys(res.body).sort(), ['code', 'error', 'errorCode', 'message', 'success'], what);
     assert.equal(res.body.success, false);
     assert.equal(res.body.errorCode, 'VALIDATION_FAILED', `${what}: ${res.raw.slice(0, 400)}`);
     assert.match(res.body.message, /closing boundary/, what);
