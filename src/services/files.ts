@@ -104,15 +104,16 @@ export function deliveryPath(folderPath: string, name: string): string {
 export class FileRecords {
   constructor(
     private readonly publicUrl: string,
+    /** Required: without it, private files would be handed out as plain URLs. */
+    private readonly signer: DeliverySigner,
     /** Private files get signed URLs valid this long (seconds). */
-    private readonly signer?: DeliverySigner,
     private readonly privateUrlTtl = 3600,
   ) {}
 
   /** A delivery URL; for a private file, signed and expiring. */
   deliveryUrl(workspaceId: string, path: string, isPrivate: boolean, ttlSeconds = this.privateUrlTtl): string {
     const url = `${this.publicUrl}/${workspaceId}/${path}`;
-    if (!isPrivate || !this.signer) return url;
+    if (!isPrivate) return url;
     return this.signer.sign(url, Math.floor(Date.now() / 1000) + ttlSeconds);
   }
 
