@@ -94,13 +94,7 @@ export class BlobStore {
     // DELETE … RETURNING: of two droppers of one intent, only the one that deleted it gives back.
     const gone = await trx.deleteFrom('storage_intents').where('storage_key', '=', key).returning(['workspace_id', 'reserved_bytes']).executeTakeFirst();
     const held = Number(gone?.reserved_bytes ?? 0);
-    if (gone && held > 0) {
-      await trx
-        .updateTable('workspaces')
-        .set((eb) => ({ reserved_bytes: eb('reserved_bytes', '-', held) }))
-        .where('id', '=', gone.workspace_id)
-        .execute();
-    }
+    if (gone) await giveBack(trx, gone.workspace_id, held);
     return held;
   }
 
@@ -267,11 +261,7 @@ export class BlobStore {
       // Conditional on the amount read, so two releases of one intent give back once.
       const zeroed = await trx.updateTable('storage_intents').set({ reserved_bytes: 0 }).where('storage_key', '=', key).where('reserved_bytes', '=', held).executeTakeFirst();
       if (Number(zeroed.numUpdatedRows) === 0) return;
-      await trx
-        .updateTable('workspaces')
-        .set((eb) => ({ reserved_bytes: eb('reserved_bytes', '-', held) }))
-        .where('id', '=', intent.workspace_id)
-        .execute();
+      await giveBack(trx, intent.workspace_id, held);
     });
   }
 
@@ -309,6 +299,16 @@ export class BlobStore {
     if (local.sweepTemp) done += await local.sweepTemp(graceMs, multipartMaxAgeMs);
     return done;
   }
+}
+
+/** Returns reserved quota to the workspace (in the transaction that took it off an intent). */
+async function giveBack(trx: Kysely<Database>, workspaceId: string, bytes: number): Promise<void> {
+  if (bytes <= 0) return;
+  await trx
+    .updateTable('workspaces')
+    .set((eb) => ({ reserved_bytes: eb('reserved_bytes', '-', bytes) }))
+    .where('id', '=', workspaceId)
+    .execute();
 }
 
 /** Renditions of a blob are cached beside it, so they go when it goes. */

@@ -179,8 +179,9 @@ export class FileRecords {
 
   view(row: FileRow, folderNo: string | null, sha256: string): FileRecord {
     const path = deliveryPath(row.folder_path, row.name);
-    const isImage = row.mime_type.startsWith('image/');
-    const record: FileRecord = {
+    const thumbnail = row.mime_type.startsWith('image/') ? this.deliveryUrl(row.workspace_id, `w_200,h_200,c_fit/${path}`, Boolean(row.is_private)) : null;
+    const metadata = JSON.parse(row.metadata) as Record<string, unknown>;
+    return {
       id: row.id,
       file_no: row.file_no,
       workspace_id: row.workspace_id,
@@ -192,13 +193,13 @@ export class FileRecords {
       size: Number(row.size),
       mime_type: row.mime_type,
       tags: JSON.parse(row.tags) as string[],
-      metadata: JSON.parse(row.metadata) as Record<string, unknown>,
+      metadata,
       custom_id: row.custom_id,
       folder_no: folderNo,
       is_duplicate: Boolean(row.is_duplicate),
       created_at: row.created_at,
       upload_source: row.upload_source,
-      thumbnail: isImage ? this.deliveryUrl(row.workspace_id, `w_200,h_200,c_fit/${path}`, Boolean(row.is_private)) : null,
+      thumbnail,
       extension: row.extension,
       format: row.format,
       hash: sha256,
@@ -208,13 +209,10 @@ export class FileRecords {
       source: row.upload_source,
       folder_name: row.folder_path ? row.folder_path.slice(row.folder_path.lastIndexOf('/') + 1) : null,
       updated_at: row.updated_at,
-      thumbanil: null,
-      meta_data: {},
+      thumbanil: thumbnail,
+      meta_data: metadata,
       folder_id: row.folder_id,
     };
-    record.thumbanil = record.thumbnail;
-    record.meta_data = record.metadata;
-    return record;
   }
 }
 

@@ -245,14 +245,7 @@ export class WorkspaceService {
   async authenticate(rawKey: string | undefined): Promise<Principal | null> {
     if (!rawKey || !KEY_SHAPE.test(rawKey)) return null;
     // Asked on every request: the query is built once and only its parameters change.
-    this.authQuery ??= this.db.kysely
-      .selectFrom('api_keys')
-      .innerJoin('workspaces', 'workspaces.id', 'api_keys.workspace_id')
-      .select(['api_keys.id', 'api_keys.workspace_id', 'api_keys.type', 'workspaces.allowed_origins', 'workspaces.webhook_origins'])
-      .where('api_keys.key_hash', '=', '$hash')
-      // A revocation may be scheduled (key rotation with a grace period).
-      .where((eb) => eb.or([eb('api_keys.revoked_at', 'is', null), eb('api_keys.revoked_at', '>', '$now')]))
-      .compile();
+    this.authQuery ??= this.keysInForce('$now').where('api_keys.key_hash', '=', '$hash').compile();
     const values: Record<string, unknown> = { $hash: hashApiKey(rawKey), $now: nowIso() };
     const parameters = this.authQuery.parameters.map((p) => (typeof p === 'string' && p in values ? values[p] : p));
     const { rows } = await this.db.kysely.executeQuery<AuthRow>({ ...this.authQuery, parameters });
@@ -262,14 +255,17 @@ export class WorkspaceService {
 
   /** Whether the key with this id is still in force (upload tokens die with the key that minted them). */
   async keyPrincipal(keyId: string): Promise<Principal | null> {
-    const row = await this.db.kysely
+    const row = await this.keysInForce(nowIso()).where('api_keys.id', '=', keyId).executeTakeFirst();
+    return row ? principalFrom(row) : null;
+  }
+
+  /** Keys not revoked at `now` (a revocation may be scheduled: rotation with a grace period), with what a Principal needs. */
+  private keysInForce(now: string) {
+    return this.db.kysely
       .selectFrom('api_keys')
       .innerJoin('workspaces', 'workspaces.id', 'api_keys.workspace_id')
       .select(['api_keys.id', 'api_keys.workspace_id', 'api_keys.type', 'workspaces.allowed_origins', 'workspaces.webhook_origins'])
-      .where('api_keys.id', '=', keyId)
-      .where((eb) => eb.or([eb('api_keys.revoked_at', 'is', null), eb('api_keys.revoked_at', '>', nowIso())]))
-      .executeTakeFirst();
-    return row ? principalFrom(row) : null;
+      .where((eb) => eb.or([eb('api_keys.revoked_at', 'is', null), eb('api_keys.revoked_at', '>', now)]));
   }
 }
 

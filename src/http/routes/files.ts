@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
 import type { FileListQuery, FileService, FileUpdate } from '../../services/files.ts';
-import { uploadAnswer } from './upload-answer.ts';
+import { bothShapes, uploadAnswer } from './upload-answer.ts';
 import type { FolderService } from '../../services/folders.ts';
 import { principalOf } from '../auth.ts';
 import { errorResponses } from '../schemas.ts';
@@ -33,7 +33,6 @@ const Folder = Type.Object({
 });
 /** Folder create and rename: the folder's fields at the top level (the hosted SDKs read them there) plus success and data. */
 const FolderAnswer = Type.Object({ success: Type.Literal(true), ...Folder.properties, data: Folder });
-const folderAnswer = <T extends object>(folder: T) => ({ success: true as const, ...folder, data: folder });
 
 export async function fileRoutes(app: FastifyInstance, opts: { files: FileService; folders: FolderService }): Promise<void> {
   const { files, folders } = opts;
@@ -227,7 +226,7 @@ export async function fileRoutes(app: FastifyInstance, opts: { files: FileServic
         response: { 201: FolderAnswer, ...errorResponses(400, 401, 403, 404, 409) },
       },
     },
-    async (request, reply) => reply.code(201).send(folderAnswer(await folders.create(ws(request), request.body as { name?: unknown; folder_name?: unknown; parent_folder_no?: unknown; path?: unknown }))),
+    async (request, reply) => reply.code(201).send(bothShapes(await folders.create(ws(request), request.body as { name?: unknown; folder_name?: unknown; parent_folder_no?: unknown; path?: unknown }))),
   );
 
   app.post(
@@ -236,7 +235,7 @@ export async function fileRoutes(app: FastifyInstance, opts: { files: FileServic
       config: { auth: 'private' },
       schema: { tags: ['folders'], summary: 'Rename a folder (paths below follow)', params: FolderParams, body: nameBody, response: { 200: FolderAnswer, ...errorResponses(400, 401, 403, 404, 409) } },
     },
-    async (request) => folderAnswer(await folders.rename(ws(request), (request.params as { folder_no: string }).folder_no, (request.body as { name: string }).name)),
+    async (request) => bothShapes(await folders.rename(ws(request), (request.params as { folder_no: string }).folder_no, (request.body as { name: string }).name)),
   );
 
   app.delete(

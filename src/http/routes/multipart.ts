@@ -7,6 +7,7 @@ import type { WorkspaceService } from '../../services/workspaces.ts';
 import { presentedKey, principalOf } from '../auth.ts';
 import { errorResponses } from '../schemas.ts';
 import { uploadAnswer } from './upload-answer.ts';
+import { takeRawBodies } from '../raw-body.ts';
 
 const tags = ['multipart'];
 const MAX_SAFE = 9007199254740991;
@@ -125,8 +126,7 @@ export async function multipartRoutes(app: FastifyInstance, opts: { multipart: M
   // Part uploads to the service itself (local storage). The body is the raw stream, whatever
   // Content-Type says, so that a wrong type is answered 400 as documented, not 415.
   await app.register(async (scope) => {
-    scope.removeAllContentTypeParsers();
-    scope.addContentTypeParser('*', (_request, payload, done) => done(null, payload));
+    takeRawBodies(scope);
     scope.put(
       '/api/v1/multipart/:sessionId/parts/:partNumber',
       {

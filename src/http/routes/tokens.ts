@@ -9,6 +9,7 @@ import type { WorkspaceService } from '../../services/workspaces.ts';
 import { checkBrowserOrigin, principalOf } from '../auth.ts';
 import { errorResponses } from '../schemas.ts';
 import { uploadAnswer } from './upload-answer.ts';
+import { takeRawBodies } from '../raw-body.ts';
 
 const tags = ['uploads'];
 const flags = Type.Object({ folder: Type.Optional(Type.Boolean()), tags: Type.Optional(Type.Boolean()), transform: Type.Optional(Type.Boolean()) });
@@ -104,8 +105,7 @@ export async function tokenRoutes(app: FastifyInstance, opts: { tokens: UploadTo
 
   // The body is the file itself, whatever its Content-Type: streamed, never parsed.
   await app.register(async (scope) => {
-    scope.removeAllContentTypeParsers();
-    scope.addContentTypeParser('*', (_request, payload, done) => done(null, payload));
+    takeRawBodies(scope);
     scope.post(
       '/api/v1/uploads/:token',
       {

@@ -1,7 +1,8 @@
-// The answer of an upload: INTERFACE.md 4.3 documents a flat record and `{success, data}`, and
-// the hosted SDKs read `data.file_size` and `data.workspace_no`; this shape satisfies all of them.
-import type { FileRecord } from '../../services/files.ts';
-
-export function uploadAnswer(record: FileRecord) {
-  return { success: true as const, ...record, data: record };
+// Answers in both documented shapes at once: INTERFACE.md 4.3 documents a flat record and
+// `{success, data}`, and the hosted SDKs read one or the other (uploads, file rename and update,
+// folder create and rename); the flat fields plus `success` and `data` satisfy all of them.
+export function bothShapes<T extends object>(value: T) {
+  return { success: true as const, ...value, data: value };
 }
+
+export const uploadAnswer = bothShapes;
