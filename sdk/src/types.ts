@@ -29,6 +29,10 @@ export interface FileRecord {
   source: string;
   folder_name: string | null;
   updated_at: string;
+  /** Older hosted names, sent too: thumbanil = thumbnail, meta_data = metadata; folder_id is the folder's id. */
+  thumbanil: string | null;
+  meta_data: Record<string, unknown>;
+  folder_id: string | null;
 }
 
 export interface MultipartSession {
