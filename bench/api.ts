@@ -62,7 +62,12 @@ async function measure(databaseUrl: string | undefined, appRoutes = false): Prom
   const base = await app.listen({ host: '127.0.0.1', port: 0 });
   (services.multipart as any).settings.publicUrl = base;
   const ws = await services.workspaces.create('bench');
-  for (let i = 0; i < 25; i++) await services.sources.create(ws.workspace_id, { name: `src-${i}`, type: 's3', configuration: { region: 'us-east-1', bucket: `bucket-${i}`, access_key: 'AKIA', secret_key: 'secret' } });
+  for (let i = 0; i < 25; i++)
+    await services.sources.create(ws.workspace_id, {
+      name: `src-${i}`,
+      type: 's3',
+      configuration: { region: 'us-east-1', bucket: `bucket-${i}`, access_key: 'AKIA', secret_key: 'secret' },
+    });
   // Each request is sent once to keep a real answer (for the same-body baseline), then loaded.
   const startRequest = {
     url: `${base}/api/v1/multipart/start`,
@@ -127,24 +132,48 @@ async function signing(): Promise<void> {
   const key = createHmac('sha256', master).update('stowage/part-url/v1').digest();
   const signer = new PartUrlSigner(master);
   const perPartHmac = await perCall(() => {
-    for (let n = 1; n <= PARTS; n++) createHmac('sha256', key).update(`${session}\n${n}\n${lengths[n - 1]}\n${expires}`).digest('base64url');
+    for (let n = 1; n <= PARTS; n++)
+      createHmac('sha256', key)
+        .update(`${session}\n${n}\n${lengths[n - 1]}\n${expires}`)
+        .digest('base64url');
   });
   const batched = await perCall(() => signer.urls('http://127.0.0.1:8080', session, lengths, expires));
   // Presigning needs no server: nothing is sent.
-  const s3 = new S3Storage({ endpoint: 'http://127.0.0.1:9', region: 'us-east-1', bucket: 'bench', accessKeyId: 'AKIA', secretAccessKey: 'secret', forcePathStyle: true });
+  const s3 = new S3Storage({
+    endpoint: 'http://127.0.0.1:9',
+    region: 'us-east-1',
+    bucket: 'bench',
+    accessKeyId: 'AKIA',
+    secretAccessKey: 'secret',
+    forcePathStyle: true,
+  });
   const parts = lengths.map((length, i) => ({ partNumber: i + 1, length }));
   const perPartSdk = await perCall(async () => {
     for (const p of parts) {
-      await getSignedUrl(s3.client, new UploadPartCommand({ Bucket: 'bench', Key: 'ws/key.bin', UploadId: 'upload-1', PartNumber: p.partNumber, ContentLength: p.length }), {
-        expiresIn: 3600,
-        signableHeaders: new Set(['content-length']),
-      });
+      await getSignedUrl(
+        s3.client,
+        new UploadPartCommand({
+          Bucket: 'bench',
+          Key: 'ws/key.bin',
+          UploadId: 'upload-1',
+          PartNumber: p.partNumber,
+          ContentLength: p.length,
+        }),
+        {
+          expiresIn: 3600,
+          signableHeaders: new Set(['content-length']),
+        },
+      );
     }
   });
   const presigned = await perCall(() => s3.presignParts('ws/key.bin', 'upload-1', parts, 3600));
-  console.log(`\nsigning the ${PARTS} part URLs of one start (µs per start, one start after another; x = baseline / ours)`);
+  console.log(
+    `\nsigning the ${PARTS} part URLs of one start (µs per start, one start after another; x = baseline / ours)`,
+  );
   console.log(`${'local: one HMAC per part'.padEnd(40)} ${fmt(perPartHmac, 0).padStart(8)}`);
-  console.log(`${'local: batched (PartUrlSigner.urls)'.padEnd(40)} ${fmt(batched, 0).padStart(8)}  ${fmt(perPartHmac / batched, 2)}x`);
+  console.log(
+    `${'local: batched (PartUrlSigner.urls)'.padEnd(40)} ${fmt(batched, 0).padStart(8)}  ${fmt(perPartHmac / batched, 2)}x`,
+  );
   console.log(`${'S3: getSignedUrl per part'.padEnd(40)} ${fmt(perPartSdk, 0).padStart(8)}`);
   console.log(`${'S3: presignParts'.padEnd(40)} ${fmt(presigned, 0).padStart(8)}  ${fmt(perPartSdk / presigned, 2)}x`);
 }
@@ -160,21 +189,31 @@ async function main() {
   // minimal route.
   const sameStart = await bareRoute(sqlite.startBody);
   const sameList = await bareRoute(sqlite.listBody);
-  rows.push(['multipart start, SQLite', sqlite.start, 0.3, sameStart], ['list sources, SQLite', sqlite.list, 0.5, sameList]);
+  rows.push(
+    ['multipart start, SQLite', sqlite.start, 0.3, sameStart],
+    ['list sources, SQLite', sqlite.list, 0.5, sameList],
+  );
   const db = await freshPostgres(PG_ADMIN, 'stowage_bench').catch(() => undefined);
   if (db) {
     try {
       const p = await measure(db.url);
-      rows.push(['multipart start, PostgreSQL', p.start, 0.3, sameStart], ['list sources, PostgreSQL', p.list, 0.5, sameList]);
+      rows.push(
+        ['multipart start, PostgreSQL', p.start, 0.3, sameStart],
+        ['list sources, PostgreSQL', p.list, 0.5, sameList],
+      );
     } finally {
       await db.drop();
     }
   } else console.log('(PostgreSQL not reachable: skipped)\n');
 
-  console.log(`${'run'.padEnd(30)} ${'req/s'.padStart(8)} ${'p99 ms'.padStart(7)} ${'errors'.padStart(6)} ${'x bare'.padStart(7)}  ${'x same-body bare'.padStart(16)}`);
+  console.log(
+    `${'run'.padEnd(30)} ${'req/s'.padStart(8)} ${'p99 ms'.padStart(7)} ${'errors'.padStart(6)} ${'x bare'.padStart(7)}  ${'x same-body bare'.padStart(16)}`,
+  );
   /** One line of the table: figures, then the ratio to the bare route and anything after it. */
   const line = (label: string, r: Result, extra = '') =>
-    console.log(`${label.padEnd(30)} ${fmt(r.rps, 0).padStart(8)} ${String(r.p99).padStart(7)} ${String(r.errors).padStart(6)} ${fmt(r.rps / baseline.rps, 3).padStart(7)}${extra}`);
+    console.log(
+      `${label.padEnd(30)} ${fmt(r.rps, 0).padStart(8)} ${String(r.p99).padStart(7)} ${String(r.errors).padStart(6)} ${fmt(r.rps / baseline.rps, 3).padStart(7)}${extra}`,
+    );
   line('bare Fastify route', baseline);
   line('  same body as start', sameStart);
   line('  same body as list', sameList);
@@ -182,7 +221,8 @@ async function main() {
     console.log("Stowage's app, routes that do no work (its hooks: request metrics, auth, errors)");
     for (const [label, r] of sqlite.app) line(label, r);
   }
-  for (const [label, r, target, same] of rows) line(label, r, `  ${fmt(r.rps / same.rps, 3).padStart(16)}  target >= ${target} x bare`);
+  for (const [label, r, target, same] of rows)
+    line(label, r, `  ${fmt(r.rps / same.rps, 3).padStart(16)}  target >= ${target} x bare`);
   await signing();
 }
 

@@ -31,17 +31,33 @@ async function load(url: string): Promise<{ rps: number; p99: number; errors: nu
 async function main() {
   const dir = mkdtempSync(join(tmpdir(), 'bench-delivery-'));
   // A photo-like 4000x3000 JPEG: noise, so it compresses (and decodes) like a real one.
-  const noise = await sharp({ create: { width: 4000, height: 3000, channels: 3, background: '#808080', noise: { type: 'gaussian', mean: 128, sigma: 40 } } }).jpeg({ quality: 85 }).toBuffer();
+  const noise = await sharp({
+    create: {
+      width: 4000,
+      height: 3000,
+      channels: 3,
+      background: '#808080',
+      noise: { type: 'gaussian', mean: 128, sigma: 40 },
+    },
+  })
+    .jpeg({ quality: 85 })
+    .toBuffer();
   const photoPath = join(dir, 'photo.jpg');
   writeFileSync(photoPath, noise);
-  console.log(`bench/delivery — 4000x3000 JPEG (${fmt(noise.length / 1024 / 1024, 2)} MiB), w_800,f_webp; best of ${ROUNDS}; load ${CONNECTIONS} connections x ${DURATION} s; node ${process.version}\n`);
+  console.log(
+    `bench/delivery — 4000x3000 JPEG (${fmt(noise.length / 1024 / 1024, 2)} MiB), w_800,f_webp; best of ${ROUNDS}; load ${CONNECTIONS} connections x ${DURATION} s; node ${process.version}\n`,
+  );
 
   // Baseline 1: sharp directly, reading the same file.
   let sharpMs = Infinity;
   let rendition = Buffer.alloc(0);
   for (let i = 0; i < ROUNDS; i++) {
     const t = performance.now();
-    rendition = await sharp(photoPath, { limitInputPixels: 100_000_000 }).rotate().resize({ width: 800 }).webp({ quality: 80 }).toBuffer();
+    rendition = await sharp(photoPath, { limitInputPixels: 100_000_000 })
+      .rotate()
+      .resize({ width: 800 })
+      .webp({ quality: 80 })
+      .toBuffer();
     sharpMs = Math.min(sharpMs, performance.now() - t);
   }
 
@@ -55,9 +71,23 @@ async function main() {
     // A new name each round, so every first request really renders.
     const name = `photo-${i}.jpg`;
     const staged = await services.uploads.stage(ws.workspace_id, Readable.from([noise]));
-    await services.uploads.finish(staged, { name, folder: [], tags: [], metadata: {}, custom_id: null, randomPrefix: false, transform: null, webhookUrl: null }, 'direct');
+    await services.uploads.finish(
+      staged,
+      {
+        name,
+        folder: [],
+        tags: [],
+        metadata: {},
+        custom_id: null,
+        randomPrefix: false,
+        transform: null,
+        webhookUrl: null,
+      },
+      'direct',
+    );
     // Same bytes: every file shares one blob, so clear its cached renditions first.
-    for await (const o of services.storage.list('')) if (o.key.includes('.renditions/')) await services.storage.delete(o.key);
+    for await (const o of services.storage.list(''))
+      if (o.key.includes('.renditions/')) await services.storage.delete(o.key);
     const t = performance.now();
     const res = await fetch(`${base}/${ws.workspace_id}/w_800,f_webp/${name}`);
     await res.arrayBuffer();
@@ -84,8 +114,12 @@ async function main() {
   console.log(`first request (render + store + send)   ${fmt(firstMs, 1)} ms`);
   console.log(`sharp directly on the same file          ${fmt(sharpMs, 1)} ms`);
   console.log(`  overhead ratio ${fmt(firstMs / sharpMs, 3)} (target <= 1.15)\n`);
-  console.log(`cached rendition     ${fmt(stowage.rps, 0).padStart(7)} req/s  p99 ${stowage.p99} ms  errors ${stowage.errors}  renders during load ${remade}`);
-  console.log(`@fastify/static      ${fmt(baseline.rps, 0).padStart(7)} req/s  p99 ${baseline.p99} ms  errors ${baseline.errors}`);
+  console.log(
+    `cached rendition     ${fmt(stowage.rps, 0).padStart(7)} req/s  p99 ${stowage.p99} ms  errors ${stowage.errors}  renders during load ${remade}`,
+  );
+  console.log(
+    `@fastify/static      ${fmt(baseline.rps, 0).padStart(7)} req/s  p99 ${baseline.p99} ms  errors ${baseline.errors}`,
+  );
   console.log(`  ratio ${fmt(stowage.rps / baseline.rps, 3)} (target >= 0.70)`);
 }
 

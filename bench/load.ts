@@ -24,15 +24,27 @@ interface Acked {
   sha256: string;
 }
 
-const percentile = (sorted: number[], p: number) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] : NaN);
+const percentile = (sorted: number[], p: number) =>
+  sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] : NaN;
 
-export async function runLoad(opts: { clients: number; seconds: number; log?: (line: string) => void } = { clients: CLIENTS, seconds: SECONDS }) {
+export async function runLoad(
+  opts: { clients: number; seconds: number; log?: (line: string) => void } = { clients: CLIENTS, seconds: SECONDS },
+) {
   const log = opts.log ?? console.log;
   const dir = mkdtempSync(join(tmpdir(), 'load-stowage-'));
   const port = await freePort();
   const server = await startProcess(
     ['--import', 'tsx', 'src/main.ts'],
-    { STOWAGE_DATA_DIR: dir, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'error', STOWAGE_RATE_LIMIT_UPLOAD: 'off', STOWAGE_RATE_LIMIT_API: 'off', STOWAGE_MAX_CONCURRENT_UPLOADS: '0', AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true' },
+    {
+      STOWAGE_DATA_DIR: dir,
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      LOG_LEVEL: 'error',
+      STOWAGE_RATE_LIMIT_UPLOAD: 'off',
+      STOWAGE_RATE_LIMIT_API: 'off',
+      STOWAGE_MAX_CONCURRENT_UPLOADS: '0',
+      AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
+    },
     /workspace_id:\s+(\S+)/,
   );
   // The first start writes the keys to DATA_DIR/first-workspace.json (stdout is not a terminal).
@@ -40,7 +52,16 @@ export async function runLoad(opts: { clients: number; seconds: number; log?: (l
   const workspace: string = first.workspace_id;
   const secret: string = first.private_key;
   const base = `http://127.0.0.1:${port}`;
-  for (let i = 0; i < 100 && !(await fetch(`${base}/healthz`).then((r) => r.ok, () => false)); i++) await new Promise((r) => setTimeout(r, 100));
+  for (
+    let i = 0;
+    i < 100 &&
+    !(await fetch(`${base}/healthz`).then(
+      (r) => r.ok,
+      () => false,
+    ));
+    i++
+  )
+    await new Promise((r) => setTimeout(r, 100));
   const pid = server.child.pid!;
   const auth = { 'x-api-key': secret };
 
@@ -50,7 +71,8 @@ export async function runLoad(opts: { clients: number; seconds: number; log?: (l
   const acked: Acked[] = [];
   const rssSamples: number[] = [];
   const sampler = setInterval(() => rssSamples.push(rss(pid)), 500);
-  const count = (kind: Kind, status: number) => statuses.set(`${kind} ${status}`, (statuses.get(`${kind} ${status}`) ?? 0) + 1);
+  const count = (kind: Kind, status: number) =>
+    statuses.set(`${kind} ${status}`, (statuses.get(`${kind} ${status}`) ?? 0) + 1);
 
   const started = performance.now();
   const deadline = started + opts.seconds * 1000;
@@ -69,7 +91,7 @@ export async function runLoad(opts: { clients: number; seconds: number; log?: (l
             form.append('file_name', name);
             form.append('folder', `load/c${client % 20}`);
             form.append('file', new Blob([new Uint8Array(bytes)]));
-            const res = await fetch(`${base}/api/v1/uploads`, { method: 'POST', headers: auth, body: form});
+            const res = await fetch(`${base}/api/v1/uploads`, { method: 'POST', headers: auth, body: form });
             const body = (await res.json()) as { file_no?: string; hash?: string };
             count(kind, res.status);
             if (res.status === 201) {
@@ -80,7 +102,9 @@ export async function runLoad(opts: { clients: number; seconds: number; log?: (l
               acked.push(a);
             }
           } else if (kind === 'list') {
-            const res = await fetch(`${base}/api/v1/files?limit=20&page=${1 + Math.floor(Math.random() * 5)}`, { headers: auth});
+            const res = await fetch(`${base}/api/v1/files?limit=20&page=${1 + Math.floor(Math.random() * 5)}`, {
+              headers: auth,
+            });
             await res.arrayBuffer();
             count(kind, res.status);
           } else {
@@ -88,7 +112,8 @@ export async function runLoad(opts: { clients: number; seconds: number; log?: (l
             const res = await fetch(`${base}/${workspace}/load/c${client % 20}/${a.name}`, {});
             const got = Buffer.from(await res.arrayBuffer());
             count(kind, res.status);
-            if (res.status === 200 && createHash('sha256').update(got).digest('hex') !== a.sha256) failures.push(`${a.name}: delivered bytes differ`);
+            if (res.status === 200 && createHash('sha256').update(got).digest('hex') !== a.sha256)
+              failures.push(`${a.name}: delivered bytes differ`);
           }
         } catch (err) {
           count(kind, 0);
@@ -106,7 +131,7 @@ export async function runLoad(opts: { clients: number; seconds: number; log?: (l
   for (let i = 0; i < acked.length; i += 50) {
     await Promise.all(
       acked.slice(i, i + 50).map(async (a) => {
-        const res = await fetch(`${base}/api/v1/files/${a.fileNo}`, { headers: auth});
+        const res = await fetch(`${base}/api/v1/files/${a.fileNo}`, { headers: auth });
         const body = (await res.json()) as { hash?: string; data?: { hash?: string } };
         const hash = body.hash ?? body.data?.hash;
         if (res.status !== 200 || hash !== a.sha256) {
@@ -121,22 +146,47 @@ export async function runLoad(opts: { clients: number; seconds: number; log?: (l
   rmSync(dir, { recursive: true, force: true });
 
   const all = [...latencies.upload, ...latencies.list, ...latencies.deliver];
-  const fiveXx = [...statuses].filter(([k]) => Number(k.split(' ')[1]) >= 500 || k.endsWith(' 0')).reduce((n, [, c]) => n + c, 0);
-  log(`bench/load — ${opts.clients} clients for ${opts.seconds} s (uploads 1-64 KiB, listings, delivery); node ${process.version}`);
-  log(`${'action'.padEnd(10)} ${'requests'.padStart(9)} ${'req/s'.padStart(8)} ${'p50 ms'.padStart(8)} ${'p90 ms'.padStart(8)} ${'p99 ms'.padStart(8)} ${'max ms'.padStart(8)}`);
+  const fiveXx = [...statuses]
+    .filter(([k]) => Number(k.split(' ')[1]) >= 500 || k.endsWith(' 0'))
+    .reduce((n, [, c]) => n + c, 0);
+  log(
+    `bench/load — ${opts.clients} clients for ${opts.seconds} s (uploads 1-64 KiB, listings, delivery); node ${process.version}`,
+  );
+  log(
+    `${'action'.padEnd(10)} ${'requests'.padStart(9)} ${'req/s'.padStart(8)} ${'p50 ms'.padStart(8)} ${'p90 ms'.padStart(8)} ${'p99 ms'.padStart(8)} ${'max ms'.padStart(8)}`,
+  );
   for (const [kind, l] of [...Object.entries(latencies), ['all', all]] as [string, number[]][]) {
     const s = [...l].sort((a, b) => a - b);
-    log(`${kind.padEnd(10)} ${String(s.length).padStart(9)} ${fmt(s.length / elapsed, 0).padStart(8)} ${fmt(percentile(s, 50)).padStart(8)} ${fmt(percentile(s, 90)).padStart(8)} ${fmt(percentile(s, 99)).padStart(8)} ${fmt(s[s.length - 1] ?? NaN).padStart(8)}`);
+    log(
+      `${kind.padEnd(10)} ${String(s.length).padStart(9)} ${fmt(s.length / elapsed, 0).padStart(8)} ${fmt(percentile(s, 50)).padStart(8)} ${fmt(percentile(s, 90)).padStart(8)} ${fmt(percentile(s, 99)).padStart(8)} ${fmt(s[s.length - 1] ?? NaN).padStart(8)}`,
+    );
   }
-  log(`statuses: ${[...statuses].sort().map(([k, c]) => `${k}: ${c}`).join(', ')}`);
+  log(
+    `statuses: ${[...statuses]
+      .sort()
+      .map(([k, c]) => `${k}: ${c}`)
+      .join(', ')}`,
+  );
   const third = Math.floor(rssSamples.length / 3);
   const peak = Math.max(...rssSamples);
   const mid = Math.max(...rssSamples.slice(third, 2 * third));
   const last = Math.max(...rssSamples.slice(2 * third));
-  log(`server RSS: peak ${fmt(peak / MiB)} MiB (limit ${RSS_LIMIT_MB}); max in the middle third ${fmt(mid / MiB)}, last third ${fmt(last / MiB)}, after the checks ${fmt(finalRss / MiB)}`);
-  log(`acknowledged uploads: ${acked.length}, missing or different afterwards: ${missing}; 5xx or failed requests: ${fiveXx}; other failures: ${failures.length}`);
+  log(
+    `server RSS: peak ${fmt(peak / MiB)} MiB (limit ${RSS_LIMIT_MB}); max in the middle third ${fmt(mid / MiB)}, last third ${fmt(last / MiB)}, after the checks ${fmt(finalRss / MiB)}`,
+  );
+  log(
+    `acknowledged uploads: ${acked.length}, missing or different afterwards: ${missing}; 5xx or failed requests: ${fiveXx}; other failures: ${failures.length}`,
+  );
   for (const f of failures.slice(0, 10)) log(`  ${f}`);
-  return { fiveXx, missing, failures, acked: acked.length, requests: all.length, peakRss: peak, ok: fiveXx === 0 && missing === 0 && failures.length === 0 && peak < RSS_LIMIT_MB * MiB };
+  return {
+    fiveXx,
+    missing,
+    failures,
+    acked: acked.length,
+    requests: all.length,
+    peakRss: peak,
+    ok: fiveXx === 0 && missing === 0 && failures.length === 0 && peak < RSS_LIMIT_MB * MiB,
+  };
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {

@@ -21,7 +21,6 @@ const TMP = process.env.BENCH_TMP ?? tmpdir();
 const PAUSE_MS = Number(process.env.BENCH_PAUSE_MS ?? 3000);
 const REPS = Number(process.env.BENCH_REPS ?? 3);
 
-
 interface Stowage extends Proc {
   url: string;
   key: string;
@@ -32,21 +31,56 @@ interface Stowage extends Proc {
 async function startStowage(env: Record<string, string> = {}): Promise<Stowage> {
   const dir = mkdtempSync(join(TMP, 'bench-stowage-'));
   const port = await freePort();
-  const proc = await startProcess(['--import', 'tsx', 'src/main.ts'], { STOWAGE_DATA_DIR: dir, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn', AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true', ...env }, /first-workspace\.json/);
+  const proc = await startProcess(
+    ['--import', 'tsx', 'src/main.ts'],
+    {
+      STOWAGE_DATA_DIR: dir,
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      LOG_LEVEL: 'warn',
+      AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
+      ...env,
+    },
+    /first-workspace\.json/,
+  );
   // The first start writes the keys to DATA_DIR/first-workspace.json (stdout is not a terminal).
   const first = JSON.parse(readFileSync(join(dir, 'first-workspace.json'), 'utf8'));
   // Wait until it serves.
   for (let i = 0; i < 100; i++) {
-    if (await fetch(`http://127.0.0.1:${port}/healthz`).then((r) => r.ok, () => false)) break;
+    if (
+      await fetch(`http://127.0.0.1:${port}/healthz`).then(
+        (r) => r.ok,
+        () => false,
+      )
+    )
+      break;
     await new Promise((r) => setTimeout(r, 100));
   }
-  return { ...proc, url: `http://127.0.0.1:${port}`, key: first.public_key, secret: first.private_key, dir, stop: async () => { await proc.stop(); rmSync(dir, { recursive: true, force: true }); } };
+  return {
+    ...proc,
+    url: `http://127.0.0.1:${port}`,
+    key: first.public_key,
+    secret: first.private_key,
+    dir,
+    stop: async () => {
+      await proc.stop();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
 }
 
 async function startBaseline(script: string): Promise<Proc & { url: string; dir: string }> {
   const dir = mkdtempSync(join(TMP, 'bench-baseline-'));
   const proc = await startProcess([script], { BENCH_DIR: dir }, /listening (\d+)/);
-  return { ...proc, url: `http://127.0.0.1:${proc.match[1]}`, dir, stop: async () => { await proc.stop(); rmSync(dir, { recursive: true, force: true }); } };
+  return {
+    ...proc,
+    url: `http://127.0.0.1:${proc.match[1]}`,
+    dir,
+    stop: async () => {
+      await proc.stop();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
 }
 
 async function direct(s: Stowage, size: number, name: string): Promise<number> {
@@ -56,7 +90,12 @@ async function direct(s: Stowage, size: number, name: string): Promise<number> {
   return res.ms;
 }
 
-async function multipart(s: Stowage, size: number, name: string, concurrency: number): Promise<{ ms: number; completeMs: number }> {
+async function multipart(
+  s: Stowage,
+  size: number,
+  name: string,
+  concurrency: number,
+): Promise<{ ms: number; completeMs: number }> {
   const started = performance.now();
   const startRes = await fetch(`${s.url}/api/v1/multipart/start`, {
     method: 'POST',
@@ -70,13 +109,21 @@ async function multipart(s: Stowage, size: number, name: string, concurrency: nu
       for (let job = queue.shift(); job; job = queue.shift()) {
         const length = Math.min(session.part_size, size - (job.n - 1) * session.part_size);
         // Streamed from the same generator as every other body, never assembled in memory.
-        const res = await send(job.url, { method: 'PUT', headers: { 'content-type': 'application/octet-stream', 'content-length': length }, total: length });
+        const res = await send(job.url, {
+          method: 'PUT',
+          headers: { 'content-type': 'application/octet-stream', 'content-length': length },
+          total: length,
+        });
         if (res.status !== 200) throw new Error(`part ${job.n}: ${res.status} ${res.body}`);
       }
     }),
   );
   const completeStarted = performance.now();
-  const done = await fetch(`${s.url}/api/v1/multipart/complete`, { method: 'POST', headers: { 'x-api-key': s.key, 'content-type': 'application/json' }, body: JSON.stringify({ session_id: session.session_id }) });
+  const done = await fetch(`${s.url}/api/v1/multipart/complete`, {
+    method: 'POST',
+    headers: { 'x-api-key': s.key, 'content-type': 'application/json' },
+    body: JSON.stringify({ session_id: session.session_id }),
+  });
   if (done.status !== 200) throw new Error(`complete: ${done.status} ${await done.text()}`);
   const completeMs = performance.now() - completeStarted;
   const ms = performance.now() - started;
@@ -96,7 +143,11 @@ const empty = (dir: string) => {
 };
 
 async function bare(b: { url: string; dir: string }, size: number): Promise<number> {
-  const res = await send(`${b.url}/upload`, { method: 'POST', headers: { 'content-type': 'application/octet-stream', 'content-length': size }, total: size });
+  const res = await send(`${b.url}/upload`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/octet-stream', 'content-length': size },
+    total: size,
+  });
   if (res.status !== 201) throw new Error(`bare: ${res.status}`);
   empty(b.dir);
   return res.ms;
@@ -104,11 +155,19 @@ async function bare(b: { url: string; dir: string }, size: number): Promise<numb
 
 async function tus(t: { url: string; dir: string }, size: number): Promise<number> {
   const started = performance.now();
-  const created = await fetch(`${t.url}/files`, { method: 'POST', headers: { 'tus-resumable': '1.0.0', 'upload-length': String(size) } });
+  const created = await fetch(`${t.url}/files`, {
+    method: 'POST',
+    headers: { 'tus-resumable': '1.0.0', 'upload-length': String(size) },
+  });
   const location = new URL(created.headers.get('location')!, t.url).toString();
   const res = await send(location, {
     method: 'PATCH',
-    headers: { 'tus-resumable': '1.0.0', 'upload-offset': '0', 'content-type': 'application/offset+octet-stream', 'content-length': size },
+    headers: {
+      'tus-resumable': '1.0.0',
+      'upload-offset': '0',
+      'content-type': 'application/offset+octet-stream',
+      'content-length': size,
+    },
     total: size,
   });
   if (res.status !== 204) throw new Error(`tus: ${res.status} ${res.body}`);
@@ -117,9 +176,10 @@ async function tus(t: { url: string; dir: string }, size: number): Promise<numbe
   return ms;
 }
 
-
 async function main() {
-  console.log(`bench/upload — ${SIZE / MiB} MiB per throughput run (${REPS} interleaved rounds), ${BIG / MiB} MiB for memory and complete; node ${process.version}\n`);
+  console.log(
+    `bench/upload — ${SIZE / MiB} MiB per throughput run (${REPS} interleaved rounds), ${BIG / MiB} MiB for memory and complete; node ${process.version}\n`,
+  );
 
   // Every contender runs once per round, in turn, after a sync: this VM's disk speed drifts by
   // 2x over minutes, so the rounds are interleaved and each contender keeps its best round.
@@ -134,10 +194,26 @@ async function main() {
   const contenders: [string, () => Promise<number>, string][] = [
     ['bare node:http pipe to a file', () => bare(b, SIZE), ''],
     ['@tus/server + FileStore (1 PATCH)', () => tus(t, SIZE), ''],
-    ['stowage direct, fsync on (default)', () => direct(synced, SIZE, `direct-${n++}.bin`), 'target >= 0.80 x bare, > 1.00 x tus'],
-    ['stowage multipart x4, fsync on (default)', async () => (await multipart(synced, SIZE, `multipart-${n++}.bin`, 4)).ms, 'target >= 1.00 x bare, > 1.00 x tus'],
-    ['stowage direct, STOWAGE_FSYNC=false', () => direct(unsynced, SIZE, `direct-${n++}.bin`), 'target >= 0.80 x bare, > 1.00 x tus'],
-    ['stowage multipart x4, STOWAGE_FSYNC=false', async () => (await multipart(unsynced, SIZE, `multipart-${n++}.bin`, 4)).ms, 'target >= 1.00 x bare, > 1.00 x tus'],
+    [
+      'stowage direct, fsync on (default)',
+      () => direct(synced, SIZE, `direct-${n++}.bin`),
+      'target >= 0.80 x bare, > 1.00 x tus',
+    ],
+    [
+      'stowage multipart x4, fsync on (default)',
+      async () => (await multipart(synced, SIZE, `multipart-${n++}.bin`, 4)).ms,
+      'target >= 1.00 x bare, > 1.00 x tus',
+    ],
+    [
+      'stowage direct, STOWAGE_FSYNC=false',
+      () => direct(unsynced, SIZE, `direct-${n++}.bin`),
+      'target >= 0.80 x bare, > 1.00 x tus',
+    ],
+    [
+      'stowage multipart x4, STOWAGE_FSYNC=false',
+      async () => (await multipart(unsynced, SIZE, `multipart-${n++}.bin`, 4)).ms,
+      'target >= 1.00 x bare, > 1.00 x tus',
+    ],
   ];
   const bestMs = contenders.map(() => Infinity);
   const rounds: number[][] = [];
@@ -160,11 +236,23 @@ async function main() {
 
   const bareRate = mbps(SIZE, bestMs[0]);
   const tusRate = mbps(SIZE, bestMs[1]);
-  console.log('throughput, best round'.padEnd(46), 'MiB/s'.padStart(8), 'x bare'.padStart(8), 'x tus'.padStart(8), '  every round (MiB/s)');
+  console.log(
+    'throughput, best round'.padEnd(46),
+    'MiB/s'.padStart(8),
+    'x bare'.padStart(8),
+    'x tus'.padStart(8),
+    '  every round (MiB/s)',
+  );
   for (const [i, [label, , note]] of contenders.entries()) {
     const rate = mbps(SIZE, bestMs[i]);
     const all = rounds.map((r) => fmt(r[i], 0)).join(' ');
-    console.log(label.padEnd(46), fmt(rate).padStart(8), fmt(rate / bareRate, 2).padStart(8), fmt(rate / tusRate, 2).padStart(8), `  ${all.padEnd(20)} ${note}`);
+    console.log(
+      label.padEnd(46),
+      fmt(rate).padStart(8),
+      fmt(rate / bareRate, 2).padStart(8),
+      fmt(rate / tusRate, 2).padStart(8),
+      `  ${all.padEnd(20)} ${note}`,
+    );
   }
 
   // Memory: a fresh server per size, peak RSS over its whole life.
@@ -176,7 +264,9 @@ async function main() {
   await direct(big, BIG, 'big.bin');
   const bigPeak = peakRss(big.child.pid!);
   await big.stop();
-  console.log(`\npeak RSS: ${fmt(smallPeak / MiB)} MiB after ${SMALL / MiB} MiB, ${fmt(bigPeak / MiB)} MiB after ${BIG / MiB} MiB direct upload: ratio ${fmt(bigPeak / smallPeak, 3)} (target <= 1.10)`);
+  console.log(
+    `\npeak RSS: ${fmt(smallPeak / MiB)} MiB after ${SMALL / MiB} MiB, ${fmt(bigPeak / MiB)} MiB after ${BIG / MiB} MiB direct upload: ratio ${fmt(bigPeak / smallPeak, 3)} (target <= 1.10)`,
+  );
 
   // Complete: parts sent in order, one at a time; then 4 at a time.
   const c = await startStowage();
@@ -184,7 +274,9 @@ async function main() {
   const parallel = await multipart(c, BIG, 'complete-par.bin', 4);
   const cPeak = peakRss(c.child.pid!);
   await c.stop();
-  console.log(`complete of ${BIG / GiB} GiB multipart: ${fmt(sequential.completeMs, 0)} ms with parts in order (target < 500 ms), ${fmt(parallel.completeMs, 0)} ms with 4 parts in flight; peak RSS ${fmt(cPeak / MiB)} MiB`);
+  console.log(
+    `complete of ${BIG / GiB} GiB multipart: ${fmt(sequential.completeMs, 0)} ms with parts in order (target < 500 ms), ${fmt(parallel.completeMs, 0)} ms with 4 parts in flight; peak RSS ${fmt(cPeak / MiB)} MiB`,
+  );
 }
 
 main().catch((err) => {

@@ -47,7 +47,12 @@ async function signIn(key: string): Promise<boolean> {
   try {
     await client.listSources({ limit: 1 });
   } catch (err) {
-    status(err instanceof StowageError && err.status === 403 ? 'That is a public key: the dashboard needs a private key.' : `Sign in failed: ${problem(err)}`, true);
+    status(
+      err instanceof StowageError && err.status === 403
+        ? 'That is a public key: the dashboard needs a private key.'
+        : `Sign in failed: ${problem(err)}`,
+      true,
+    );
     return false;
   }
   api = client;
@@ -211,7 +216,14 @@ function openDetails(f: FileRecord): void {
   }
   const facts = $('facts');
   facts.replaceChildren();
-  for (const [k, v] of [['Size', human(f.size)], ['Type', f.mime_type], ['Dimensions', f.width ? `${f.width} × ${f.height}` : '—'], ['Path', f.path], ['URL', f.url], ['SHA-256', f.hash]]) {
+  for (const [k, v] of [
+    ['Size', human(f.size)],
+    ['Type', f.mime_type],
+    ['Dimensions', f.width ? `${f.width} × ${f.height}` : '—'],
+    ['Path', f.path],
+    ['URL', f.url],
+    ['SHA-256', f.hash],
+  ]) {
     const dt = document.createElement('dt');
     dt.textContent = k;
     const dd = document.createElement('dd');
@@ -311,7 +323,13 @@ function sourceRow(s: Source): HTMLTableRowElement {
     }),
   );
   actions.append(test, ' ', del);
-  tr.append(cell(s.name), cell(s.type), cell(JSON.stringify(s.configuration)), cell(s.is_active ? 'yes' : 'no'), actions);
+  tr.append(
+    cell(s.name),
+    cell(s.type),
+    cell(JSON.stringify(s.configuration)),
+    cell(s.is_active ? 'yes' : 'no'),
+    actions,
+  );
   return tr;
 }
 
@@ -322,7 +340,8 @@ $('signin-form').addEventListener('submit', (e) => {
   void signIn($<HTMLInputElement>('key').value.trim());
 });
 $('signout').addEventListener('click', signOut);
-for (const b of document.querySelectorAll<HTMLButtonElement>('nav [data-view]')) b.addEventListener('click', () => show(b.dataset.view as 'files' | 'sources'));
+for (const b of document.querySelectorAll<HTMLButtonElement>('nav [data-view]'))
+  b.addEventListener('click', () => show(b.dataset.view as 'files' | 'sources'));
 
 $<HTMLInputElement>('file-input').addEventListener('change', (e) => {
   const input = e.target as HTMLInputElement;
@@ -379,15 +398,24 @@ $('meta-form').addEventListener('submit', (e) => {
     status('Metadata must be a JSON object', true);
     return;
   }
-  const tags = $<HTMLInputElement>('tags').value.split(',').map((t) => t.trim()).filter(Boolean);
+  const tags = $<HTMLInputElement>('tags')
+    .value.split(',')
+    .map((t) => t.trim())
+    .filter(Boolean);
   const removed = Object.keys(current.metadata).filter((k) => !(k in metadata));
   for (const k of removed) metadata[k] = null;
   void saveCurrent(
-    { add_tags: tags, remove_tags: current.tags.filter((t) => !tags.includes(t)), metadata, is_private: $<HTMLInputElement>('private').checked },
+    {
+      add_tags: tags,
+      remove_tags: current.tags.filter((t) => !tags.includes(t)),
+      metadata,
+      is_private: $<HTMLInputElement>('private').checked,
+    },
     'Saved',
   );
 });
-for (const id of ['t-width', 't-height', 't-crop', 't-format', 't-quality', 't-gray']) $(id).addEventListener('input', updateBuilder);
+for (const id of ['t-width', 't-height', 't-crop', 't-format', 't-quality', 't-gray'])
+  $(id).addEventListener('input', updateBuilder);
 $('copy').addEventListener('click', () =>
   guarded('Copying', async () => {
     const url = builderUrl();
@@ -417,7 +445,11 @@ $('source-form').addEventListener('submit', (e) => {
     return;
   }
   void guarded('Adding the source', async () => {
-    await api!.createSource({ name: $<HTMLInputElement>('s-name').value.trim(), type: $<HTMLSelectElement>('s-type').value as Source['type'], configuration });
+    await api!.createSource({
+      name: $<HTMLInputElement>('s-name').value.trim(),
+      type: $<HTMLSelectElement>('s-type').value as Source['type'],
+      configuration,
+    });
     status('Source added');
     await refreshSources();
   });

@@ -24,7 +24,15 @@ if (files.length === 0) {
 const concurrency = process.env.TEST_CONCURRENCY ?? '2';
 const result = spawnSync(
   process.execPath,
-  ['--import', 'tsx', '--test', `--test-concurrency=${concurrency}`, '--test-timeout=300000', '--test-reporter=spec', ...files],
+  [
+    '--import',
+    'tsx',
+    '--test',
+    `--test-concurrency=${concurrency}`,
+    '--test-timeout=300000',
+    '--test-reporter=spec',
+    ...files,
+  ],
   { stdio: 'inherit', cwd: root },
 );
 process.exit(result.status ?? 1);

@@ -49,7 +49,9 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
   const { config } = services;
   const app = Fastify({
     // Signatures and upload tokens in URLs are redacted whatever logger options are given.
-    logger: withLogRedaction(opts.logger ?? { level: config.logLevel, redact: { paths: REDACT_PATHS, censor: '[redacted]' } }),
+    logger: withLogRedaction(
+      opts.logger ?? { level: config.logLevel, redact: { paths: REDACT_PATHS, censor: '[redacted]' } },
+    ),
     bodyLimit: config.jsonBodyLimit,
     trustProxy: false,
     routerOptions: { ignoreTrailingSlash: true },
@@ -84,7 +86,11 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
   await app.register(swagger, {
     openapi: {
       openapi: '3.0.3',
-      info: { title: 'Stowage API', version: '1.0.0', description: 'Media asset uploads, sources and delivery. See README.md.' },
+      info: {
+        title: 'Stowage API',
+        version: '1.0.0',
+        description: 'Media asset uploads, sources and delivery. See README.md.',
+      },
       components: {
         securitySchemes: {
           bearer: { type: 'http', scheme: 'bearer', description: 'Authorization: Bearer <API key>' },
@@ -110,7 +116,8 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
   installAuth(app, services.workspaces, config.publicUrl);
   await installRateLimits(app, { upload: config.rateLimitUpload, api: config.rateLimitApi, redis: services.redis });
   // After auth: upload slots are counted per workspace.
-  const disk = config.storage.driver === 'local' ? new DiskSpace(join(config.dataDir, 'storage'), config.minFreeBytes) : undefined;
+  const disk =
+    config.storage.driver === 'local' ? new DiskSpace(join(config.dataDir, 'storage'), config.minFreeBytes) : undefined;
   installUploadSlots(app, { slots: new UploadSlots(config.maxConcurrentUploads), db: services.db, disk });
   installBodyIdleTimeout(app, config.bodyIdleTimeoutMs);
 
@@ -129,13 +136,21 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
   await app.register(healthRoutes, { db: services.db, storage: services.storage, lifecycle: services.lifecycle, disk });
   await app.register(sourceRoutes, { sources: services.sources });
   await app.register(uploadRoutes, { uploads: services.uploads });
-  await app.register(tokenRoutes, { tokens: services.tokens, workspaces: services.workspaces, publicUrl: config.publicUrl });
+  await app.register(tokenRoutes, {
+    tokens: services.tokens,
+    workspaces: services.workspaces,
+    publicUrl: config.publicUrl,
+  });
   await app.register(workspaceRoutes, { workspaces: services.workspaces });
   await app.register(async (scope) => remoteUploadRoute(scope, services.remote));
   await app.register(multipartRoutes, { multipart: services.multipart, workspaces: services.workspaces });
   await app.register(fileRoutes, { files: services.files, folders: services.folders });
   const s3 = config.storage.driver === 's3' ? config.storage.s3 : undefined;
-  const storageOrigin = s3 ? (s3.endpoint ? new URL(s3.endpoint).origin : `https://*.s3.${s3.region}.amazonaws.com`) : undefined;
+  const storageOrigin = s3
+    ? s3.endpoint
+      ? new URL(s3.endpoint).origin
+      : `https://*.s3.${s3.region}.amazonaws.com`
+    : undefined;
   await app.register(dashboardRoutes, { publicUrl: config.publicUrl, storageOrigin });
   await app.register(deliveryRoutes, { delivery: services.delivery, signer: services.deliverySigner });
 

@@ -151,11 +151,14 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
   const databaseUrl = read('DATABASE_URL');
   if (databaseUrl !== undefined && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
     // Never echo the value: it usually carries a password.
-    problems.push('DATABASE_URL must start with postgres:// or postgresql:// (unset it to use the embedded SQLite database)');
+    problems.push(
+      'DATABASE_URL must start with postgres:// or postgresql:// (unset it to use the embedded SQLite database)',
+    );
   }
 
   const logLevel = (read('LOG_LEVEL') ?? 'info') as LogLevel;
-  if (!LOG_LEVELS.includes(logLevel)) problems.push(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')} (got "${logLevel}")`);
+  if (!LOG_LEVELS.includes(logLevel))
+    problems.push(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')} (got "${logLevel}")`);
 
   const jsonBodyLimit = integer('STOWAGE_JSON_BODY_LIMIT', 1024 * 1024, 1024, 64 * 1024 * 1024);
   const outboundTimeoutMs = integer('STOWAGE_OUTBOUND_TIMEOUT_MS', 10_000, 100, 600_000);
@@ -165,7 +168,8 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     .filter(Boolean);
 
   const gcsApiEndpoint = read('STOWAGE_GCS_API_ENDPOINT');
-  if (gcsApiEndpoint !== undefined && !/^https?:\/\/[^\s]+$/.test(gcsApiEndpoint)) problems.push(`STOWAGE_GCS_API_ENDPOINT must be an http(s) URL (got "${gcsApiEndpoint}")`);
+  if (gcsApiEndpoint !== undefined && !/^https?:\/\/[^\s]+$/.test(gcsApiEndpoint))
+    problems.push(`STOWAGE_GCS_API_ENDPOINT must be an http(s) URL (got "${gcsApiEndpoint}")`);
 
   const storage = readStorage(read, problems);
   const maxFileSize = integer('STOWAGE_MAX_FILE_SIZE', 5 * 1024 ** 4, 1, Number.MAX_SAFE_INTEGER);
@@ -189,14 +193,18 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
       problems.push(`${name} must look like 60/10s, 600/1m or off (got "${raw}")`);
       return fallback;
     }
-    return { max: Number(m[1]), windowMs: Number(m[2]) * { s: 1000, m: 60_000, h: 3_600_000 }[m[3] as 's' | 'm' | 'h'] };
+    return {
+      max: Number(m[1]),
+      windowMs: Number(m[2]) * { s: 1000, m: 60_000, h: 3_600_000 }[m[3] as 's' | 'm' | 'h'],
+    };
   };
   const rateLimitUpload = rate('STOWAGE_RATE_LIMIT_UPLOAD', { max: 60, windowMs: 10_000 });
   const rateLimitApi = rate('STOWAGE_RATE_LIMIT_API', { max: 600, windowMs: 60_000 });
   const shutdownDelayMs = integer('STOWAGE_SHUTDOWN_DELAY_MS', 0, 0, 600_000);
   const shutdownTimeoutMs = integer('STOWAGE_SHUTDOWN_TIMEOUT_MS', 30_000, 0, 3_600_000);
   const redisUrl = read('REDIS_URL');
-  if (redisUrl !== undefined && !/^rediss?:\/\//.test(redisUrl)) problems.push('REDIS_URL must start with redis:// or rediss://');
+  if (redisUrl !== undefined && !/^rediss?:\/\//.test(redisUrl))
+    problems.push('REDIS_URL must start with redis:// or rediss://');
   const privateUrlTtl = integer('STOWAGE_PRIVATE_URL_TTL', 3600, 1, 7 * 24 * 3600);
   const remoteTimeoutMs = integer('STOWAGE_REMOTE_TIMEOUT_MS', 10 * 60 * 1000, 100, 24 * 3600 * 1000);
   const multipartMaxTtl = integer('STOWAGE_MULTIPART_MAX_TTL', 7 * 24 * 3600, 60, 7 * 24 * 3600);
@@ -204,7 +212,8 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
   const sweepGraceMs = integer('STOWAGE_SWEEP_GRACE_MS', 15 * 60 * 1000, 0, 7 * 24 * 3600 * 1000);
   const minFreeBytes = integer('STOWAGE_MIN_FREE_BYTES', 256 * 1024 * 1024, 0, Number.MAX_SAFE_INTEGER);
   const bodyIdleTimeoutMs = integer('STOWAGE_BODY_IDLE_TIMEOUT_MS', 60_000, 0, 3_600_000);
-  if (bodyIdleTimeoutMs > 0 && bodyIdleTimeoutMs < 100) problems.push(`STOWAGE_BODY_IDLE_TIMEOUT_MS must be 0 (never) or at least 100 (got "${bodyIdleTimeoutMs}")`);
+  if (bodyIdleTimeoutMs > 0 && bodyIdleTimeoutMs < 100)
+    problems.push(`STOWAGE_BODY_IDLE_TIMEOUT_MS must be 0 (never) or at least 100 (got "${bodyIdleTimeoutMs}")`);
   const headersTimeoutMs = integer('STOWAGE_HEADERS_TIMEOUT_MS', 30_000, 100, 600_000);
   const keepAliveTimeoutMs = integer('STOWAGE_KEEP_ALIVE_TIMEOUT_MS', 72_000, 1, 3_600_000);
   const maxConcurrentUploads = integer('STOWAGE_MAX_CONCURRENT_UPLOADS', 32, 0, 1_000_000);
@@ -216,7 +225,10 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     if (!masterKey) problems.push('STOWAGE_MASTER_KEY must be 32 bytes, as 64 hex characters or base64');
   }
   const previousMasterKeys: Buffer[] = [];
-  for (const part of (read('STOWAGE_MASTER_KEY_PREVIOUS') ?? '').split(',').map((s) => s.trim()).filter(Boolean)) {
+  for (const part of (read('STOWAGE_MASTER_KEY_PREVIOUS') ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)) {
     const key = parseMasterKey(part);
     if (key) previousMasterKeys.push(key);
     else problems.push('STOWAGE_MASTER_KEY_PREVIOUS must be a comma-separated list of 32-byte keys (hex or base64)');
@@ -264,23 +276,28 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
 function readStorage(read: (name: string) => string | undefined, problems: string[]): StorageConfig {
   const driver = read('STOWAGE_STORAGE') ?? 'local';
   const fsync = read('STOWAGE_FSYNC');
-  if (fsync !== undefined && fsync !== 'true' && fsync !== 'false') problems.push(`STOWAGE_FSYNC must be true or false (got "${fsync}")`);
+  if (fsync !== undefined && fsync !== 'true' && fsync !== 'false')
+    problems.push(`STOWAGE_FSYNC must be true or false (got "${fsync}")`);
   if (driver === 'local') return { driver: 'local', fsync: fsync !== 'false' };
   if (driver !== 's3') {
     problems.push(`STOWAGE_STORAGE must be "local" or "s3" (got "${driver}")`);
     return { driver: 'local', fsync: true };
   }
   const endpoint = read('S3_ENDPOINT');
-  if (endpoint !== undefined && !/^https?:\/\/[^\s/]+(\/[^\s]*)?$/.test(endpoint)) problems.push(`S3_ENDPOINT must be an http(s) URL (got "${endpoint}")`);
+  if (endpoint !== undefined && !/^https?:\/\/[^\s/]+(\/[^\s]*)?$/.test(endpoint))
+    problems.push(`S3_ENDPOINT must be an http(s) URL (got "${endpoint}")`);
   const bucket = read('S3_BUCKET');
   if (!bucket) problems.push('S3_BUCKET is required when STOWAGE_STORAGE=s3');
   const accessKeyId = read('S3_ACCESS_KEY_ID');
   const secretAccessKey = read('S3_SECRET_ACCESS_KEY');
   if ((accessKeyId === undefined) !== (secretAccessKey === undefined)) {
-    problems.push('S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY go together (leave both unset to use the AWS default credential chain)');
+    problems.push(
+      'S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY go together (leave both unset to use the AWS default credential chain)',
+    );
   }
   const pathStyle = read('S3_FORCE_PATH_STYLE');
-  if (pathStyle !== undefined && pathStyle !== 'true' && pathStyle !== 'false') problems.push(`S3_FORCE_PATH_STYLE must be true or false (got "${pathStyle}")`);
+  if (pathStyle !== undefined && pathStyle !== 'true' && pathStyle !== 'false')
+    problems.push(`S3_FORCE_PATH_STYLE must be true or false (got "${pathStyle}")`);
   return {
     driver: 's3',
     s3: {
@@ -313,12 +330,15 @@ function loadOrCreateMasterKey(dataDir: string): Buffer {
   const path = join(dataDir, 'master.key');
   mkdirSync(dataDir, { recursive: true });
   try {
-    writeFileSync(path, randomBytes(32).toString('base64') + '\n', { mode: 0o600, flag: 'wx' });
+    writeFileSync(path, `${randomBytes(32).toString('base64')}\n`, { mode: 0o600, flag: 'wx' });
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
   }
   const key = parseMasterKey(readFileSync(path, 'utf8'));
-  if (!key) throw new ConfigError([`${path} does not hold a 32-byte key; restore it from a backup or remove it only if no secrets were stored under it`]);
+  if (!key)
+    throw new ConfigError([
+      `${path} does not hold a 32-byte key; restore it from a backup or remove it only if no secrets were stored under it`,
+    ]);
   if ((statSync(path).mode & 0o077) !== 0) {
     throw new ConfigError([`${path} is readable by other users; run: chmod 600 ${path}`]);
   }

@@ -13,7 +13,7 @@ import { checkBucketCors, logCorsCheck } from './storage/s3-cors.ts';
 
 async function main(): Promise<void> {
   tuneHeapForStreaming();
-  let config;
+  let config: ReturnType<typeof loadConfig>;
   try {
     config = loadConfig();
   } catch (err) {
@@ -23,7 +23,9 @@ async function main(): Promise<void> {
     }
     throw err;
   }
-  const services = await createServices(config, { log: (msg, data) => process.stderr.write(`${redactText(JSON.stringify({ level: 40, msg, ...data }))}\n`) });
+  const services = await createServices(config, {
+    log: (msg, data) => process.stderr.write(`${redactText(JSON.stringify({ level: 40, msg, ...data }))}\n`),
+  });
   const created = await services.workspaces.bootstrapIfEmpty();
 
   if (created) announceFirstWorkspace(created, config.dataDir);
@@ -36,9 +38,16 @@ async function main(): Promise<void> {
   // and time-limited, so a slow or odd storage server never holds up or fails the start.
   if (config.storage.driver === 's3' && services.storage instanceof S3Storage) {
     const s3 = config.storage.s3;
-    checkBucketCors(services.storage.client, s3.bucket, { timeoutMs: 5000, secrets: [s3.accessKeyId, s3.secretAccessKey] }).then(
+    checkBucketCors(services.storage.client, s3.bucket, {
+      timeoutMs: 5000,
+      secrets: [s3.accessKeyId, s3.secretAccessKey],
+    }).then(
       (check) => logCorsCheck(app.log, check),
-      (err) => app.log.warn({ err: { message: err instanceof Error ? err.message : String(err) } }, 'S3 bucket CORS could not be checked'),
+      (err) =>
+        app.log.warn(
+          { err: { message: err instanceof Error ? err.message : String(err) } },
+          'S3 bucket CORS could not be checked',
+        ),
     );
   }
 
@@ -54,7 +63,8 @@ async function main(): Promise<void> {
           sweeping = true;
           Promise.all([services.multipart.sweep(), services.tokens.sweep()])
             .then(
-              ([r, tokens]) => (r.expired || r.intents || r.finished || tokens ? app.log.info({ ...r, tokens }, 'sweep') : undefined),
+              ([r, tokens]) =>
+                r.expired || r.intents || r.finished || tokens ? app.log.info({ ...r, tokens }, 'sweep') : undefined,
               (err) => app.log.warn({ err }, 'sweep failed'),
             )
             .finally(() => {
@@ -113,7 +123,10 @@ function announceFirstWorkspace(created: CreatedWorkspace, dataDir: string): voi
     mkdirSync(dataDir, { recursive: true });
     const temp = `${file}.${process.pid}-${Date.now()}.tmp`;
     try {
-      writeFileSync(temp, `${JSON.stringify({ ...created, created_at: new Date().toISOString() }, null, 2)}\n`, { mode: 0o600, flag: 'wx' });
+      writeFileSync(temp, `${JSON.stringify({ ...created, created_at: new Date().toISOString() }, null, 2)}\n`, {
+        mode: 0o600,
+        flag: 'wx',
+      });
       chmodSync(temp, 0o600);
       renameSync(temp, file);
     } catch (err) {
@@ -128,9 +141,17 @@ function announceFirstWorkspace(created: CreatedWorkspace, dataDir: string): voi
     );
   }
   const lines = ['', `Stowage created your first workspace.`, `  workspace_id:   ${created.workspace_id}`];
-  if (written) lines.push(`  Its public key, private key and webhook secret are in ${file} (readable by you only).`, '  Copy them somewhere safe, then delete that file: only hashes of the keys are stored.');
+  if (written)
+    lines.push(
+      `  Its public key, private key and webhook secret are in ${file} (readable by you only).`,
+      '  Copy them somewhere safe, then delete that file: only hashes of the keys are stored.',
+    );
   if (process.stdout.isTTY) {
-    lines.push(`  public_key:     ${created.public_key}`, `  private_key:    ${created.private_key}`, `  webhook_secret: ${created.webhook_secret}`);
+    lines.push(
+      `  public_key:     ${created.public_key}`,
+      `  private_key:    ${created.private_key}`,
+      `  webhook_secret: ${created.webhook_secret}`,
+    );
   }
   process.stdout.write(`${lines.join('\n')}\n\n`);
 }

@@ -26,14 +26,55 @@ for (const dialect of DIALECTS) {
     before(async () => {
       h = await makeHarness(dialect.name);
       const a = h.ws;
-      const src = await h.services.sources.create(a.workspace_id, { name: 'a-source', type: 's3', configuration: { region: 'us-east-1', bucket: 'a-bucket', access_key: 'AKIA-A-SECRET', secret_key: 'a-secret-value' } });
-      const staged = await h.services.uploads.stage(a.workspace_id, Readable.from([Buffer.from('workspace A private bytes')]));
-      const file = await h.services.uploads.finish(staged, { name: 'a-file.txt', folder: ['a-folder'], tags: ['a-tag'], metadata: {}, custom_id: null, randomPrefix: false, transform: null, webhookUrl: null }, 'direct');
-      const session = await h.services.multipart.start(a.workspace_id, a.public_key, { file_name: 'a-session.bin', size: 100, format: 'application/octet-stream' });
+      const src = await h.services.sources.create(a.workspace_id, {
+        name: 'a-source',
+        type: 's3',
+        configuration: {
+          region: 'us-east-1',
+          bucket: 'a-bucket',
+          access_key: 'AKIA-A-SECRET',
+          secret_key: 'a-secret-value',
+        },
+      });
+      const staged = await h.services.uploads.stage(
+        a.workspace_id,
+        Readable.from([Buffer.from('workspace A private bytes')]),
+      );
+      const file = await h.services.uploads.finish(
+        staged,
+        {
+          name: 'a-file.txt',
+          folder: ['a-folder'],
+          tags: ['a-tag'],
+          metadata: {},
+          custom_id: null,
+          randomPrefix: false,
+          transform: null,
+          webhookUrl: null,
+        },
+        'direct',
+      );
+      const session = await h.services.multipart.start(a.workspace_id, a.public_key, {
+        file_name: 'a-session.bin',
+        size: 100,
+        format: 'application/octet-stream',
+      });
       const revoked = await h.services.workspaces.createKey(a.workspace_id, 'private');
       await h.services.workspaces.revokeKey(revoked.id);
       const b = await h.services.workspaces.create('B');
-      secrets = ['a-file.txt', 'a-folder', 'a-source', 'a-bucket', 'a-secret-value', 'AKIA-A-SECRET', 'a-session.bin', file.file_no, src.id, file.folder_no!, session.session_id];
+      secrets = [
+        'a-file.txt',
+        'a-folder',
+        'a-source',
+        'a-bucket',
+        'a-secret-value',
+        'AKIA-A-SECRET',
+        'a-session.bin',
+        file.file_no,
+        src.id,
+        file.folder_no!,
+        session.session_id,
+      ];
       credentials = {
         'no key': {},
         'malformed key': { authorization: 'Bearer not-a-key' },
@@ -42,30 +83,96 @@ for (const dialect of DIALECTS) {
         "another workspace's private key": { 'x-api-key': b.private_key },
       };
       endpoints = [
-        { method: 'POST', url: '/api/v1/sources', need: 'private', body: { name: 'x', type: 'image_source', configuration: { base_url: 'https://x.example.com' } }, otherWorkspace: 'own' },
+        {
+          method: 'POST',
+          url: '/api/v1/sources',
+          need: 'private',
+          body: { name: 'x', type: 'image_source', configuration: { base_url: 'https://x.example.com' } },
+          otherWorkspace: 'own',
+        },
         { method: 'GET', url: '/api/v1/sources', need: 'private', otherWorkspace: 'own' },
         { method: 'GET', url: `/api/v1/sources/${src.id}`, need: 'private', otherWorkspace: 404 },
-        { method: 'PATCH', url: `/api/v1/sources/${src.id}`, need: 'private', body: { name: 'stolen' }, otherWorkspace: 404 },
+        {
+          method: 'PATCH',
+          url: `/api/v1/sources/${src.id}`,
+          need: 'private',
+          body: { name: 'stolen' },
+          otherWorkspace: 404,
+        },
         { method: 'POST', url: `/api/v1/sources/${src.id}/test`, need: 'private', otherWorkspace: 404 },
         { method: 'DELETE', url: `/api/v1/sources/${src.id}`, need: 'private', otherWorkspace: 404 },
         { method: 'GET', url: '/api/v1/files', need: 'private', otherWorkspace: 'own' },
         { method: 'GET', url: `/api/v1/files/${file.file_no}`, need: 'private', otherWorkspace: 404 },
-        { method: 'PATCH', url: `/api/v1/files/${file.file_no}`, need: 'private', body: { is_private: false }, otherWorkspace: 404 },
-        { method: 'PATCH', url: `/api/v1/files/${file.file_no}/rename`, need: 'private', body: { name: 'stolen.txt' }, otherWorkspace: 404 },
-        { method: 'POST', url: `/api/v1/files/${file.file_no}/signed-url`, need: 'private', body: {}, otherWorkspace: 404 },
+        {
+          method: 'PATCH',
+          url: `/api/v1/files/${file.file_no}`,
+          need: 'private',
+          body: { is_private: false },
+          otherWorkspace: 404,
+        },
+        {
+          method: 'PATCH',
+          url: `/api/v1/files/${file.file_no}/rename`,
+          need: 'private',
+          body: { name: 'stolen.txt' },
+          otherWorkspace: 404,
+        },
+        {
+          method: 'POST',
+          url: `/api/v1/files/${file.file_no}/signed-url`,
+          need: 'private',
+          body: {},
+          otherWorkspace: 404,
+        },
         { method: 'DELETE', url: `/api/v1/files/${file.file_no}`, need: 'private', otherWorkspace: 404 },
         { method: 'GET', url: '/api/v1/folders', need: 'private', otherWorkspace: 'own' },
         { method: 'POST', url: '/api/v1/folders', need: 'private', body: { name: 'x-folder' }, otherWorkspace: 'own' },
-        { method: 'POST', url: `/api/v1/folders/rename/${file.folder_no}`, need: 'private', body: { name: 'stolen' }, otherWorkspace: 404 },
+        {
+          method: 'POST',
+          url: `/api/v1/folders/rename/${file.folder_no}`,
+          need: 'private',
+          body: { name: 'stolen' },
+          otherWorkspace: 404,
+        },
         { method: 'DELETE', url: `/api/v1/folders/${file.folder_no}`, need: 'private', otherWorkspace: 404 },
-        { method: 'POST', url: '/api/v1/multipart/start', need: 'any', body: { file_name: 'x.bin', size: 10, format: 'application/octet-stream' }, otherWorkspace: 'own' },
+        {
+          method: 'POST',
+          url: '/api/v1/multipart/start',
+          need: 'any',
+          body: { file_name: 'x.bin', size: 10, format: 'application/octet-stream' },
+          otherWorkspace: 'own',
+        },
         { method: 'GET', url: `/api/v1/multipart/${session.session_id}`, need: 'any', otherWorkspace: 404 },
-        { method: 'POST', url: '/api/v1/multipart/complete', need: 'any', body: { session_id: session.session_id }, otherWorkspace: 404 },
+        {
+          method: 'POST',
+          url: '/api/v1/multipart/complete',
+          need: 'any',
+          body: { session_id: session.session_id },
+          otherWorkspace: 404,
+        },
         { method: 'DELETE', url: `/api/v1/multipart/${session.session_id}`, need: 'any', otherWorkspace: 404 },
-        { method: 'POST', url: '/api/v1/uploads/remote', need: 'any', body: { remote_url: 'http://127.0.0.1:9/x' }, otherWorkspace: 'own' },
+        {
+          method: 'POST',
+          url: '/api/v1/uploads/remote',
+          need: 'any',
+          body: { remote_url: 'http://127.0.0.1:9/x' },
+          otherWorkspace: 'own',
+        },
         { method: 'GET', url: '/api/v1/workspace', need: 'private', otherWorkspace: 'own' },
-        { method: 'PATCH', url: '/api/v1/workspace', need: 'private', body: { webhook_origins: ['https://hooks.example.com'] }, otherWorkspace: 'own' },
-        { method: 'POST', url: '/api/v1/generate-token', need: 'private', body: { file_name: 'from-a-token.txt' }, otherWorkspace: 'own' },
+        {
+          method: 'PATCH',
+          url: '/api/v1/workspace',
+          need: 'private',
+          body: { webhook_origins: ['https://hooks.example.com'] },
+          otherWorkspace: 'own',
+        },
+        {
+          method: 'POST',
+          url: '/api/v1/generate-token',
+          need: 'private',
+          body: { file_name: 'from-a-token.txt' },
+          otherWorkspace: 'own',
+        },
       ];
     });
     after(() => h?.close());
@@ -90,7 +197,8 @@ for (const dialect of DIALECTS) {
           }
           // A's public key may see A's upload sessions; nobody else sees anything of A.
           if (who !== 'public key') for (const s of secrets) assert.ok(!res.raw.includes(s), `${where}: leaks "${s}"`);
-          else if (e.need === 'private') for (const s of secrets) assert.ok(!res.raw.includes(s), `${where}: leaks "${s}"`);
+          else if (e.need === 'private')
+            for (const s of secrets) assert.ok(!res.raw.includes(s), `${where}: leaks "${s}"`);
         }
       }
       assert.equal(seen.length, Object.keys(credentials).length * endpoints.length);
@@ -108,13 +216,26 @@ for (const dialect of DIALECTS) {
     test('after all of that, workspace A is unchanged', async () => {
       const a = { 'x-api-key': h.ws.private_key };
       const src = (await call(h.app, 'GET', '/api/v1/sources', { headers: a })).body.sources;
-      assert.deepEqual(src.map((s: any) => s.name), ['a-source']);
+      assert.deepEqual(
+        src.map((s: any) => s.name),
+        ['a-source'],
+      );
       const files = (await call(h.app, 'GET', '/api/v1/files', { headers: a })).body.files;
-      assert.deepEqual(files.map((f: any) => [f.name, f.is_private]), [['a-file.txt', false]]);
+      assert.deepEqual(
+        files.map((f: any) => [f.name, f.is_private]),
+        [['a-file.txt', false]],
+      );
       const folders = (await call(h.app, 'GET', '/api/v1/folders', { headers: a })).body.folders;
-      assert.deepEqual(folders.map((f: any) => f.name), ['a-folder']);
+      assert.deepEqual(
+        folders.map((f: any) => f.name),
+        ['a-folder'],
+      );
       const settings = (await call(h.app, 'GET', '/api/v1/workspace', { headers: a })).body.data;
-      assert.deepEqual([settings.allowed_origins, settings.webhook_origins], [[], []], "nobody else changed A's browser settings");
+      assert.deepEqual(
+        [settings.allowed_origins, settings.webhook_origins],
+        [[], []],
+        "nobody else changed A's browser settings",
+      );
     });
   });
 }

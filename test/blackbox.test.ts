@@ -44,7 +44,10 @@ for (const dialect of DIALECTS) {
       assert.ok(workspaceId && privateKey?.startsWith('stw_sk_') && publicKey?.startsWith('stw_pk_'), out);
       assert.equal(first!.workspace_id, workspaceId);
       assert.ok(out.includes(firstWorkspaceFile(dataDir)), out);
-      assert.ok(!out.includes(privateKey!) && !out.includes(publicKey!) && !out.includes(first!.webhook_secret), 'no key on stdout or stderr');
+      assert.ok(
+        !out.includes(privateKey!) && !out.includes(publicKey!) && !out.includes(first!.webhook_secret),
+        'no key on stdout or stderr',
+      );
       assert.equal((await get(`${server.url}/healthz`)).status, 200);
       assert.equal((await get(`${server.url}/readyz`)).status, 200);
       const list = await get(`${server.url}/api/v1/sources`, privateKey);
@@ -93,19 +96,37 @@ for (const dialect of DIALECTS) {
 
     test('workspace set-quota: 402 above the quota, 413 above the maximum file size', async () => {
       const ws = JSON.parse((await runCli(['workspace', 'create', '--name', 'Quota', '--json'], env)).stdout);
-      const set = await runCli(['workspace', 'set-quota', ws.workspace_id, '1KB', '--max-file-size', '600', '--json'], env);
+      const set = await runCli(
+        ['workspace', 'set-quota', ws.workspace_id, '1KB', '--max-file-size', '600', '--json'],
+        env,
+      );
       assert.equal(set.code, 0, set.stderr);
-      assert.deepEqual(JSON.parse(set.stdout), { workspace_id: ws.workspace_id, quota_bytes: 1000, max_file_size: 600, used_bytes: 0, reserved_bytes: 0 });
+      assert.deepEqual(JSON.parse(set.stdout), {
+        workspace_id: ws.workspace_id,
+        quota_bytes: 1000,
+        max_file_size: 600,
+        used_bytes: 0,
+        reserved_bytes: 0,
+      });
       const send = async (bytes: number, name: string) => {
         const form = new FormData();
         form.append('file', new Blob([Buffer.alloc(bytes, name.length)]), name);
         form.append('file_name', name);
-        return (await fetch(`${server!.url}/api/v1/uploads`, { method: 'POST', body: form, headers: { 'x-api-key': ws.public_key } })).status;
+        return (
+          await fetch(`${server!.url}/api/v1/uploads`, {
+            method: 'POST',
+            body: form,
+            headers: { 'x-api-key': ws.public_key },
+          })
+        ).status;
       };
       assert.equal(await send(700, 'too-big.bin'), 413);
       assert.equal(await send(500, 'fits.bin'), 201);
       assert.equal(await send(550, 'over-quota.bin'), 402);
-      const unlimited = await runCli(['workspace', 'set-quota', ws.workspace_id, 'unlimited', '--max-file-size', 'default'], env);
+      const unlimited = await runCli(
+        ['workspace', 'set-quota', ws.workspace_id, 'unlimited', '--max-file-size', 'default'],
+        env,
+      );
       assert.equal(unlimited.code, 0, unlimited.stderr);
       assert.match(unlimited.stdout, /quota unlimited/);
       assert.equal(await send(550, 'now-fine.bin'), 201);
@@ -129,12 +150,15 @@ for (const dialect of DIALECTS) {
 test('a bad configuration stops the start with a message naming the variable', async () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'stowage-bb-'));
   try {
-    await assert.rejects(startServer({ STOWAGE_DATA_DIR: dataDir, PORT: 'not-a-port', STOWAGE_PUBLIC_URL: 'nope' }), (err: any) => {
-      assert.equal(err.code, 78);
-      assert.match(err.output, /PORT must be a whole number/);
-      assert.match(err.output, /STOWAGE_PUBLIC_URL must be/);
-      return true;
-    });
+    await assert.rejects(
+      startServer({ STOWAGE_DATA_DIR: dataDir, PORT: 'not-a-port', STOWAGE_PUBLIC_URL: 'nope' }),
+      (err: any) => {
+        assert.equal(err.code, 78);
+        assert.match(err.output, /PORT must be a whole number/);
+        assert.match(err.output, /STOWAGE_PUBLIC_URL must be/);
+        return true;
+      },
+    );
   } finally {
     rmSync(dataDir, { recursive: true, force: true });
   }

@@ -29,7 +29,15 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, afterEach, before, describe, test, type TestContext } from 'node:test';
-import { AbortMultipartUploadCommand, CreateBucketCommand, DeleteBucketCommand, DeleteObjectCommand, ListMultipartUploadsCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
+import {
+  AbortMultipartUploadCommand,
+  CreateBucketCommand,
+  DeleteBucketCommand,
+  DeleteObjectCommand,
+  ListMultipartUploadsCommand,
+  ListObjectsV2Command,
+  S3Client,
+} from '@aws-sdk/client-s3';
 import { type Browser, chromium, type Page } from 'playwright-core';
 import { ROOT, runCli, type ServerProcess, startServer } from './helpers/process.ts';
 import { closedPort, localServer } from './helpers/servers.ts';
@@ -37,7 +45,8 @@ import { externalService, IN_CI } from './helpers/services.ts';
 
 const CHROMIUM = process.env.STOWAGE_TEST_CHROMIUM ?? '/usr/bin/chromium';
 const haveChromium = existsSync(CHROMIUM);
-if (!haveChromium && IN_CI) test('Chromium is installed', () => assert.fail(`${CHROMIUM} is missing: .ci/run installs Debian's chromium`));
+if (!haveChromium && IN_CI)
+  test('Chromium is installed', () => assert.fail(`${CHROMIUM} is missing: .ci/run installs Debian's chromium`));
 const s3 = externalService('STOWAGE_TEST_S3_ENDPOINT', 'an S3-compatible server (scripts/start-swift.sh)');
 
 const MiB = 1024 * 1024;
@@ -72,7 +81,13 @@ async function startStowage(name: Target['name'], storageEnv: Record<string, str
   // STOWAGE_PUBLIC_URL must name the real port: it is the base of part URLs and upload_url.
   const port = await closedPort();
   const url = `http://127.0.0.1:${port}`;
-  const server = await startServer({ ...env, PORT: String(port), STOWAGE_PUBLIC_URL: url, STOWAGE_SWEEP_INTERVAL_MS: '0', STOWAGE_WEBHOOK_POLL_MS: '0' });
+  const server = await startServer({
+    ...env,
+    PORT: String(port),
+    STOWAGE_PUBLIC_URL: url,
+    STOWAGE_SWEEP_INTERVAL_MS: '0',
+    STOWAGE_WEBHOOK_POLL_MS: '0',
+  });
   return {
     name,
     url,
@@ -90,16 +105,27 @@ async function startStowage(name: Target['name'], storageEnv: Record<string, str
 async function freshBucket(): Promise<{ env: Record<string, string>; drop(): Promise<void> }> {
   const endpoint = s3.value!;
   const region = process.env.STOWAGE_TEST_S3_REGION ?? 'us-east-1';
-  const credentials = { accessKeyId: process.env.STOWAGE_TEST_S3_ACCESS_KEY_ID ?? 'test:tester', secretAccessKey: process.env.STOWAGE_TEST_S3_SECRET_ACCESS_KEY ?? 'testing' };
+  const credentials = {
+    accessKeyId: process.env.STOWAGE_TEST_S3_ACCESS_KEY_ID ?? 'test:tester',
+    secretAccessKey: process.env.STOWAGE_TEST_S3_SECRET_ACCESS_KEY ?? 'testing',
+  };
   const Bucket = `browser-${randomBytes(5).toString('hex')}`;
   const client = new S3Client({ endpoint, region, forcePathStyle: true, credentials });
   await client.send(new CreateBucketCommand({ Bucket }));
   return {
-    env: { STOWAGE_STORAGE: 's3', S3_ENDPOINT: endpoint, S3_REGION: region, S3_BUCKET: Bucket, S3_ACCESS_KEY_ID: credentials.accessKeyId, S3_SECRET_ACCESS_KEY: credentials.secretAccessKey },
+    env: {
+      STOWAGE_STORAGE: 's3',
+      S3_ENDPOINT: endpoint,
+      S3_REGION: region,
+      S3_BUCKET: Bucket,
+      S3_ACCESS_KEY_ID: credentials.accessKeyId,
+      S3_SECRET_ACCESS_KEY: credentials.secretAccessKey,
+    },
     async drop() {
       try {
         const uploads = await client.send(new ListMultipartUploadsCommand({ Bucket }));
-        for (const u of uploads.Uploads ?? []) await client.send(new AbortMultipartUploadCommand({ Bucket, Key: u.Key, UploadId: u.UploadId }));
+        for (const u of uploads.Uploads ?? [])
+          await client.send(new AbortMultipartUploadCommand({ Bucket, Key: u.Key, UploadId: u.UploadId }));
         for (;;) {
           const page = await client.send(new ListObjectsV2Command({ Bucket }));
           for (const o of page.Contents ?? []) await client.send(new DeleteObjectCommand({ Bucket, Key: o.Key }));
@@ -115,7 +141,13 @@ async function freshBucket(): Promise<{ env: Record<string, string>; drop(): Pro
 }
 
 /** A call to Stowage's API from Node (not a browser: no Origin unless given). */
-async function api(t: Target, method: string, path: string, body?: unknown, key = t.ws.private_key): Promise<{ status: number; body: Json }> {
+async function api(
+  t: Target,
+  method: string,
+  path: string,
+  body?: unknown,
+  key = t.ws.private_key,
+): Promise<{ status: number; body: Json }> {
   const res = await fetch(`${t.url}${path}`, {
     method,
     headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
@@ -155,10 +187,22 @@ async function assertStored(t: Target, record: Json, pageSha256: string): Promis
 }
 
 /** A preflight as Chromium sends it before a part PUT, sent from Node. */
-async function preflight(url: string, origin: string, method: string, headers: string): Promise<{ status: number; allowOrigin: string | null; allowHeaders: string | null }> {
-  const res = await fetch(url, { method: 'OPTIONS', headers: { origin, 'access-control-request-method': method, 'access-control-request-headers': headers } });
+async function preflight(
+  url: string,
+  origin: string,
+  method: string,
+  headers: string,
+): Promise<{ status: number; allowOrigin: string | null; allowHeaders: string | null }> {
+  const res = await fetch(url, {
+    method: 'OPTIONS',
+    headers: { origin, 'access-control-request-method': method, 'access-control-request-headers': headers },
+  });
   await res.arrayBuffer();
-  return { status: res.status, allowOrigin: res.headers.get('access-control-allow-origin'), allowHeaders: res.headers.get('access-control-allow-headers') };
+  return {
+    status: res.status,
+    allowOrigin: res.headers.get('access-control-allow-origin'),
+    allowHeaders: res.headers.get('access-control-allow-headers'),
+  };
 }
 
 /**
@@ -169,10 +213,17 @@ async function storageAllowsParts(t: TestContext, target: Target, partUrl: strin
   if (target.name === 'local') return true;
   const p = await preflight(partUrl, origin, 'PUT', 'content-type');
   const ok = p.status === 200 && (p.allowOrigin === '*' || p.allowOrigin === origin);
-  t.diagnostic(`S3 part URL preflight from ${origin}: ${p.status}, Access-Control-Allow-Origin: ${p.allowOrigin ?? '(none)'}`);
+  t.diagnostic(
+    `S3 part URL preflight from ${origin}: ${p.status}, Access-Control-Allow-Origin: ${p.allowOrigin ?? '(none)'}`,
+  );
   if (!ok) {
-    t.diagnostic('the storage does not answer CORS for presigned part URLs: a page cannot PUT multipart parts (start Swift with scripts/start-swift.sh, which sets cors_preflight_allow_origin and cors_allow_origin)');
-    if (IN_CI) assert.fail(`under CI, Swift must answer part-URL preflights (scripts/start-swift.sh): got ${p.status}, ACAO ${p.allowOrigin}`);
+    t.diagnostic(
+      'the storage does not answer CORS for presigned part URLs: a page cannot PUT multipart parts (start Swift with scripts/start-swift.sh, which sets cors_preflight_allow_origin and cors_allow_origin)',
+    );
+    if (IN_CI)
+      assert.fail(
+        `under CI, Swift must answer part-URL preflights (scripts/start-swift.sh): got ${p.status}, ACAO ${p.allowOrigin}`,
+      );
   }
   return ok;
 }
@@ -257,12 +308,16 @@ const PUBLIC_KEY_CONST = /const PUBLIC_KEY = '[^']*';/;
 
 /** examples/cross-origin-upload.html with its two constants set for a target, as a user would. */
 function examplePage(target: Target): string {
-  return readFileSync(EXAMPLE, 'utf8').replace(STOWAGE_CONST, `const STOWAGE = '${target.url}';`).replace(PUBLIC_KEY_CONST, `const PUBLIC_KEY = '${target.ws.public_key}';`);
+  return readFileSync(EXAMPLE, 'utf8')
+    .replace(STOWAGE_CONST, `const STOWAGE = '${target.url}';`)
+    .replace(PUBLIC_KEY_CONST, `const PUBLIC_KEY = '${target.ws.public_key}';`);
 }
 
 // ---------------------------------------------------------------------------------------------
 
-describe('browser uploads from another origin (Chromium)', { skip: haveChromium ? false : 'install chromium (or set STOWAGE_TEST_CHROMIUM) to run' }, () => {
+describe('browser uploads from another origin (Chromium)', {
+  skip: haveChromium ? false : 'install chromium (or set STOWAGE_TEST_CHROMIUM) to run',
+}, () => {
   const targets: Partial<Record<Target['name'], Target>> = {};
   let bucket: Awaited<ReturnType<typeof freshBucket>> | undefined;
   let browser: Browser;
@@ -272,7 +327,10 @@ describe('browser uploads from another origin (Chromium)', { skip: haveChromium 
 
   before(async () => {
     const example = readFileSync(EXAMPLE, 'utf8');
-    assert.ok(STOWAGE_CONST.test(example) && PUBLIC_KEY_CONST.test(example), 'the example page starts with its two constants, STOWAGE and PUBLIC_KEY');
+    assert.ok(
+      STOWAGE_CONST.test(example) && PUBLIC_KEY_CONST.test(example),
+      'the example page starts with its two constants, STOWAGE and PUBLIC_KEY',
+    );
     site = await localServer((req, res) => {
       const path = new URL(req.url ?? '/', 'http://x').pathname;
       const example = /^\/example-(local|s3)\.html$/.exec(path);
@@ -287,11 +345,21 @@ describe('browser uploads from another origin (Chromium)', { skip: haveChromium 
       chromium
         .launch({
           executablePath: CHROMIUM,
-          args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+          args: [
+            '--headless',
+            '--no-sandbox',
+            '--disable-gpu',
+            '--disable-quic',
+            '--no-first-run',
+            '--disable-background-networking',
+            '--disable-component-update',
+            '--disable-sync',
+          ],
         })
         .then((b) => (browser = b)),
     ];
-    if (!s3.skip) starting.push(freshBucket().then(async (b) => ((bucket = b), (targets.s3 = await startStowage('s3', b.env)))));
+    if (!s3.skip)
+      starting.push(freshBucket().then(async (b) => ((bucket = b), (targets.s3 = await startStowage('s3', b.env)))));
     await Promise.all(starting);
   });
   after(async () => {
@@ -313,17 +381,25 @@ describe('browser uploads from another origin (Chromium)', { skip: haveChromium 
     assert.equal(res?.status(), 200, `${origin}${path}`);
     return page;
   }
-  const run = (page: Page, fn: 'direct' | 'multipart' | 'token' | 'sdk', arg: Json): Promise<Json> => page.evaluate(([f, a]) => (window as any).t[f](a), [fn, arg] as const);
+  const run = (page: Page, fn: 'direct' | 'multipart' | 'token' | 'sdk', arg: Json): Promise<Json> =>
+    page.evaluate(([f, a]) => (window as any).t[f](a), [fn, arg] as const);
 
   for (const name of ['local', 's3'] as const) {
-    describe(name === 'local' ? 'Stowage on local disk' : 'Stowage on S3 storage (OpenStack Swift)', { skip: name === 's3' ? s3.skip : false }, () => {
+    describe(name === 'local' ? 'Stowage on local disk' : 'Stowage on S3 storage (OpenStack Swift)', {
+      skip: name === 's3' ? s3.skip : false,
+    }, () => {
       const target = () => targets[name]!;
 
       test('direct upload with the public key (multipart/form-data, x-api-key): 201, readable record, same bytes', async () => {
         const t = target();
         const page = await openPage();
         try {
-          const r = await run(page, 'direct', { stowage: t.url, key: t.ws.public_key, name: `direct-${name}.bin`, size: 300_000 });
+          const r = await run(page, 'direct', {
+            stowage: t.url,
+            key: t.ws.public_key,
+            name: `direct-${name}.bin`,
+            size: 300_000,
+          });
           assert.equal(r.status, 201, JSON.stringify(r));
           const record = recordOf(r.body);
           assert.equal(record.name, `direct-${name}.bin`);
@@ -339,11 +415,21 @@ describe('browser uploads from another origin (Chromium)', { skip: haveChromium 
         const t = target();
         const page = await openPage();
         try {
-          const r = await run(page, 'multipart', { stowage: t.url, key: t.ws.public_key, name: `multipart-${name}.bin`, size: BIG });
+          const r = await run(page, 'multipart', {
+            stowage: t.url,
+            key: t.ws.public_key,
+            name: `multipart-${name}.bin`,
+            size: BIG,
+          });
           assert.equal(r.start.status, 201, JSON.stringify(r.start));
           const urls: string[] = r.start.body.parts;
           assert.equal(urls.length, 3, '20 MiB in 8 MiB parts');
-          for (const u of urls) assert.equal(new URL(u).origin, t.partOrigin, `part URLs point at ${t.name === 'local' ? 'Stowage itself' : 'the S3 endpoint, a third origin'}`);
+          for (const u of urls)
+            assert.equal(
+              new URL(u).origin,
+              t.partOrigin,
+              `part URLs point at ${t.name === 'local' ? 'Stowage itself' : 'the S3 endpoint, a third origin'}`,
+            );
           assert.notEqual(t.partOrigin, pageOrigin);
 
           if (!(await storageAllowsParts(tc, t, urls[0], pageOrigin))) {
@@ -361,7 +447,10 @@ describe('browser uploads from another origin (Chromium)', { skip: haveChromium 
           // In parallel: every part was sent before the first answer came back.
           const lastSent = Math.max(...r.parts.map((p: Json) => p.sentAt));
           const firstDone = Math.min(...r.parts.map((p: Json) => p.doneAt));
-          assert.ok(lastSent < firstDone, `parts overlapped (last sent at ${lastSent}, first answered at ${firstDone})`);
+          assert.ok(
+            lastSent < firstDone,
+            `parts overlapped (last sent at ${lastSent}, first answered at ${firstDone})`,
+          );
           assert.equal(r.complete.status, 200, JSON.stringify(r.complete));
           const record = recordOf(r.complete.body);
           assert.equal(record.size, BIG);
@@ -399,7 +488,12 @@ describe('browser uploads from another origin (Chromium)', { skip: haveChromium 
         const t = target();
         const page = await openPage();
         try {
-          const r = await run(page, 'sdk', { stowage: t.url, key: t.ws.public_key, name: `sdk-${name}.bin`, size: 100_000 });
+          const r = await run(page, 'sdk', {
+            stowage: t.url,
+            key: t.ws.public_key,
+            name: `sdk-${name}.bin`,
+            size: 100_000,
+          });
           assert.equal(r.record.name, `sdk-${name}.bin`);
           await assertStored(t, r.record, r.sha256);
         } finally {
@@ -418,11 +512,21 @@ describe('browser uploads from another origin (Chromium)', { skip: haveChromium 
           await setAllowedOrigins(t, [shop]);
 
           // The public key from a page elsewhere: refused, and the page can read why.
-          const direct = await run(page, 'direct', { stowage: t.url, key: t.ws.public_key, name: 'refused.bin', size: 1000 });
+          const direct = await run(page, 'direct', {
+            stowage: t.url,
+            key: t.ws.public_key,
+            name: 'refused.bin',
+            size: 1000,
+          });
           assert.equal(direct.status, 403, JSON.stringify(direct));
           assert.equal(direct.body.errorCode, 'ORIGIN_NOT_ALLOWED');
           assert.ok(direct.body.message.includes(pageOrigin), direct.body.message);
-          const start = await run(page, 'multipart', { stowage: t.url, key: t.ws.public_key, name: 'refused.bin', size: BIG });
+          const start = await run(page, 'multipart', {
+            stowage: t.url,
+            key: t.ws.public_key,
+            name: 'refused.bin',
+            size: BIG,
+          });
           assert.equal(start.start.status, 403, JSON.stringify(start.start));
           assert.equal(start.start.body.errorCode, 'ORIGIN_NOT_ALLOWED');
 
@@ -430,7 +534,11 @@ describe('browser uploads from another origin (Chromium)', { skip: haveChromium 
           const form = new FormData();
           form.append('file_name', 'not-a-browser.bin');
           form.append('file', new Blob([new Uint8Array(10)]), 'not-a-browser.bin');
-          const nodeUpload = await fetch(`${t.url}/api/v1/uploads`, { method: 'POST', headers: { 'x-api-key': t.ws.public_key }, body: form });
+          const nodeUpload = await fetch(`${t.url}/api/v1/uploads`, {
+            method: 'POST',
+            headers: { 'x-api-key': t.ws.public_key },
+            body: form,
+          });
           assert.equal(nodeUpload.status, 201, 'no Origin header, no origin check');
 
           // A token from a page elsewhere: the preflight is refused, so fetch rejects.
@@ -439,9 +547,16 @@ describe('browser uploads from another origin (Chromium)', { skip: haveChromium 
           const refused = await run(page, 'token', { url: minted.upload_url, text, name: 'refused.txt' });
           assert.equal(refused.threw, 'TypeError', JSON.stringify(refused));
           const denied = await preflight(minted.upload_url, pageOrigin, 'POST', 'content-type,x-file-name');
-          assert.equal(denied.allowOrigin, null, `preflight from ${pageOrigin}: no Access-Control-Allow-Origin (status ${denied.status})`);
+          assert.equal(
+            denied.allowOrigin,
+            null,
+            `preflight from ${pageOrigin}: no Access-Control-Allow-Origin (status ${denied.status})`,
+          );
           const granted = await preflight(minted.upload_url, shop, 'POST', 'content-type,x-file-name');
-          assert.ok(granted.allowOrigin === '*' || granted.allowOrigin === shop, `preflight from ${shop}: ${JSON.stringify(granted)}`);
+          assert.ok(
+            granted.allowOrigin === '*' || granted.allowOrigin === shop,
+            `preflight from ${shop}: ${JSON.stringify(granted)}`,
+          );
           // A request simple enough to need no preflight reaches Stowage, which refuses it
           // readably before touching the token.
           const simple = await run(page, 'token', { url: minted.upload_url, text });
@@ -450,7 +565,12 @@ describe('browser uploads from another origin (Chromium)', { skip: haveChromium 
 
           // The page's exact origin: both work again, and the refused token was not spent.
           await setAllowedOrigins(t, [shop, pageOrigin]);
-          const allowed = await run(page, 'direct', { stowage: t.url, key: t.ws.public_key, name: 'allowed.bin', size: 1000 });
+          const allowed = await run(page, 'direct', {
+            stowage: t.url,
+            key: t.ws.public_key,
+            name: 'allowed.bin',
+            size: 1000,
+          });
           assert.equal(allowed.status, 201, JSON.stringify(allowed));
           await assertStored(t, recordOf(allowed.body), allowed.sha256);
           const spent = await run(page, 'token', { url: minted.upload_url, text, name: 'allowed.txt' });
@@ -460,12 +580,22 @@ describe('browser uploads from another origin (Chromium)', { skip: haveChromium 
           // A wildcard: any subdomain of localhost on the page's port, not 127.0.0.1.
           const wildcard = `http://*.localhost:${site.port}`;
           await setAllowedOrigins(t, [wildcard]);
-          const viaWildcard = await run(wildPage, 'direct', { stowage: t.url, key: t.ws.public_key, name: 'wildcard.bin', size: 1000 });
+          const viaWildcard = await run(wildPage, 'direct', {
+            stowage: t.url,
+            key: t.ws.public_key,
+            name: 'wildcard.bin',
+            size: 1000,
+          });
           assert.equal(viaWildcard.status, 201, `from ${wildOrigin}: ${JSON.stringify(viaWildcard)}`);
           const token2 = await mintToken(t);
           const wildToken = await run(wildPage, 'token', { url: token2.upload_url, text, name: 'wildcard.txt' });
           assert.equal(wildToken.status, 201, JSON.stringify(wildToken));
-          const notCovered = await run(page, 'direct', { stowage: t.url, key: t.ws.public_key, name: 'not-covered.bin', size: 1000 });
+          const notCovered = await run(page, 'direct', {
+            stowage: t.url,
+            key: t.ws.public_key,
+            name: 'not-covered.bin',
+            size: 1000,
+          });
           assert.equal(notCovered.status, 403, `${pageOrigin} is not under ${wildcard}`);
         } finally {
           await setAllowedOrigins(t, []);
@@ -478,18 +608,28 @@ describe('browser uploads from another origin (Chromium)', { skip: haveChromium 
         const t = target();
         const page = await openPage(pageOrigin, `/example-${name}.html`);
         /** Chooses a file, submits, waits for the outcome; returns the status line. */
-        const upload = async (file: { name: string; mimeType: string; buffer: Buffer }, tokenUrl = ''): Promise<string> => {
+        const upload = async (
+          file: { name: string; mimeType: string; buffer: Buffer },
+          tokenUrl = '',
+        ): Promise<string> => {
           await page.locator('#token-url').fill(tokenUrl);
           await page.locator('#file').setInputFiles(file);
           await page.getByRole('button', { name: 'Upload' }).click();
-          await page.waitForFunction(() => /^(Uploaded|Failed)/.test(document.getElementById('status')?.textContent ?? ''), undefined, { timeout: 30_000 });
+          await page.waitForFunction(
+            () => /^(Uploaded|Failed)/.test(document.getElementById('status')?.textContent ?? ''),
+            undefined,
+            { timeout: 30_000 },
+          );
           return (await page.locator('#status').textContent()) ?? '';
         };
         const linkHash = async () => storedHash((await page.locator('#link').getAttribute('href'))!);
         try {
           // Below 16 MiB: one request with the public key.
           const small = randomBytes(200_000);
-          assert.equal(await upload({ name: `example-${name}.bin`, mimeType: 'application/octet-stream', buffer: small }), `Uploaded example-${name}.bin (200000 bytes)`);
+          assert.equal(
+            await upload({ name: `example-${name}.bin`, mimeType: 'application/octet-stream', buffer: small }),
+            `Uploaded example-${name}.bin (200000 bytes)`,
+          );
           assert.equal(await linkHash(), sha256(small));
 
           // Above: multipart, three parts, each row with the ETag the page read.
@@ -498,7 +638,11 @@ describe('browser uploads from another origin (Chromium)', { skip: haveChromium 
           page.on('request', (req) => {
             if (req.method() === 'PUT') partsSent.push(req.url());
           });
-          const status = await upload({ name: `example-big-${name}.bin`, mimeType: 'application/octet-stream', buffer: big });
+          const status = await upload({
+            name: `example-big-${name}.bin`,
+            mimeType: 'application/octet-stream',
+            buffer: big,
+          });
           assert.equal(partsSent.length, 3, partsSent.join('\n'));
           if (await storageAllowsParts(tc, t, partsSent[0], pageOrigin)) {
             assert.equal(status, `Uploaded example-big-${name}.bin (${BIG + 1} bytes)`);
@@ -516,9 +660,15 @@ describe('browser uploads from another origin (Chromium)', { skip: haveChromium 
           // With a token URL: no key, the file's own (non-ASCII) name.
           const minted = await mintToken(t);
           const note = Buffer.from('a note from the example page ☕\n');
-          assert.equal(await upload({ name: 'crème brûlée ☕.txt', mimeType: 'text/plain', buffer: note }, minted.upload_url), `Uploaded crème brûlée ☕.txt (${note.length} bytes)`);
+          assert.equal(
+            await upload({ name: 'crème brûlée ☕.txt', mimeType: 'text/plain', buffer: note }, minted.upload_url),
+            `Uploaded crème brûlée ☕.txt (${note.length} bytes)`,
+          );
           assert.equal(await linkHash(), sha256(note));
-          assert.equal(await upload({ name: 'again.txt', mimeType: 'text/plain', buffer: note }, minted.upload_url), 'Failed: 401 TOKEN_USED: Invalid or expired token');
+          assert.equal(
+            await upload({ name: 'again.txt', mimeType: 'text/plain', buffer: note }, minted.upload_url),
+            'Failed: 401 TOKEN_USED: Invalid or expired token',
+          );
         } finally {
           await page.context().close();
         }

@@ -17,15 +17,23 @@ describe('stowage client commands', () => {
   let server: ServerProcess;
   let ws: { workspace_id: string; public_key: string; private_key: string };
   let env: Record<string, string>;
-  const cli = (args: string[], key = ws.private_key, extra: Record<string, string> = {}) => runCli(args, { ...env, STOWAGE_API_KEY: key, ...extra });
+  const cli = (args: string[], key = ws.private_key, extra: Record<string, string> = {}) =>
+    runCli(args, { ...env, STOWAGE_API_KEY: key, ...extra });
 
   before(async () => {
-    ws = JSON.parse((await runCli(['workspace', 'create', '--name', 'CLI', '--json'], { STOWAGE_DATA_DIR: dataDir })).stdout);
+    ws = JSON.parse(
+      (await runCli(['workspace', 'create', '--name', 'CLI', '--json'], { STOWAGE_DATA_DIR: dataDir })).stdout,
+    );
     server = await startServer({ STOWAGE_DATA_DIR: dataDir, STOWAGE_SWEEP_INTERVAL_MS: '0' });
     // Part URLs carry the public URL: give the server its real address.
     await server.stop();
     const port = new URL(server.url).port;
-    server = await startServer({ STOWAGE_DATA_DIR: dataDir, PORT: port, STOWAGE_PUBLIC_URL: `http://127.0.0.1:${port}`, STOWAGE_SWEEP_INTERVAL_MS: '0' });
+    server = await startServer({
+      STOWAGE_DATA_DIR: dataDir,
+      PORT: port,
+      STOWAGE_PUBLIC_URL: `http://127.0.0.1:${port}`,
+      STOWAGE_SWEEP_INTERVAL_MS: '0',
+    });
     env = { STOWAGE_URL: server.url, STOWAGE_STATE_FILE: stateFile };
   });
   after(async () => {
@@ -38,13 +46,32 @@ describe('stowage client commands', () => {
     const large = randomBytes(20 * MiB + 5);
     writeFileSync(join(dir, 'small.bin'), small);
     writeFileSync(join(dir, 'large.bin'), large);
-    const res = await cli(['upload', join(dir, 'small.bin'), join(dir, 'large.bin'), '--folder', 'cli/in', '--tags', 'a,b', '--metadata', '{"by":"cli"}', '--multipart-threshold', String(MiB), '--json'], ws.public_key);
+    const res = await cli(
+      [
+        'upload',
+        join(dir, 'small.bin'),
+        join(dir, 'large.bin'),
+        '--folder',
+        'cli/in',
+        '--tags',
+        'a,b',
+        '--metadata',
+        '{"by":"cli"}',
+        '--multipart-threshold',
+        String(MiB),
+        '--json',
+      ],
+      ws.public_key,
+    );
     assert.equal(res.code, 0, res.stderr);
     const records = JSON.parse(res.stdout);
-    assert.deepEqual(records.map((r: any) => [r.name, r.upload_source, r.hash]), [
-      ['small.bin', 'direct', sha(small)],
-      ['large.bin', 'multipart', sha(large)],
-    ]);
+    assert.deepEqual(
+      records.map((r: any) => [r.name, r.upload_source, r.hash]),
+      [
+        ['small.bin', 'direct', sha(small)],
+        ['large.bin', 'multipart', sha(large)],
+      ],
+    );
     assert.deepEqual(records[0].tags, ['a', 'b']);
     assert.deepEqual(records[1].metadata, { by: 'cli' });
     assert.equal(records[1].path, '/cli/in/large.bin');
@@ -72,7 +99,9 @@ describe('stowage client commands', () => {
     assert.match(cut.stderr, /interrupted; run the same command again to resume/);
     const saved = JSON.parse(readFileSync(stateFile, 'utf8'));
     const session = Object.values(saved)[0] as { session_id: string };
-    const status = await fetch(`${server.url}/api/v1/multipart/${session.session_id}`, { headers: { 'x-api-key': ws.public_key } }).then((r) => r.json() as any);
+    const status = await fetch(`${server.url}/api/v1/multipart/${session.session_id}`, {
+      headers: { 'x-api-key': ws.public_key },
+    }).then((r) => r.json() as any);
     assert.equal(status.data.status, 'active');
     const before = status.data.uploaded_parts.length;
     assert.ok(before > 0 && before < 64, `interrupted part way (${before} of 64 parts)`);
@@ -81,7 +110,9 @@ describe('stowage client commands', () => {
     const [record] = JSON.parse(resumed.stdout);
     assert.equal(record.size, 512 * MiB);
     assert.equal(record.upload_source, 'multipart');
-    const after = await fetch(`${server.url}/api/v1/multipart/${session.session_id}`, { headers: { 'x-api-key': ws.public_key } }).then((r) => r.json() as any);
+    const after = await fetch(`${server.url}/api/v1/multipart/${session.session_id}`, {
+      headers: { 'x-api-key': ws.public_key },
+    }).then((r) => r.json() as any);
     assert.equal(after.data.status, 'completed', 'the same session was completed');
     assert.deepEqual(JSON.parse(readFileSync(stateFile, 'utf8')), {}, 'nothing left to resume');
   });
@@ -92,7 +123,10 @@ describe('stowage client commands', () => {
     assert.equal(ls.code, 0, ls.stderr);
     const file = JSON.parse(ls.stdout).files[0];
     assert.equal(JSON.parse((await cli(['files', 'get', file.file_no, '--json'])).stdout).file_no, file.file_no);
-    assert.equal(JSON.parse((await cli(['files', 'rename', file.file_no, 'renamed.bin', '--json'])).stdout).name, 'renamed.bin');
+    assert.equal(
+      JSON.parse((await cli(['files', 'rename', file.file_no, 'renamed.bin', '--json'])).stdout).name,
+      'renamed.bin',
+    );
     const moved = await cli(['files', 'mv', file.file_no, folder.folder_no]);
     assert.match(moved.stdout, /Moved to \/target\/renamed\.bin/);
     const human = await cli(['folders', 'ls']);
@@ -108,31 +142,77 @@ describe('stowage client commands', () => {
   });
 
   test('sources add, ls, test, rm', async () => {
-    const added = await cli(['sources', 'add', 'web', '--type', 'image_source', '--config', '{"base_url":"http://127.0.0.1:9"}', '--json']);
+    const added = await cli([
+      'sources',
+      'add',
+      'web',
+      '--type',
+      'image_source',
+      '--config',
+      '{"base_url":"http://127.0.0.1:9"}',
+      '--json',
+    ]);
     assert.equal(added.code, 0, added.stderr);
     const src = JSON.parse(added.stdout);
     assert.match((await cli(['sources', 'ls'])).stdout, /image_source\s+active\s+web/);
     const probe = await cli(['sources', 'test', src.id]);
     assert.equal(probe.code, 1, 'a failed test exits 1');
     assert.match(probe.stdout, /^failed: address refused/);
-    assert.equal((await cli(['sources', 'add', 'web', '--type', 'image_source', '--config', '{"base_url":"http://x.example.com"}'])).code, 5, 'name taken: conflict');
+    assert.equal(
+      (
+        await cli([
+          'sources',
+          'add',
+          'web',
+          '--type',
+          'image_source',
+          '--config',
+          '{"base_url":"http://x.example.com"}',
+        ])
+      ).code,
+      5,
+      'name taken: conflict',
+    );
     assert.equal((await cli(['sources', 'add', 'bad', '--type', 'image_source', '--config', 'not json'])).code, 2);
     assert.equal((await cli(['sources', 'rm', src.id])).code, 0);
   });
 
   test('token create: its upload_url takes one raw POST without a key, with the overrides it allows', async () => {
-    const made = await cli(['token', 'create', 'cli ☕.txt', '--folder', 'tok', '--tags', 'a,b', '--max-size', '100', '--ttl', '60', '--metadata', '{"by":"cli"}', '--custom-id', 'cli-tok', '--allow-override', 'tags', '--json']);
+    const made = await cli([
+      'token',
+      'create',
+      'cli ☕.txt',
+      '--folder',
+      'tok',
+      '--tags',
+      'a,b',
+      '--max-size',
+      '100',
+      '--ttl',
+      '60',
+      '--metadata',
+      '{"by":"cli"}',
+      '--custom-id',
+      'cli-tok',
+      '--allow-override',
+      'tags',
+      '--json',
+    ]);
     assert.equal(made.code, 0, made.stderr);
     const t = JSON.parse(made.stdout);
     assert.equal(t.upload_url, `${server.url}/api/v1/uploads/${t.token}`);
-    assert.ok(Math.abs(t.expire_at - (Math.floor(Date.now() / 1000) + 60)) <= 5, `expire_at ${t.expire_at} is about 60 s away`);
+    assert.ok(
+      Math.abs(t.expire_at - (Math.floor(Date.now() / 1000) + 60)) <= 5,
+      `expire_at ${t.expire_at} is about 60 s away`,
+    );
     assert.deepEqual(t.policy.tags, ['a', 'b']);
     assert.equal(t.policy.folder, 'tok');
     assert.equal(t.policy.max_file_size, 100);
     assert.deepEqual(t.policy.allow_override, { folder: false, tags: true, transform: false });
 
     const body = Buffer.from('token bytes ☕\n');
-    const post = (headers: Record<string, string>) => fetch(t.upload_url, { method: 'POST', body, headers: { 'content-type': 'text/plain', ...headers } });
+    const post = (headers: Record<string, string>) =>
+      fetch(t.upload_url, { method: 'POST', body, headers: { 'content-type': 'text/plain', ...headers } });
     const refused = await post({ 'x-folder': 'elsewhere' });
     assert.equal(refused.status, 403);
     assert.equal(((await refused.json()) as any).errorCode, 'OVERRIDE_NOT_ALLOWED');
@@ -165,7 +245,14 @@ describe('stowage client commands', () => {
     const w = JSON.parse(initial.stdout);
     assert.equal(w.workspace_id, ws.workspace_id);
     assert.deepEqual([w.allowed_origins, w.webhook_origins], [[], []]);
-    const set = await cli(['settings', 'set', '--allowed-origins', 'https://shop.example.com, http://localhost:5173', '--webhook-origins', 'https://hooks.example.com']);
+    const set = await cli([
+      'settings',
+      'set',
+      '--allowed-origins',
+      'https://shop.example.com, http://localhost:5173',
+      '--webhook-origins',
+      'https://hooks.example.com',
+    ]);
     assert.equal(set.code, 0, set.stderr);
     assert.match(set.stdout, /allowed_origins\s+https:\/\/shop\.example\.com, http:\/\/localhost:5173\n/);
     const shown = JSON.parse((await cli(['settings', 'show', '--json'])).stdout);
@@ -175,7 +262,10 @@ describe('stowage client commands', () => {
     const cleared = JSON.parse((await cli(['settings', 'show', '--json'])).stdout);
     assert.deepEqual(cleared.allowed_origins, [], '"" empties the list');
     assert.deepEqual(cleared.webhook_origins, ['https://hooks.example.com'], 'the other list is kept');
-    assert.match((await cli(['settings', 'show'])).stdout, /allowed_origins\s+\(any origin\)\nwebhook_origins\s+https:\/\/hooks\.example\.com\n/);
+    assert.match(
+      (await cli(['settings', 'show'])).stdout,
+      /allowed_origins\s+\(any origin\)\nwebhook_origins\s+https:\/\/hooks\.example\.com\n/,
+    );
     assert.equal((await cli(['settings', 'set'])).code, 2, 'nothing to set');
     const bad = await cli(['settings', 'set', '--allowed-origins', 'not an origin']);
     assert.equal(bad.code, 1);

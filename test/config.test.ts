@@ -67,21 +67,33 @@ describe('configuration', () => {
     assert.deepEqual(c.masterKey, key);
     assert.deepEqual(c.outboundAllow, ['10.0.0.0/8', 'intranet.local']);
     assert.equal(c.logLevel, 'warn');
-    assert.deepEqual(loadConfig({ STOWAGE_DATA_DIR: tmp(), STOWAGE_MASTER_KEY: key.toString('base64') }).masterKey, key);
+    assert.deepEqual(
+      loadConfig({ STOWAGE_DATA_DIR: tmp(), STOWAGE_MASTER_KEY: key.toString('base64') }).masterKey,
+      key,
+    );
   });
 
   test('*_FILE variants read secrets from files', () => {
     const dir = tmp();
     const key = randomBytes(32);
-    writeFileSync(join(dir, 'mk'), key.toString('base64') + '\n');
+    writeFileSync(join(dir, 'mk'), `${key.toString('base64')}\n`);
     writeFileSync(join(dir, 'db'), 'postgres://app:s3cret@db:5432/stowage\n');
-    const c = loadConfig({ STOWAGE_DATA_DIR: dir, STOWAGE_MASTER_KEY_FILE: join(dir, 'mk'), DATABASE_URL_FILE: join(dir, 'db') });
+    const c = loadConfig({
+      STOWAGE_DATA_DIR: dir,
+      STOWAGE_MASTER_KEY_FILE: join(dir, 'mk'),
+      DATABASE_URL_FILE: join(dir, 'db'),
+    });
     assert.deepEqual(c.masterKey, key);
     assert.equal(c.databaseUrl, 'postgres://app:s3cret@db:5432/stowage');
   });
 
   test('every bad value is reported at once, each naming its variable', () => {
-    const p = problems({ PORT: '70000', STOWAGE_PUBLIC_URL: 'ftp://x', LOG_LEVEL: 'loud', STOWAGE_MASTER_KEY: 'short' });
+    const p = problems({
+      PORT: '70000',
+      STOWAGE_PUBLIC_URL: 'ftp://x',
+      LOG_LEVEL: 'loud',
+      STOWAGE_MASTER_KEY: 'short',
+    });
     assert.equal(p.length, 4);
     assert.ok(p.some((x) => x.startsWith('PORT')));
     assert.ok(p.some((x) => x.startsWith('STOWAGE_PUBLIC_URL')));
@@ -97,10 +109,35 @@ describe('configuration', () => {
 
   test('storage: local by default; s3 with its settings; s3 without a bucket is an error', () => {
     assert.deepEqual(loadConfig({ STOWAGE_DATA_DIR: tmp() }).storage, { driver: 'local', fsync: true });
-    assert.deepEqual(loadConfig({ STOWAGE_DATA_DIR: tmp(), STOWAGE_FSYNC: 'false' }).storage, { driver: 'local', fsync: false });
-    const c = loadConfig({ STOWAGE_DATA_DIR: tmp(), STOWAGE_STORAGE: 's3', S3_ENDPOINT: 'http://127.0.0.1:9000/', S3_BUCKET: 'media', S3_ACCESS_KEY_ID: 'id', S3_SECRET_ACCESS_KEY: 'secret' });
-    assert.deepEqual(c.storage, { driver: 's3', s3: { endpoint: 'http://127.0.0.1:9000', region: 'us-east-1', bucket: 'media', accessKeyId: 'id', secretAccessKey: 'secret', forcePathStyle: true } });
-    const aws = loadConfig({ STOWAGE_DATA_DIR: tmp(), STOWAGE_STORAGE: 's3', S3_BUCKET: 'media', S3_REGION: 'eu-west-1' });
+    assert.deepEqual(loadConfig({ STOWAGE_DATA_DIR: tmp(), STOWAGE_FSYNC: 'false' }).storage, {
+      driver: 'local',
+      fsync: false,
+    });
+    const c = loadConfig({
+      STOWAGE_DATA_DIR: tmp(),
+      STOWAGE_STORAGE: 's3',
+      S3_ENDPOINT: 'http://127.0.0.1:9000/',
+      S3_BUCKET: 'media',
+      S3_ACCESS_KEY_ID: 'id',
+      S3_SECRET_ACCESS_KEY: 'secret',
+    });
+    assert.deepEqual(c.storage, {
+      driver: 's3',
+      s3: {
+        endpoint: 'http://127.0.0.1:9000',
+        region: 'us-east-1',
+        bucket: 'media',
+        accessKeyId: 'id',
+        secretAccessKey: 'secret',
+        forcePathStyle: true,
+      },
+    });
+    const aws = loadConfig({
+      STOWAGE_DATA_DIR: tmp(),
+      STOWAGE_STORAGE: 's3',
+      S3_BUCKET: 'media',
+      S3_REGION: 'eu-west-1',
+    });
     assert.equal(aws.storage.driver === 's3' && aws.storage.s3.forcePathStyle, false);
     const p = problems({ STOWAGE_STORAGE: 's3', S3_ACCESS_KEY_ID: 'id', S3_FORCE_PATH_STYLE: 'maybe' });
     assert.ok(p.some((x) => x.startsWith('S3_BUCKET is required')));

@@ -14,12 +14,45 @@ test('origin patterns: written one way, matched exactly; a wildcard covers subdo
   assert.equal(parseOriginPattern('https://shop.example.com:443', 'o'), 'https://shop.example.com');
   assert.equal(parseOriginPattern('http://localhost:5173', 'o'), 'http://localhost:5173');
   assert.equal(parseOriginPattern('https://*.Example.com', 'o'), 'https://*.example.com');
-  for (const bad of ['example.com', 'ftp://example.com', 'https://example.com/path', 'https://example.com?q', 'https://*', 'https://*.com', 'https://a.*.example.com', 'https://user:pw@example.com', 'javascript:alert(1)', '*', '', 'https://exa mple.com', 'null']) {
+  for (const bad of [
+    'example.com',
+    'ftp://example.com',
+    'https://example.com/path',
+    'https://example.com?q',
+    'https://*',
+    'https://*.com',
+    'https://a.*.example.com',
+    'https://user:pw@example.com',
+    'javascript:alert(1)',
+    '*',
+    '',
+    'https://exa mple.com',
+    'null',
+  ]) {
     assert.throws(() => parseOriginPattern(bad, 'allowed_origins'), /allowed_origins/, bad);
   }
   const list = ['https://shop.example.com', 'https://*.example.org', 'http://localhost:5173'];
-  for (const ok of ['https://shop.example.com', 'https://SHOP.example.com:443', 'https://a.example.org', 'https://a.b.example.org', 'http://localhost:5173']) assert.ok(originAllowed(list, ok), ok);
-  for (const no of ['http://shop.example.com', 'https://shop.example.com:8443', 'https://example.org', 'https://evilexample.org', 'https://example.org.evil.com', 'https://shop.example.com.evil.com', 'http://localhost:5174', 'null', '', 'not a url', 'file:///etc/passwd']) {
+  for (const ok of [
+    'https://shop.example.com',
+    'https://SHOP.example.com:443',
+    'https://a.example.org',
+    'https://a.b.example.org',
+    'http://localhost:5173',
+  ])
+    assert.ok(originAllowed(list, ok), ok);
+  for (const no of [
+    'http://shop.example.com',
+    'https://shop.example.com:8443',
+    'https://example.org',
+    'https://evilexample.org',
+    'https://example.org.evil.com',
+    'https://shop.example.com.evil.com',
+    'http://localhost:5174',
+    'null',
+    '',
+    'not a url',
+    'file:///etc/passwd',
+  ]) {
     assert.ok(!originAllowed(list, no), no);
   }
 });
@@ -32,15 +65,23 @@ for (const dialect of DIALECTS) {
 
     before(async () => {
       h = await makeHarness(dialect.name, { config: { publicUrl: 'https://media.example.net' } });
-      const minted = await call(h.app, 'POST', '/api/v1/generate-token', { headers: h.auth, body: { file_name: 't.txt' } });
+      const minted = await call(h.app, 'POST', '/api/v1/generate-token', {
+        headers: h.auth,
+        body: { file_name: 't.txt' },
+      });
       token = minted.body.token;
-      const started = await call(h.app, 'POST', '/api/v1/multipart/start', { headers: { 'x-api-key': h.ws.public_key }, body: { file_name: 'p.bin', size: 10, format: 'application/octet-stream' } });
+      const started = await call(h.app, 'POST', '/api/v1/multipart/start', {
+        headers: { 'x-api-key': h.ws.public_key },
+        body: { file_name: 'p.bin', size: 10, format: 'application/octet-stream' },
+      });
       partUrl = new URL(started.body.parts[0]).pathname + new URL(started.body.parts[0]).search;
     });
     after(() => h?.close());
 
     const preflight = (url: string, method: string, headers = 'x-api-key,content-type', origin = PAGE) =>
-      call(h.app, 'OPTIONS', url, { headers: { origin, 'access-control-request-method': method, 'access-control-request-headers': headers } });
+      call(h.app, 'OPTIONS', url, {
+        headers: { origin, 'access-control-request-method': method, 'access-control-request-headers': headers },
+      });
     const settings = (body: unknown) => call(h.app, 'PATCH', '/api/v1/workspace', { headers: h.auth, body });
 
     test('every endpoint a page calls answers its preflight: any origin, the methods, the asked headers, cached two hours', async () => {
@@ -60,27 +101,53 @@ for (const dialect of DIALECTS) {
         const res = await preflight(url, method, 'x-api-key,content-type,x-file-name');
         assert.equal(res.status, 204, `${method} ${url}: ${res.raw}`);
         assert.equal(res.headers['access-control-allow-origin'], '*', url);
-        assert.ok(String(res.headers['access-control-allow-methods']).split(/,\s*/).includes(method), `${url}: ${res.headers['access-control-allow-methods']}`);
-        assert.equal(String(res.headers['access-control-allow-headers']).replace(/\s/g, ''), 'x-api-key,content-type,x-file-name');
+        assert.ok(
+          String(res.headers['access-control-allow-methods']).split(/,\s*/).includes(method),
+          `${url}: ${res.headers['access-control-allow-methods']}`,
+        );
+        assert.equal(
+          String(res.headers['access-control-allow-headers']).replace(/\s/g, ''),
+          'x-api-key,content-type,x-file-name',
+        );
         assert.equal(res.headers['access-control-max-age'], String(PREFLIGHT_MAX_AGE_S));
         assert.equal(res.headers['access-control-allow-credentials'], undefined, 'no credentials mode');
       }
     });
 
     test('answers, refusals included, carry Access-Control-Allow-Origin and expose what clients read', async () => {
-      const denied = await call(h.app, 'POST', '/api/v1/multipart/start', { headers: { origin: PAGE, 'x-api-key': 'stw_pk_nope' }, body: {} });
+      const denied = await call(h.app, 'POST', '/api/v1/multipart/start', {
+        headers: { origin: PAGE, 'x-api-key': 'stw_pk_nope' },
+        body: {},
+      });
       assert.equal(denied.status, 401);
       assert.equal(denied.headers['access-control-allow-origin'], '*');
-      const ok = await call(h.app, 'POST', '/api/v1/multipart/start', { headers: { origin: PAGE, 'x-api-key': h.ws.public_key }, body: { file_name: 'q.bin', size: 5, format: 'application/octet-stream' } });
+      const ok = await call(h.app, 'POST', '/api/v1/multipart/start', {
+        headers: { origin: PAGE, 'x-api-key': h.ws.public_key },
+        body: { file_name: 'q.bin', size: 5, format: 'application/octet-stream' },
+      });
       assert.equal(ok.status, 201);
       assert.equal(ok.headers['access-control-allow-origin'], '*');
       const exposed = String(ok.headers['access-control-expose-headers']).split(/,\s*/);
-      for (const hname of ['etag', 'location', 'retry-after', 'ratelimit-limit', 'ratelimit-remaining', 'ratelimit-reset', 'x-request-id']) assert.ok(exposed.includes(hname), hname);
+      for (const hname of [
+        'etag',
+        'location',
+        'retry-after',
+        'ratelimit-limit',
+        'ratelimit-remaining',
+        'ratelimit-reset',
+        'x-request-id',
+      ])
+        assert.ok(exposed.includes(hname), hname);
       assert.deepEqual(exposed, EXPOSED_HEADERS);
       assert.ok(ok.headers['x-request-id'], 'the request id is sent');
       // A local part URL: the page reads its ETag.
       const url = new URL(ok.body.parts[0]);
-      const put = await h.app.inject({ method: 'PUT', url: url.pathname + url.search, headers: { origin: PAGE, 'content-type': 'application/octet-stream' }, payload: Buffer.from('12345') });
+      const put = await h.app.inject({
+        method: 'PUT',
+        url: url.pathname + url.search,
+        headers: { origin: PAGE, 'content-type': 'application/octet-stream' },
+        payload: Buffer.from('12345'),
+      });
       assert.equal(put.statusCode, 200, put.body);
       assert.equal(put.headers['access-control-allow-origin'], '*');
       assert.ok(put.headers.etag);
@@ -112,17 +179,40 @@ for (const dialect of DIALECTS) {
       assert.deepEqual(got.body.data.allowed_origins, []);
       assert.deepEqual(got.body.data.webhook_origins, []);
       assert.equal(got.body.data.workspace_id, h.ws.workspace_id);
-      for (const bad of [{ allowed_origins: ['example.com'] }, { allowed_origins: 'https://a.com' }, { allowed_origins: [PAGE, 'https://*'] }, { webhook_origins: ['ftp://x.com'] }, { other: 1 }, { allowed_origins: Array.from({ length: 101 }, (_, i) => `https://a${i}.com`) }]) {
+      for (const bad of [
+        { allowed_origins: ['example.com'] },
+        { allowed_origins: 'https://a.com' },
+        { allowed_origins: [PAGE, 'https://*'] },
+        { webhook_origins: ['ftp://x.com'] },
+        { other: 1 },
+        { allowed_origins: Array.from({ length: 101 }, (_, i) => `https://a${i}.com`) },
+      ]) {
         const res = await settings(bad);
         assert.equal(res.status, 400, JSON.stringify(bad));
         assert.equal(res.body.success, false);
       }
-      assert.deepEqual((await call(h.app, 'GET', '/api/v1/workspace', { headers: h.auth })).body.data.allowed_origins, []);
-      const set = await settings({ allowed_origins: ['HTTPS://Shop.Example.com/', 'https://*.example.org', 'https://shop.example.com'] });
+      assert.deepEqual(
+        (await call(h.app, 'GET', '/api/v1/workspace', { headers: h.auth })).body.data.allowed_origins,
+        [],
+      );
+      const set = await settings({
+        allowed_origins: ['HTTPS://Shop.Example.com/', 'https://*.example.org', 'https://shop.example.com'],
+      });
       assert.equal(set.status, 200, set.raw);
       assert.deepEqual(set.body.data.allowed_origins, ['https://shop.example.com', 'https://*.example.org']);
-      assert.equal((await call(h.app, 'GET', '/api/v1/workspace', { headers: { 'x-api-key': h.ws.public_key } })).status, 403);
-      assert.equal((await call(h.app, 'PATCH', '/api/v1/workspace', { headers: { 'x-api-key': h.ws.public_key }, body: { allowed_origins: null } })).status, 403);
+      assert.equal(
+        (await call(h.app, 'GET', '/api/v1/workspace', { headers: { 'x-api-key': h.ws.public_key } })).status,
+        403,
+      );
+      assert.equal(
+        (
+          await call(h.app, 'PATCH', '/api/v1/workspace', {
+            headers: { 'x-api-key': h.ws.public_key },
+            body: { allowed_origins: null },
+          })
+        ).status,
+        403,
+      );
       assert.deepEqual((await settings({ allowed_origins: null })).body.data.allowed_origins, []);
     });
 
@@ -130,39 +220,90 @@ for (const dialect of DIALECTS) {
       await settings({ allowed_origins: [PAGE, 'https://*.example.org'] });
       try {
         const start = (origin: string | undefined, key = h.ws.public_key) =>
-          call(h.app, 'POST', '/api/v1/multipart/start', { headers: { ...(origin ? { origin } : {}), 'x-api-key': key }, body: { file_name: 'o.bin', size: 5, format: 'application/octet-stream' } });
-        for (const evil of ['https://evil.example', 'http://shop.example.com', 'https://shop.example.com:8443', 'https://example.org', 'null']) {
+          call(h.app, 'POST', '/api/v1/multipart/start', {
+            headers: { ...(origin ? { origin } : {}), 'x-api-key': key },
+            body: { file_name: 'o.bin', size: 5, format: 'application/octet-stream' },
+          });
+        for (const evil of [
+          'https://evil.example',
+          'http://shop.example.com',
+          'https://shop.example.com:8443',
+          'https://example.org',
+          'null',
+        ]) {
           const res = await start(evil);
           assert.equal(res.status, 403, evil);
           assert.equal(res.body.errorCode, 'ORIGIN_NOT_ALLOWED');
           assert.equal(res.headers['access-control-allow-origin'], '*', 'the page can read why');
         }
-        const sessions = async () => (await h.services.db.kysely.selectFrom('multipart_sessions').select('id').execute()).length;
+        const sessions = async () =>
+          (await h.services.db.kysely.selectFrom('multipart_sessions').select('id').execute()).length;
         const n = await sessions();
         await start('https://evil.example');
         assert.equal(await sessions(), n, 'a refusal creates nothing');
-        for (const good of [PAGE, 'https://cdn.example.org', 'https://a.b.example.org', undefined, 'https://media.example.net']) assert.equal((await start(good)).status, 201, String(good));
-        assert.equal((await start('https://evil.example', h.ws.private_key)).status, 201, 'a private key is not limited by origin');
+        for (const good of [
+          PAGE,
+          'https://cdn.example.org',
+          'https://a.b.example.org',
+          undefined,
+          'https://media.example.net',
+        ])
+          assert.equal((await start(good)).status, 201, String(good));
+        assert.equal(
+          (await start('https://evil.example', h.ws.private_key)).status,
+          201,
+          'a private key is not limited by origin',
+        );
         // Every public-key upload endpoint checks it.
-        const direct = await call(h.app, 'POST', '/api/v1/uploads', { headers: { origin: 'https://evil.example', 'x-api-key': h.ws.public_key, 'content-type': 'multipart/form-data; boundary=x' }, rawBody: '--x--' });
+        const direct = await call(h.app, 'POST', '/api/v1/uploads', {
+          headers: {
+            origin: 'https://evil.example',
+            'x-api-key': h.ws.public_key,
+            'content-type': 'multipart/form-data; boundary=x',
+          },
+          rawBody: '--x--',
+        });
         assert.equal(direct.status, 403);
-        const remote = await call(h.app, 'POST', '/api/v1/uploads/remote', { headers: { origin: 'https://evil.example', 'x-api-key': h.ws.public_key }, body: { remote_url: 'https://example.com/a.png' } });
+        const remote = await call(h.app, 'POST', '/api/v1/uploads/remote', {
+          headers: { origin: 'https://evil.example', 'x-api-key': h.ws.public_key },
+          body: { remote_url: 'https://example.com/a.png' },
+        });
         assert.equal(remote.status, 403);
-        const complete = await call(h.app, 'POST', '/api/v1/multipart/complete', { headers: { origin: 'https://evil.example', 'x-api-key': h.ws.public_key }, body: { session_id: 'abcdefghijklmnopqrstuvwx' } });
+        const complete = await call(h.app, 'POST', '/api/v1/multipart/complete', {
+          headers: { origin: 'https://evil.example', 'x-api-key': h.ws.public_key },
+          body: { session_id: 'abcdefghijklmnopqrstuvwx' },
+        });
         assert.equal(complete.status, 403);
 
         // Tokens: the token names its workspace, so even the preflight is refused.
-        const t = (await call(h.app, 'POST', '/api/v1/generate-token', { headers: h.auth, body: { file_name: 'o.txt' } })).body.token;
+        const t = (
+          await call(h.app, 'POST', '/api/v1/generate-token', { headers: h.auth, body: { file_name: 'o.txt' } })
+        ).body.token;
         const pre = await preflight(`/api/v1/uploads/${t}`, 'POST', 'content-type,x-file-name', 'https://evil.example');
         assert.equal(pre.headers['access-control-allow-origin'], undefined);
         assert.notEqual(pre.status, 204);
         assert.equal((await preflight(`/api/v1/uploads/${t}`, 'POST', 'content-type', PAGE)).status, 204);
-        const up = await call(h.app, 'POST', `/api/v1/uploads/${t}`, { headers: { origin: 'https://evil.example', 'content-type': 'text/plain' }, rawBody: 'hello' });
+        const up = await call(h.app, 'POST', `/api/v1/uploads/${t}`, {
+          headers: { origin: 'https://evil.example', 'content-type': 'text/plain' },
+          rawBody: 'hello',
+        });
         assert.equal(up.status, 403);
         assert.equal(up.body.errorCode, 'ORIGIN_NOT_ALLOWED');
-        const row = await h.services.db.kysely.selectFrom('upload_tokens').select('state').where('id', '=', t.slice(7, 29)).executeTakeFirstOrThrow();
+        const row = await h.services.db.kysely
+          .selectFrom('upload_tokens')
+          .select('state')
+          .where('id', '=', t.slice(7, 29))
+          .executeTakeFirstOrThrow();
         assert.equal(row.state, 'unused', 'a refused page does not spend the token');
-        assert.equal((await call(h.app, 'POST', `/api/v1/uploads/${t}`, { headers: { origin: PAGE, 'content-type': 'text/plain' }, rawBody: 'hello' })).status, 201);
+        assert.equal(
+          (
+            await call(h.app, 'POST', `/api/v1/uploads/${t}`, {
+              headers: { origin: PAGE, 'content-type': 'text/plain' },
+              rawBody: 'hello',
+            })
+          ).status,
+          201,
+        );
       } finally {
         await settings({ allowed_origins: null });
       }

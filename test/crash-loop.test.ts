@@ -57,10 +57,18 @@ after(async () => {
   if (!process.env.CRASH_KEEP) rmSync(dataDir, { recursive: true, force: true });
 });
 
-test(`${TOTAL} mixed uploads, ${KILLS} SIGKILLs at random moments: nothing acknowledged is lost, nothing dangles, one sweep leaves no orphans`, { timeout: 15 * 60_000 }, async (t) => {
+test(`${TOTAL} mixed uploads, ${KILLS} SIGKILLs at random moments: nothing acknowledged is lost, nothing dangles, one sweep leaves no orphans`, {
+  timeout: 15 * 60_000,
+}, async (t) => {
   await new Promise<void>((r) => origin.listen(0, '127.0.0.1', r));
   const originUrl = `http://127.0.0.1:${(origin.address() as AddressInfo).port}`;
-  const env = { STOWAGE_DATA_DIR: dataDir, STOWAGE_OUTBOUND_ALLOW: '127.0.0.1', STOWAGE_SWEEP_INTERVAL_MS: '0', STOWAGE_RATE_LIMIT_UPLOAD: 'off', STOWAGE_RATE_LIMIT_API: 'off' };
+  const env = {
+    STOWAGE_DATA_DIR: dataDir,
+    STOWAGE_OUTBOUND_ALLOW: '127.0.0.1',
+    STOWAGE_SWEEP_INTERVAL_MS: '0',
+    STOWAGE_RATE_LIMIT_UPLOAD: 'off',
+    STOWAGE_RATE_LIMIT_API: 'off',
+  };
   const ws = JSON.parse((await runCli(['workspace', 'create', '--name', 'Crash loop', '--json'], env)).stdout);
   const headers = { 'x-api-key': ws.private_key };
   const acked: Acked[] = [];
@@ -80,25 +88,43 @@ test(`${TOTAL} mixed uploads, ${KILLS} SIGKILLs at random moments: nothing ackno
       return res.status === 201 ? { kind, name, fileNo: record.file_no, sha256: sha(bytes) } : null;
     }
     if (kind === 'remote') {
-      const res = await fetch(`${base}/api/v1/uploads/remote`, { method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, body: JSON.stringify({ remote_url: `${originUrl}/r/${n}`, file_name: name }) });
+      const res = await fetch(`${base}/api/v1/uploads/remote`, {
+        method: 'POST',
+        headers: { ...headers, 'content-type': 'application/json' },
+        body: JSON.stringify({ remote_url: `${originUrl}/r/${n}`, file_name: name }),
+      });
       const record = (await res.json()) as any;
       return res.status === 201 ? { kind, name, fileNo: record.file_no, sha256: sha(remoteBytes(n)) } : null;
     }
     const bytes = randomBytes(5 * MiB + Math.floor(Math.random() * 7 * MiB));
-    const started = await fetch(`${base}/api/v1/multipart/start`, { method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, body: JSON.stringify({ file_name: name, size: bytes.length, format: 'application/octet-stream' }) });
+    const started = await fetch(`${base}/api/v1/multipart/start`, {
+      method: 'POST',
+      headers: { ...headers, 'content-type': 'application/json' },
+      body: JSON.stringify({ file_name: name, size: bytes.length, format: 'application/octet-stream' }),
+    });
     const s = (await started.json()) as any;
     if (started.status !== 200 && started.status !== 201) return null;
     const session = s.data ?? s;
     await Promise.all(
       session.parts.map(async (url: string, i: number) => {
-        const res = await fetch(url.replace(/^http:\/\/[^/]+/, base), { method: 'PUT', headers: { 'content-type': 'application/octet-stream' }, body: bytes.subarray(i * session.part_size, (i + 1) * session.part_size) });
+        const res = await fetch(url.replace(/^http:\/\/[^/]+/, base), {
+          method: 'PUT',
+          headers: { 'content-type': 'application/octet-stream' },
+          body: bytes.subarray(i * session.part_size, (i + 1) * session.part_size),
+        });
         await res.arrayBuffer();
         if (res.status !== 200) throw new Error(`part ${i + 1}: ${res.status}`);
       }),
     );
-    const done = await fetch(`${base}/api/v1/multipart/complete`, { method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, body: JSON.stringify({ session_id: session.session_id }) });
+    const done = await fetch(`${base}/api/v1/multipart/complete`, {
+      method: 'POST',
+      headers: { ...headers, 'content-type': 'application/json' },
+      body: JSON.stringify({ session_id: session.session_id }),
+    });
     const record = (await done.json()) as any;
-    return done.status === 200 ? { kind, name, fileNo: record.file_no ?? record.data?.file_no, sha256: sha(bytes) } : null;
+    return done.status === 200
+      ? { kind, name, fileNo: record.file_no ?? record.data?.file_no, sha256: sha(bytes) }
+      : null;
   };
 
   const perLife = Math.ceil(TOTAL / KILLS);
@@ -126,20 +152,35 @@ test(`${TOTAL} mixed uploads, ${KILLS} SIGKILLs at random moments: nothing ackno
     const killAfter = `${killAt} answers + ${extraMs} ms`;
     assert.equal(await server.stop('SIGKILL'), null, 'killed, not exited');
     const settled = await outcomes;
-    const ok = settled.filter((o): o is PromiseFulfilledResult<Acked> => o.status === 'fulfilled' && o.value !== null).map((o) => o.value);
+    const ok = settled
+      .filter((o): o is PromiseFulfilledResult<Acked> => o.status === 'fulfilled' && o.value !== null)
+      .map((o) => o.value);
     acked.push(...ok);
     t.diagnostic(`life ${life + 1}: killed after ${killAfter}; ${ok.length} of ${batch.length} acknowledged`);
   }
   server = undefined;
   assert.equal(attempted, TOTAL);
-  assert.ok(acked.length > 0 && acked.length < TOTAL, `some uploads acknowledged, some cut off (${acked.length} of ${TOTAL})`);
-  t.diagnostic(`acknowledged: ${acked.length} of ${TOTAL} (${['direct', 'multipart', 'remote'].map((k) => `${k} ${acked.filter((a) => a.kind === k).length}`).join(', ')})`);
+  assert.ok(
+    acked.length > 0 && acked.length < TOTAL,
+    `some uploads acknowledged, some cut off (${acked.length} of ${TOTAL})`,
+  );
+  t.diagnostic(
+    `acknowledged: ${acked.length} of ${TOTAL} (${['direct', 'multipart', 'remote'].map((k) => `${k} ${acked.filter((a) => a.kind === k).length}`).join(', ')})`,
+  );
 
   // Before any sweep: every record points at bytes that are there.
   const db = openDatabase({ dataDir });
   try {
-    const rows = await db.kysely.selectFrom('files').innerJoin('blobs', 'blobs.id', 'files.blob_id').select(['files.name', 'blobs.storage_key']).execute();
-    for (const r of rows) assert.ok(existsSync(join(dataDir, 'storage', 'objects', ...r.storage_key.split('/'))), `${r.name} points at missing bytes`);
+    const rows = await db.kysely
+      .selectFrom('files')
+      .innerJoin('blobs', 'blobs.id', 'files.blob_id')
+      .select(['files.name', 'blobs.storage_key'])
+      .execute();
+    for (const r of rows)
+      assert.ok(
+        existsSync(join(dataDir, 'storage', 'objects', ...r.storage_key.split('/'))),
+        `${r.name} points at missing bytes`,
+      );
     // Only what was acknowledged, or finished in the moment before a kill, has a record.
     assert.ok(rows.length >= acked.length);
 
@@ -155,10 +196,17 @@ test(`${TOTAL} mixed uploads, ${KILLS} SIGKILLs at random moments: nothing ackno
     }
     await new Promise((r) => setTimeout(r, 1500));
     const blobs = await db.kysely.selectFrom('blobs').select('storage_key').execute();
-    assert.deepEqual(storedObjects(dataDir), blobs.map((b) => b.storage_key).sort(), 'no orphaned bytes in storage after one sweep');
+    assert.deepEqual(
+      storedObjects(dataDir),
+      blobs.map((b) => b.storage_key).sort(),
+      'no orphaned bytes in storage after one sweep',
+    );
     assert.deepEqual(leftoverTemp(dataDir), [], 'no temporary files left');
     const intents = await db.kysely.selectFrom('storage_intents').select(['reason']).execute();
-    assert.ok(intents.every((i) => i.reason === 'multipart'), `only unfinished multipart sessions (alive until they expire) hold intents: ${JSON.stringify(intents)}`);
+    assert.ok(
+      intents.every((i) => i.reason === 'multipart'),
+      `only unfinished multipart sessions (alive until they expire) hold intents: ${JSON.stringify(intents)}`,
+    );
   } finally {
     await db.close();
   }

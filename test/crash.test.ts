@@ -17,7 +17,17 @@ const MiB = 1024 * 1024;
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 
 /** Sends `total` bytes slowly to a PUT or multipart POST; calls `midway` once half is out. */
-function slowRequest(url: string, opts: { method: string; headers: Record<string, string>; prefix?: Buffer; total: number; suffix?: Buffer; midway: () => void }): Promise<string> {
+function slowRequest(
+  url: string,
+  opts: {
+    method: string;
+    headers: Record<string, string>;
+    prefix?: Buffer;
+    total: number;
+    suffix?: Buffer;
+    midway: () => void;
+  },
+): Promise<string> {
   return new Promise((resolve) => {
     const req = http.request(url, { method: opts.method, headers: opts.headers });
     req.on('error', (e) => resolve(`error: ${e.message}`));
@@ -80,7 +90,16 @@ describe('SIGKILL mid-upload', () => {
     // PORT=0: the configured public URL does not know the port; aim the part URLs at the server.
     session.parts = session.parts.map((u: string) => u.replace(/^http:\/\/[^/]+/, server!.url));
     const part = (n: number) => data.subarray((n - 1) * session.part_size, n * session.part_size);
-    assert.equal((await fetch(session.parts[0], { method: 'PUT', body: part(1), headers: { 'content-type': 'application/octet-stream' } })).status, 200);
+    assert.equal(
+      (
+        await fetch(session.parts[0], {
+          method: 'PUT',
+          body: part(1),
+          headers: { 'content-type': 'application/octet-stream' },
+        })
+      ).status,
+      200,
+    );
 
     // Now two uploads in flight, and the process is killed when both are half way.
     const boundary = '----stowagecrash';
@@ -92,20 +111,38 @@ describe('SIGKILL mid-upload', () => {
     const direct = slowRequest(`${server.url}/api/v1/uploads`, {
       method: 'POST',
       headers: { ...headers, 'content-type': `multipart/form-data; boundary=${boundary}` },
-      prefix: Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="file_name"\r\n\r\ncrashed.bin\r\n--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="crashed.bin"\r\nContent-Type: application/octet-stream\r\n\r\n`),
+      prefix: Buffer.from(
+        `--${boundary}\r\nContent-Disposition: form-data; name="file_name"\r\n\r\ncrashed.bin\r\n--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="crashed.bin"\r\nContent-Type: application/octet-stream\r\n\r\n`,
+      ),
       total,
       suffix: Buffer.from(`\r\n--${boundary}--\r\n`),
       midway: kill,
     });
-    const partTwo = slowRequest(session.parts[1], { method: 'PUT', headers: { 'content-type': 'application/octet-stream', 'content-length': String(session.part_size) }, total: session.part_size, midway: kill });
+    const partTwo = slowRequest(session.parts[1], {
+      method: 'PUT',
+      headers: { 'content-type': 'application/octet-stream', 'content-length': String(session.part_size) },
+      total: session.part_size,
+      midway: kill,
+    });
     const outcomes = await Promise.all([direct, partTwo]);
-    assert.ok(outcomes.every((o) => o.startsWith('error')), `both requests died with the server: ${outcomes}`);
+    assert.ok(
+      outcomes.every((o) => o.startsWith('error')),
+      `both requests died with the server: ${outcomes}`,
+    );
     assert.equal(await server.stop('SIGKILL'), null, 'killed, not exited');
 
     // Right after the crash, before any sweep: nothing half-written is visible.
     const db = openDatabase({ dataDir });
-    const files = await db.kysely.selectFrom('files').innerJoin('blobs', 'blobs.id', 'files.blob_id').select(['files.name', 'blobs.storage_key', 'blobs.size', 'blobs.sha256']).execute();
-    assert.deepEqual(files.map((f) => f.name), ['kept.bin'], 'only the finished upload has a record');
+    const files = await db.kysely
+      .selectFrom('files')
+      .innerJoin('blobs', 'blobs.id', 'files.blob_id')
+      .select(['files.name', 'blobs.storage_key', 'blobs.size', 'blobs.sha256'])
+      .execute();
+    assert.deepEqual(
+      files.map((f) => f.name),
+      ['kept.bin'],
+      'only the finished upload has a record',
+    );
     for (const f of files) {
       const path = join(dataDir, 'storage', 'objects', ...f.storage_key.split('/'));
       assert.ok(existsSync(path), 'every record points at bytes that are there');
@@ -118,19 +155,46 @@ describe('SIGKILL mid-upload', () => {
     assert.deepEqual(storedObjects(dataDir), blobs.map((b) => b.storage_key).sort(), 'no orphaned bytes in storage');
     assert.deepEqual(leftoverTemp(dataDir), [], 'no temporary files left');
     const intents = await db.kysely.selectFrom('storage_intents').select(['reason']).execute();
-    assert.deepEqual(intents.map((i) => i.reason), ['multipart'], 'only the live session still holds an intent');
+    assert.deepEqual(
+      intents.map((i) => i.reason),
+      ['multipart'],
+      'only the live session still holds an intent',
+    );
 
     // The session survived: part 1 is there, part 2 is not (it was cut off), then it completes.
-    const status = (await (await fetch(`${server.url}/api/v1/multipart/${session.session_id}`, { headers })).json()) as any;
+    const status = (await (
+      await fetch(`${server.url}/api/v1/multipart/${session.session_id}`, { headers })
+    ).json()) as any;
     assert.equal(status.data.status, 'active');
-    assert.deepEqual(status.data.uploaded_parts.map((p: any) => p.part_number), [1]);
+    assert.deepEqual(
+      status.data.uploaded_parts.map((p: any) => p.part_number),
+      [1],
+    );
     const rebased = session.parts.map((u: string) => u.replace(/^http:\/\/[^/]+/, server!.url));
-    for (const n of [2, 3]) assert.equal((await fetch(rebased[n - 1], { method: 'PUT', body: part(n), headers: { 'content-type': 'application/octet-stream' } })).status, 200);
-    const done = await fetch(`${server.url}/api/v1/multipart/complete`, { method: 'POST', body: JSON.stringify({ session_id: session.session_id }), headers: { ...headers, 'content-type': 'application/json' } });
+    for (const n of [2, 3])
+      assert.equal(
+        (
+          await fetch(rebased[n - 1], {
+            method: 'PUT',
+            body: part(n),
+            headers: { 'content-type': 'application/octet-stream' },
+          })
+        ).status,
+        200,
+      );
+    const done = await fetch(`${server.url}/api/v1/multipart/complete`, {
+      method: 'POST',
+      body: JSON.stringify({ session_id: session.session_id }),
+      headers: { ...headers, 'content-type': 'application/json' },
+    });
     const record = (await done.json()) as any;
     assert.equal(done.status, 200, JSON.stringify(record));
     assert.equal(record.hash, sha(data));
-    const keptRow = await db.kysely.selectFrom('blobs').select('sha256').where('sha256', '=', sha(kept)).executeTakeFirst();
+    const keptRow = await db.kysely
+      .selectFrom('blobs')
+      .select('sha256')
+      .where('sha256', '=', sha(kept))
+      .executeTakeFirst();
     assert.ok(keptRow, 'the upload finished before the crash is intact');
     await db.close();
   });
@@ -158,7 +222,16 @@ describe('webhooks pending when the server dies', () => {
         form.append('file', new Blob([randomBytes(500)]), `f${i}.bin`);
         form.append('file_name', `f${i}.bin`);
         form.append('webhook_url', hook);
-        assert.equal((await fetch(`${server.url}/api/v1/uploads`, { method: 'POST', body: form, headers: { 'x-api-key': ws.private_key } })).status, 201);
+        assert.equal(
+          (
+            await fetch(`${server.url}/api/v1/uploads`, {
+              method: 'POST',
+              body: form,
+              headers: { 'x-api-key': ws.private_key },
+            })
+          ).status,
+          201,
+        );
       }
       await server.stop('SIGKILL');
       assert.deepEqual(got, [], 'nothing was sent before the crash');

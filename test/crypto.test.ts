@@ -62,7 +62,8 @@ describe('part URL signatures (local multipart)', () => {
   const int32 = (n: number) => Buffer.from([n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255]);
   const hmac = (session: string, part: number, length: number, expires: number) =>
     createHmac('sha256', key).update(`${session}\n${length}\n${expires}\n`).update(int32(part)).digest('base64url');
-  const query = (url: string) => Object.fromEntries(new URL(url).searchParams) as { length: string; expires: string; signature: string };
+  const query = (url: string) =>
+    Object.fromEntries(new URL(url).searchParams) as { length: string; expires: string; signature: string };
   const session = 'S'.repeat(24);
   const expires = 2_000_000_000;
 

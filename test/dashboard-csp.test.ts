@@ -19,12 +19,14 @@ import { IN_CI } from './helpers/services.ts';
 
 const CHROMIUM = process.env.STOWAGE_TEST_CHROMIUM ?? '/usr/bin/chromium';
 const haveChromium = existsSync(CHROMIUM);
-if (!haveChromium && IN_CI) test('Chromium is installed', () => assert.fail(`${CHROMIUM} is missing: .ci/run installs Debian's chromium`));
+if (!haveChromium && IN_CI)
+  test('Chromium is installed', () => assert.fail(`${CHROMIUM} is missing: .ci/run installs Debian's chromium`));
 
 const sri = (body: string | Buffer) => `sha384-${createHash('sha384').update(body).digest('base64')}`;
 
 /** The attacker's code: records that it ran, in the top window (also from a frame). */
-const evil = (name: string) => `(top.__pwned = top.__pwned || []).push(${JSON.stringify(name)}); window.__pwned = top.__pwned;`;
+const evil = (name: string) =>
+  `(top.__pwned = top.__pwned || []).push(${JSON.stringify(name)}); window.__pwned = top.__pwned;`;
 
 /** A policy header as a map of directive name to its values. */
 function directives(header: string): Map<string, string[]> {
@@ -46,24 +48,39 @@ let evilMjs: string;
 
 before(async () => {
   const dataDir = join(dir, 'data');
-  ws = JSON.parse((await runCli(['workspace', 'create', '--name', 'CSP', '--json'], { STOWAGE_DATA_DIR: dataDir })).stdout);
+  ws = JSON.parse(
+    (await runCli(['workspace', 'create', '--name', 'CSP', '--json'], { STOWAGE_DATA_DIR: dataDir })).stdout,
+  );
   const probe = await startServer({ STOWAGE_DATA_DIR: dataDir });
   const port = new URL(probe.url).port;
   await probe.stop();
-  server = await startServer({ STOWAGE_DATA_DIR: dataDir, PORT: port, STOWAGE_PUBLIC_URL: `http://127.0.0.1:${port}`, STOWAGE_SWEEP_INTERVAL_MS: '0' });
+  server = await startServer({
+    STOWAGE_DATA_DIR: dataDir,
+    PORT: port,
+    STOWAGE_PUBLIC_URL: `http://127.0.0.1:${port}`,
+    STOWAGE_SWEEP_INTERVAL_MS: '0',
+  });
 
   // What an attacker holding only the public key can do: upload a script, get it served here.
   const upload = async (name: string): Promise<string> => {
     const form = new FormData();
     form.append('file', new Blob([evil(name)], { type: 'text/javascript' }), name);
     form.append('file_name', name);
-    const res = await fetch(`${server.url}/api/v1/uploads`, { method: 'POST', headers: { 'x-api-key': ws.public_key }, body: form });
+    const res = await fetch(`${server.url}/api/v1/uploads`, {
+      method: 'POST',
+      headers: { 'x-api-key': ws.public_key },
+      body: form,
+    });
     assert.equal(res.status, 201, await res.clone().text());
     const path = `/${ws.workspace_id}/${name}`;
     assert.equal(new URL(((await res.json()) as { url: string }).url).pathname, path);
     const served = await fetch(server.url + path);
     assert.equal(served.status, 200);
-    assert.match(served.headers.get('content-type') ?? '', /^(text|application)\/javascript\b/, `${name} is served as JavaScript, so the attack is real`);
+    assert.match(
+      served.headers.get('content-type') ?? '',
+      /^(text|application)\/javascript\b/,
+      `${name} is served as JavaScript, so the attack is real`,
+    );
     assert.equal(await served.text(), evil(name));
     return path;
   };
@@ -84,10 +101,16 @@ describe('the pages pin their scripts by hash', () => {
       scripts,
     );
     const map = `{"integrity":{"/b.js":"${sri(scripts['/b.js'])}"}}`;
-    assert.equal(html, `<script type="importmap">${map}</script><script type="module" src="/a.js" integrity="${sri(scripts['/a.js'])}"></script>`);
+    assert.equal(
+      html,
+      `<script type="importmap">${map}</script><script type="module" src="/a.js" integrity="${sri(scripts['/a.js'])}"></script>`,
+    );
     assert.deepEqual(new Set(hashes), new Set([sri(scripts['/a.js']), sri(scripts['/b.js']), sri(map)]));
     assert.throws(() => pinScripts('/page', '<script src="/a.js"></script>', scripts), /needs integrity/);
-    assert.throws(() => pinScripts('/page', '<script src="/c.js" integrity="{{sri /c.js}}"></script>', scripts), /no script is served at \/c\.js/);
+    assert.throws(
+      () => pinScripts('/page', '<script src="/c.js" integrity="{{sri /c.js}}"></script>', scripts),
+      /no script is served at \/c\.js/,
+    );
   });
 
   for (const page of ['/dashboard/', '/examples/public-upload.html']) {
@@ -98,7 +121,12 @@ describe('the pages pin their scripts by hash', () => {
       const policy = directives(res.headers.get('content-security-policy') ?? '');
       const scriptSrc = policy.get('script-src') ?? [];
       assert.ok(scriptSrc.length > 0, 'a script-src');
-      for (const source of scriptSrc) assert.match(source, /^'sha384-[A-Za-z0-9+/]+={0,2}'$/, `only hash sources in script-src (not 'self', a host, 'unsafe-inline' or 'strict-dynamic'): ${source}`);
+      for (const source of scriptSrc)
+        assert.match(
+          source,
+          /^'sha384-[A-Za-z0-9+/]+={0,2}'$/,
+          `only hash sources in script-src (not 'self', a host, 'unsafe-inline' or 'strict-dynamic'): ${source}`,
+        );
       assert.deepEqual(policy.get('require-trusted-types-for'), ["'script'"]);
       assert.deepEqual(policy.get('trusted-types'), ["'none'"]);
       assert.equal(policy.has('script-src-elem'), false);
@@ -116,14 +144,24 @@ describe('the pages pin their scripts by hash', () => {
           const integrity = /\bintegrity="([^"]+)"/.exec(attrs)?.[1];
           const script = await fetch(new URL(src, server.url + page));
           assert.equal(script.status, 200);
-          assert.equal(integrity, sri(Buffer.from(await script.arrayBuffer())), `${src}: integrity is the hash of what is served`);
+          assert.equal(
+            integrity,
+            sri(Buffer.from(await script.arrayBuffer())),
+            `${src}: integrity is the hash of what is served`,
+          );
           expected.add(`'${integrity}'`);
         } else {
           expected.add(`'${sri(body)}'`);
           if (/\btype="importmap"/.test(attrs)) {
-            for (const [url, integrity] of Object.entries((JSON.parse(body) as { integrity?: Record<string, string> }).integrity ?? {})) {
+            for (const [url, integrity] of Object.entries(
+              (JSON.parse(body) as { integrity?: Record<string, string> }).integrity ?? {},
+            )) {
               const module = await fetch(new URL(url, server.url + page));
-              assert.equal(integrity, sri(Buffer.from(await module.arrayBuffer())), `${url}: the import map's integrity is the hash of what is served`);
+              assert.equal(
+                integrity,
+                sri(Buffer.from(await module.arrayBuffer())),
+                `${url}: the import map's integrity is the hash of what is served`,
+              );
               expected.add(`'${integrity}'`);
             }
           }
@@ -144,22 +182,42 @@ describe('the pages pin their scripts by hash', () => {
   }
 
   test('the scripts and styles themselves are served with a policy that runs nothing', async () => {
-    for (const path of ['/dashboard/app.js', '/dashboard/sdk.js', '/dashboard/styles.css', '/examples/public-upload.js']) {
+    for (const path of [
+      '/dashboard/app.js',
+      '/dashboard/sdk.js',
+      '/dashboard/styles.css',
+      '/examples/public-upload.js',
+    ]) {
       const res = await fetch(server.url + path);
       assert.equal(res.status, 200, path);
-      assert.deepEqual(directives(res.headers.get('content-security-policy') ?? '').get('script-src'), ["'none'"], path);
+      assert.deepEqual(
+        directives(res.headers.get('content-security-policy') ?? '').get('script-src'),
+        ["'none'"],
+        path,
+      );
     }
   });
 });
 
-describe('injected scripts do not run in Chromium', { skip: haveChromium ? false : `install chromium (or set STOWAGE_TEST_CHROMIUM) to run` }, () => {
+describe('injected scripts do not run in Chromium', {
+  skip: haveChromium ? false : `install chromium (or set STOWAGE_TEST_CHROMIUM) to run`,
+}, () => {
   let browser: Browser;
   let appHash: string;
 
   before(async () => {
     browser = await chromium.launch({
       executablePath: CHROMIUM,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-quic',
+        '--no-first-run',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+      ],
     });
     appHash = sri(await (await fetch(`${server.url}/dashboard/app.js`)).text());
   });
@@ -183,7 +241,11 @@ describe('injected scripts do not run in Chromium', { skip: haveChromium ? false
     await context.addInitScript(() => {
       const seen: string[] = [];
       (window as any).__violations = seen;
-      document.addEventListener('securitypolicyviolation', (e) => seen.push(`${e.effectiveDirective} ${e.blockedURI}`), true);
+      document.addEventListener(
+        'securitypolicyviolation',
+        (e) => seen.push(`${e.effectiveDirective} ${e.blockedURI}`),
+        true,
+      );
     });
     const page = await context.newPage();
     const errors: string[] = [];
@@ -201,12 +263,20 @@ describe('injected scripts do not run in Chromium', { skip: haveChromium ? false
   }
 
   /** Serves `path` from the real server, with `edit` applied to its HTML and/or headers. */
-  async function tamper(page: Page, path: string, edit: { html?: (html: string) => string; headers?: (h: Record<string, string>) => Record<string, string> }): Promise<void> {
+  async function tamper(
+    page: Page,
+    path: string,
+    edit: { html?: (html: string) => string; headers?: (h: Record<string, string>) => Record<string, string> },
+  ): Promise<void> {
     await page.route(server.url + path, async (route) => {
       const response = await route.fetch();
       const body = await response.text();
       const headers = response.headers();
-      await route.fulfill({ response, body: edit.html ? edit.html(body) : body, headers: edit.headers ? edit.headers(headers) : headers });
+      await route.fulfill({
+        response,
+        body: edit.html ? edit.html(body) : body,
+        headers: edit.headers ? edit.headers(headers) : headers,
+      });
     });
   }
 
@@ -269,12 +339,18 @@ describe('injected scripts do not run in Chromium', { skip: haveChromium ? false
     await page.getByLabel('Private key').fill(ws.private_key);
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.getByRole('heading', { name: /Files/ }).waitFor();
-    assert.equal(await page.evaluate(() => sessionStorage.getItem('stowage.key')), ws.private_key, 'the key an injected script would be after');
+    assert.equal(
+      await page.evaluate(() => sessionStorage.getItem('stowage.key')),
+      ws.private_key,
+      'the key an injected script would be after',
+    );
   }
 
   /** Waits until the page has reported at least `n` violations. */
   async function violationsAtLeast(w: Watched, n: number): Promise<string[]> {
-    await w.page.waitForFunction((n) => ((window as any).__violations as string[]).length >= n, n, { timeout: 10_000 }).catch(() => {});
+    await w.page
+      .waitForFunction((n) => ((window as any).__violations as string[]).length >= n, n, { timeout: 10_000 })
+      .catch(() => {});
     return w.violations();
   }
 
@@ -300,10 +376,23 @@ describe('injected scripts do not run in Chromium', { skip: haveChromium ? false
     await signIn(w.page);
     const violations = await violationsAtLeast(w, 6);
     assert.equal(await w.pwned(), undefined, `no injected script ran; console:\n${w.console.join('\n')}`);
-    for (const blocked of [evilJs, evilMjs]) assert.ok(violations.some((v) => /^script-src(-elem)? /.test(v) && v.includes(blocked)), `${blocked} refused by script-src: ${violations.join(', ')}`);
-    assert.ok(violations.filter((v) => /^script-src(-elem)? inline$/.test(v)).length >= 2, `inline scripts refused: ${violations.join(', ')}`);
-    assert.ok(violations.some((v) => /^script-src(-attr)? inline$/.test(v)), `the event handler refused: ${violations.join(', ')}`);
-    assert.ok(w.console.some((m) => /integrity/i.test(m)), 'the copy of the dashboard hash is refused by the integrity check');
+    for (const blocked of [evilJs, evilMjs])
+      assert.ok(
+        violations.some((v) => /^script-src(-elem)? /.test(v) && v.includes(blocked)),
+        `${blocked} refused by script-src: ${violations.join(', ')}`,
+      );
+    assert.ok(
+      violations.filter((v) => /^script-src(-elem)? inline$/.test(v)).length >= 2,
+      `inline scripts refused: ${violations.join(', ')}`,
+    );
+    assert.ok(
+      violations.some((v) => /^script-src(-attr)? inline$/.test(v)),
+      `the event handler refused: ${violations.join(', ')}`,
+    );
+    assert.ok(
+      w.console.some((m) => /integrity/i.test(m)),
+      'the copy of the dashboard hash is refused by the integrity check',
+    );
     assert.deepEqual(w.errors, [], 'the dashboard itself has no errors');
     await w.context.close();
   });
@@ -315,7 +404,13 @@ describe('injected scripts do not run in Chromium', { skip: haveChromium ? false
       const w = await watchedPage();
       if (!withTrustedTypes) {
         await tamper(w.page, '/dashboard/', {
-          headers: (h) => ({ ...h, 'content-security-policy': h['content-security-policy'].replace(/;\s*(require-trusted-types-for|trusted-types)[^;]*/g, '') }),
+          headers: (h) => ({
+            ...h,
+            'content-security-policy': h['content-security-policy'].replace(
+              /;\s*(require-trusted-types-for|trusted-types)[^;]*/g,
+              '',
+            ),
+          }),
         });
       }
       await w.page.goto(`${server.url}/dashboard/`);
@@ -323,17 +418,33 @@ describe('injected scripts do not run in Chromium', { skip: haveChromium ? false
       assert.deepEqual(await w.violations(), [], 'the dashboard itself violates nothing');
       const outcomes = await injectThroughDom(w.page);
       const violations = await violationsAtLeast(w, 5);
-      assert.equal(await w.pwned(), undefined, `no injected script ran (${withTrustedTypes ? 'served policy' : 'without Trusted Types'}): ${JSON.stringify(outcomes)}`);
+      assert.equal(
+        await w.pwned(),
+        undefined,
+        `no injected script ran (${withTrustedTypes ? 'served policy' : 'without Trusted Types'}): ${JSON.stringify(outcomes)}`,
+      );
       for (const [name, result] of Object.entries(outcomes)) assert.notEqual(result, 'loaded', `${name} did not load`);
       if (withTrustedTypes) {
-        assert.ok(violations.some((v) => v.startsWith('require-trusted-types-for ')), `Trusted Types reported: ${violations.join(', ')}`);
-      } else {
-        assert.deepEqual(
-          Object.fromEntries(Object.entries(outcomes).filter(([name]) => !name.startsWith('inline'))),
-          { classic: 'refused', module: 'refused', 'own integrity': 'refused', 'dashboard integrity': 'refused' },
+        assert.ok(
+          violations.some((v) => v.startsWith('require-trusted-types-for ')),
+          `Trusted Types reported: ${violations.join(', ')}`,
         );
-        for (const blocked of [evilJs, evilMjs]) assert.ok(violations.some((v) => /^script-src(-elem)? /.test(v) && v.includes(blocked)), `${blocked} refused by script-src: ${violations.join(', ')}`);
-        assert.ok(violations.filter((v) => /^script-src(-elem)? inline$/.test(v)).length >= 2, `inline scripts refused: ${violations.join(', ')}`);
+      } else {
+        assert.deepEqual(Object.fromEntries(Object.entries(outcomes).filter(([name]) => !name.startsWith('inline'))), {
+          classic: 'refused',
+          module: 'refused',
+          'own integrity': 'refused',
+          'dashboard integrity': 'refused',
+        });
+        for (const blocked of [evilJs, evilMjs])
+          assert.ok(
+            violations.some((v) => /^script-src(-elem)? /.test(v) && v.includes(blocked)),
+            `${blocked} refused by script-src: ${violations.join(', ')}`,
+          );
+        assert.ok(
+          violations.filter((v) => /^script-src(-elem)? inline$/.test(v)).length >= 2,
+          `inline scripts refused: ${violations.join(', ')}`,
+        );
       }
       // Still working after all that.
       await w.page.getByRole('button', { name: 'Sources' }).click();
@@ -345,13 +456,23 @@ describe('injected scripts do not run in Chromium', { skip: haveChromium ? false
 
   test('example page: injected scripts do not run, and it still uploads with the public key', async () => {
     const w = await watchedPage();
-    await tamper(w.page, '/examples/public-upload.html', { html: (html) => html.replace('<body>', `<body>\n${injectedMarkup()}`) });
+    await tamper(w.page, '/examples/public-upload.html', {
+      html: (html) => html.replace('<body>', `<body>\n${injectedMarkup()}`),
+    });
     await w.page.goto(`${server.url}/examples/public-upload.html`);
     const violations = await violationsAtLeast(w, 6);
     const outcomes = await injectThroughDom(w.page);
     await violationsAtLeast(w, violations.length + 1);
-    assert.equal(await w.pwned(), undefined, `no injected script ran: ${JSON.stringify(outcomes)}; console:\n${w.console.join('\n')}`);
-    for (const blocked of [evilJs, evilMjs]) assert.ok(violations.some((v) => /^script-src(-elem)? /.test(v) && v.includes(blocked)), `${blocked} refused by script-src: ${violations.join(', ')}`);
+    assert.equal(
+      await w.pwned(),
+      undefined,
+      `no injected script ran: ${JSON.stringify(outcomes)}; console:\n${w.console.join('\n')}`,
+    );
+    for (const blocked of [evilJs, evilMjs])
+      assert.ok(
+        violations.some((v) => /^script-src(-elem)? /.test(v) && v.includes(blocked)),
+        `${blocked} refused by script-src: ${violations.join(', ')}`,
+      );
     for (const [name, result] of Object.entries(outcomes)) assert.notEqual(result, 'loaded', `${name} did not load`);
 
     const small = join(dir, 'hello.txt');

@@ -13,10 +13,13 @@ import { IN_CI } from './helpers/services.ts';
 
 const CHROMIUM = process.env.STOWAGE_TEST_CHROMIUM ?? '/usr/bin/chromium';
 const haveChromium = existsSync(CHROMIUM);
-if (!haveChromium && IN_CI) test('Chromium is installed', () => assert.fail(`${CHROMIUM} is missing: .ci/run installs Debian's chromium`));
+if (!haveChromium && IN_CI)
+  test('Chromium is installed', () => assert.fail(`${CHROMIUM} is missing: .ci/run installs Debian's chromium`));
 const ARTIFACTS = join(ROOT, '.test-artifacts');
 
-describe('dashboard in Chromium', { skip: haveChromium ? false : `install chromium (or set STOWAGE_TEST_CHROMIUM) to run` }, () => {
+describe('dashboard in Chromium', {
+  skip: haveChromium ? false : `install chromium (or set STOWAGE_TEST_CHROMIUM) to run`,
+}, () => {
   const dir = mkdtempSync(join(tmpdir(), 'stowage-ui-'));
   let server: ServerProcess;
   let browser: Browser;
@@ -26,18 +29,47 @@ describe('dashboard in Chromium', { skip: haveChromium ? false : `install chromi
   before(async () => {
     mkdirSync(ARTIFACTS, { recursive: true });
     const dataDir = join(dir, 'data');
-    ws = JSON.parse((await runCli(['workspace', 'create', '--name', 'UI', '--json'], { STOWAGE_DATA_DIR: dataDir })).stdout);
+    ws = JSON.parse(
+      (await runCli(['workspace', 'create', '--name', 'UI', '--json'], { STOWAGE_DATA_DIR: dataDir })).stdout,
+    );
     const probe = await startServer({ STOWAGE_DATA_DIR: dataDir });
     const port = new URL(probe.url).port;
     await probe.stop();
-    server = await startServer({ STOWAGE_DATA_DIR: dataDir, PORT: port, STOWAGE_PUBLIC_URL: `http://127.0.0.1:${port}`, STOWAGE_SWEEP_INTERVAL_MS: '0' });
+    server = await startServer({
+      STOWAGE_DATA_DIR: dataDir,
+      PORT: port,
+      STOWAGE_PUBLIC_URL: `http://127.0.0.1:${port}`,
+      STOWAGE_SWEEP_INTERVAL_MS: '0',
+    });
     // A 30 MB image: noise does not compress.
     image = join(dir, 'poster.png');
-    writeFileSync(image, await sharp({ create: { width: 3200, height: 3200, channels: 3, background: '#777', noise: { type: 'gaussian', mean: 128, sigma: 60 } } }).png({ compressionLevel: 0 }).toBuffer());
+    writeFileSync(
+      image,
+      await sharp({
+        create: {
+          width: 3200,
+          height: 3200,
+          channels: 3,
+          background: '#777',
+          noise: { type: 'gaussian', mean: 128, sigma: 60 },
+        },
+      })
+        .png({ compressionLevel: 0 })
+        .toBuffer(),
+    );
     assert.ok(statSync(image).size > 30_000_000);
     browser = await chromium.launch({
       executablePath: CHROMIUM,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-quic',
+        '--no-first-run',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+      ],
     });
   });
   after(async () => {
@@ -73,9 +105,13 @@ describe('dashboard in Chromium', { skip: haveChromium ? false : `install chromi
     await thumb.waitFor({ timeout: 60_000 });
     await page.waitForFunction(() => {
       const img = document.querySelector<HTMLImageElement>('img[alt="poster.png"]');
-      return img !== null && img.complete && img.naturalWidth > 0;
+      return img?.complete && img.naturalWidth > 0;
     });
-    assert.equal(await thumb.evaluate((img: HTMLImageElement) => img.naturalWidth), 200, 'the thumbnail is a 200 px rendition');
+    assert.equal(
+      await thumb.evaluate((img: HTMLImageElement) => img.naturalWidth),
+      200,
+      'the thumbnail is a 200 px rendition',
+    );
     assert.ok(partPuts.length >= 4, `uploaded in parts (${partPuts.length})`);
     await page.screenshot({ path: join(ARTIFACTS, 'dashboard-1440.png'), fullPage: true });
 
@@ -86,7 +122,7 @@ describe('dashboard in Chromium', { skip: haveChromium ? false : `install chromi
     const preview = page.getByRole('img', { name: 'Transformation preview' });
     await page.waitForFunction(() => {
       const img = document.querySelector<HTMLImageElement>('#t-preview');
-      return img !== null && img.complete && img.naturalWidth === 320;
+      return img?.complete && img.naturalWidth === 320;
     });
     assert.match((await preview.getAttribute('src')) ?? '', /\/w_320,f_webp\/poster\.png$/);
     await page.getByRole('button', { name: 'Copy URL' }).click();
@@ -121,7 +157,9 @@ describe('dashboard in Chromium', { skip: haveChromium ? false : `install chromi
     await page.getByLabel('New folder').fill('mobile');
     await page.keyboard.press('Enter');
     await page.getByRole('button', { name: 'mobile' }).waitFor();
-    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+    const overflow = await page.evaluate(
+      () => document.documentElement.scrollWidth - document.documentElement.clientWidth,
+    );
     assert.ok(overflow <= 0, `no horizontal scrolling at 375 px (${overflow} px)`);
     await page.screenshot({ path: join(ARTIFACTS, 'dashboard-375.png'), fullPage: true });
     await page.getByRole('button', { name: 'Sources' }).click();
@@ -160,7 +198,9 @@ describe('dashboard in Chromium', { skip: haveChromium ? false : `install chromi
     await page.getByLabel('Metadata (JSON)').fill('{"owner":"ui"}');
     await page.getByRole('button', { name: 'Save' }).click();
     await page.getByText('Saved').waitFor();
-    const res = await fetch(`${server.url}/api/v1/files?search=dropped`, { headers: { 'x-api-key': ws.private_key } }).then((r) => r.json() as any);
+    const res = await fetch(`${server.url}/api/v1/files?search=dropped`, {
+      headers: { 'x-api-key': ws.private_key },
+    }).then((r) => r.json() as any);
     const f = res.files[0];
     assert.equal(f.path, '/archive/dropped.txt');
     assert.deepEqual(f.tags, ['one', 'two']);

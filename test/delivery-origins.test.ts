@@ -40,25 +40,57 @@ describe('sources as origins', () => {
   const at = (name: string, path: string) => `/${h.ws.workspace_id}-${name}/${path}`;
 
   before(async () => {
-    photo = await sharp({ create: { width: 800, height: 600, channels: 3, background: '#a05030' } }).jpeg().toBuffer();
+    photo = await sharp({ create: { width: 800, height: 600, channels: 3, background: '#a05030' } })
+      .jpeg()
+      .toBuffer();
     origin = await localServer((req, res) => {
       originHits.push({ url: req.url!, headers: req.headers });
       const pathname = req.url!.split('?')[0];
-      if (pathname === '/img/photo.jpg' || pathname === '/img/caf%C3%A9%201.jpg') res.writeHead(200, { 'content-type': 'image/jpeg', etag: '"v1"' }).end(photo);
+      if (pathname === '/img/photo.jpg' || pathname === '/img/caf%C3%A9%201.jpg')
+        res.writeHead(200, { 'content-type': 'image/jpeg', etag: '"v1"' }).end(photo);
       else if (pathname === '/img/broken.jpg') res.writeHead(500).end();
       else res.writeHead(404).end();
     });
-    const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048, privateKeyEncoding: { type: 'pkcs8', format: 'pem' }, publicKeyEncoding: { type: 'spki', format: 'pem' } });
+    const { privateKey } = generateKeyPairSync('rsa', {
+      modulusLength: 2048,
+      privateKeyEncoding: { type: 'pkcs8', format: 'pem' },
+      publicKeyEncoding: { type: 'spki', format: 'pem' },
+    });
     gcs = await localServer((req, res) => {
       const m = /\/b\/media-bucket\/o\/([^?]+)/.exec(req.url ?? '');
-      if (!m || decodeURIComponent(m[1]) !== 'pics/photo.jpg') return void res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":{"code":404}}');
-      if ((req.url ?? '').includes('alt=media')) return void res.writeHead(200, { 'content-type': 'image/jpeg' }).end(photo);
-      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ name: 'pics/photo.jpg', bucket: 'media-bucket', contentType: 'image/jpeg', size: String(photo.length), updated: new Date().toISOString() }));
+      if (!m || decodeURIComponent(m[1]) !== 'pics/photo.jpg')
+        return void res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":{"code":404}}');
+      if ((req.url ?? '').includes('alt=media'))
+        return void res.writeHead(200, { 'content-type': 'image/jpeg' }).end(photo);
+      res.writeHead(200, { 'content-type': 'application/json' }).end(
+        JSON.stringify({
+          name: 'pics/photo.jpg',
+          bucket: 'media-bucket',
+          contentType: 'image/jpeg',
+          size: String(photo.length),
+          updated: new Date().toISOString(),
+        }),
+      );
     });
-    h = await makeHarness('sqlite', { config: { outboundAllow: ['origin.test', '127.0.0.1'], gcsApiEndpoint: gcs.url }, services: { resolver } });
+    h = await makeHarness('sqlite', {
+      config: { outboundAllow: ['origin.test', '127.0.0.1'], gcsApiEndpoint: gcs.url },
+      services: { resolver },
+    });
     base = await h.app.listen({ host: '127.0.0.1', port: 0 });
-    await source('web', 'image_source', { base_url: `http://origin.test:${origin.port}/img`, canonical_header: true, forward_header: true });
-    await source('gcs', 'google_cloud', { service_account_json: JSON.stringify({ type: 'service_account', project_id: 'p', client_email: 'svc@p.iam.gserviceaccount.com', private_key: privateKey }), bucket_name: 'media-bucket' });
+    await source('web', 'image_source', {
+      base_url: `http://origin.test:${origin.port}/img`,
+      canonical_header: true,
+      forward_header: true,
+    });
+    await source('gcs', 'google_cloud', {
+      service_account_json: JSON.stringify({
+        type: 'service_account',
+        project_id: 'p',
+        client_email: 'svc@p.iam.gserviceaccount.com',
+        private_key: privateKey,
+      }),
+      bucket_name: 'media-bucket',
+    });
   });
   after(async () => {
     await h?.close();
@@ -67,7 +99,11 @@ describe('sources as origins', () => {
   });
 
   test('image_source: the original, with a canonical link and forwarded headers (never credentials)', async () => {
-    const res = await get(at('web', 'photo.jpg'), { 'user-agent': 'stowage-test', cookie: 'session=1', authorization: 'Bearer secret' });
+    const res = await get(at('web', 'photo.jpg'), {
+      'user-agent': 'stowage-test',
+      cookie: 'session=1',
+      authorization: 'Bearer secret',
+    });
     assert.equal(res.status, 200);
     assert.equal(sha(res.body), sha(photo));
     assert.equal(res.headers.get('content-type'), 'image/jpeg');
@@ -84,10 +120,18 @@ describe('sources as origins', () => {
     const res = await get(at('web', 'photo.jpg?v=123&width=360'));
     assert.equal(res.status, 200);
     assert.equal(originHits.at(-1)!.url, '/img/photo.jpg?v=123&width=360');
-    assert.equal(res.headers.get('link'), `<http://origin.test:${origin.port}/img/photo.jpg?v=123&width=360>; rel="canonical"`);
+    assert.equal(
+      res.headers.get('link'),
+      `<http://origin.test:${origin.port}/img/photo.jpg?v=123&width=360>; rel="canonical"`,
+    );
     const before = originHits.length;
-    for (const q of ['?v=1', '?v=2', '?v=1', '?v=2', '']) assert.equal((await get(at('web', `w_120/photo.jpg${q}`))).status, 200);
-    assert.deepEqual(originHits.slice(before).map((h) => h.url), ['/img/photo.jpg?v=1', '/img/photo.jpg?v=2', '/img/photo.jpg'], 'one fetch per query string');
+    for (const q of ['?v=1', '?v=2', '?v=1', '?v=2', ''])
+      assert.equal((await get(at('web', `w_120/photo.jpg${q}`))).status, 200);
+    assert.deepEqual(
+      originHits.slice(before).map((h) => h.url),
+      ['/img/photo.jpg?v=1', '/img/photo.jpg?v=2', '/img/photo.jpg'],
+      'one fetch per query string',
+    );
   });
 
   test('a rendition of an origin object is made once and then cached', async () => {
@@ -116,10 +160,18 @@ describe('sources as origins', () => {
   });
 
   test('origin addresses are checked: a private origin the operator did not allow is refused', async () => {
-    const strict = await makeHarness('sqlite', { services: { resolver: async () => [{ address: '10.0.0.8', family: 4 }] } });
+    const strict = await makeHarness('sqlite', {
+      services: { resolver: async () => [{ address: '10.0.0.8', family: 4 }] },
+    });
     try {
-      await call(strict.app, 'POST', '/api/v1/sources', { body: { name: 'intranet', type: 'image_source', configuration: { base_url: 'http://intranet.test' } }, headers: strict.auth });
-      await call(strict.app, 'POST', '/api/v1/sources', { body: { name: 'meta', type: 'image_source', configuration: { base_url: 'http://169.254.169.254/latest' } }, headers: strict.auth });
+      await call(strict.app, 'POST', '/api/v1/sources', {
+        body: { name: 'intranet', type: 'image_source', configuration: { base_url: 'http://intranet.test' } },
+        headers: strict.auth,
+      });
+      await call(strict.app, 'POST', '/api/v1/sources', {
+        body: { name: 'meta', type: 'image_source', configuration: { base_url: 'http://169.254.169.254/latest' } },
+        headers: strict.auth,
+      });
       for (const name of ['intranet', 'meta']) {
         const res = await call(strict.app, 'GET', `/${strict.ws.workspace_id}-${name}/x.jpg`);
         assert.equal(res.status, 502, name);
@@ -141,12 +193,33 @@ describe('sources as origins', () => {
 
   describe('s3 origin against Swift', { skip: s3.skip }, () => {
     test('serves the object at the path', async () => {
-      const creds = { accessKeyId: process.env.STOWAGE_TEST_S3_ACCESS_KEY_ID ?? 'test:tester', secretAccessKey: process.env.STOWAGE_TEST_S3_SECRET_ACCESS_KEY ?? 'testing' };
-      const client = new S3Client({ endpoint: s3.value, region: 'us-east-1', forcePathStyle: true, credentials: creds });
+      const creds = {
+        accessKeyId: process.env.STOWAGE_TEST_S3_ACCESS_KEY_ID ?? 'test:tester',
+        secretAccessKey: process.env.STOWAGE_TEST_S3_SECRET_ACCESS_KEY ?? 'testing',
+      };
+      const client = new S3Client({
+        endpoint: s3.value,
+        region: 'us-east-1',
+        forcePathStyle: true,
+        credentials: creds,
+      });
       await client.send(new CreateBucketCommand({ Bucket: 'origin-bucket' })).catch(() => {});
-      await client.send(new PutObjectCommand({ Bucket: 'origin-bucket', Key: 'catalog/shoe.jpg', Body: photo, ContentType: 'image/jpeg' }));
+      await client.send(
+        new PutObjectCommand({
+          Bucket: 'origin-bucket',
+          Key: 'catalog/shoe.jpg',
+          Body: photo,
+          ContentType: 'image/jpeg',
+        }),
+      );
       client.destroy();
-      await source('bucket', 's3', { endpoint: s3.value, region: 'us-east-1', bucket: 'origin-bucket', access_key: creds.accessKeyId, secret_key: creds.secretAccessKey });
+      await source('bucket', 's3', {
+        endpoint: s3.value,
+        region: 'us-east-1',
+        bucket: 'origin-bucket',
+        access_key: creds.accessKeyId,
+        secret_key: creds.secretAccessKey,
+      });
       const res = await get(at('bucket', 'catalog/shoe.jpg'));
       assert.equal(res.status, 200);
       assert.equal(sha(res.body), sha(photo));
@@ -159,7 +232,9 @@ describe('sources as origins', () => {
     test('serves the blob at the path', async () => {
       const container = BlobServiceClient.fromConnectionString(azure.value!).getContainerClient('origin');
       await container.createIfNotExists();
-      await container.getBlockBlobClient('catalog/shoe.jpg').uploadData(photo, { blobHTTPHeaders: { blobContentType: 'image/jpeg' } });
+      await container
+        .getBlockBlobClient('catalog/shoe.jpg')
+        .uploadData(photo, { blobHTTPHeaders: { blobContentType: 'image/jpeg' } });
       await source('blobs', 'azure', { connection_string: azure.value!, container_name: 'origin' });
       const res = await get(at('blobs', 'catalog/shoe.jpg'));
       assert.equal(res.status, 200);

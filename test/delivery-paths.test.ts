@@ -47,9 +47,11 @@ const enc = encodeURIComponent;
 /** Runs `fn` over `items`, `width` at a time. */
 async function inParallel<T>(items: T[], width: number, fn: (item: T) => Promise<void>): Promise<void> {
   let next = 0;
-  await Promise.all(Array.from({ length: width }, async () => {
-    while (next < items.length) await fn(items[next++]);
-  }));
+  await Promise.all(
+    Array.from({ length: width }, async () => {
+      while (next < items.length) await fn(items[next++]);
+    }),
+  );
 }
 
 // Folders and names: percent signs and sequences, reserved characters, spaces, dots within the
@@ -129,7 +131,11 @@ for (const dialect of DIALECTS) {
       form.append('file', new Blob([new Uint8Array(bytes)]), 'upload.bin');
       form.append('file_name', name);
       if (folder) form.append('folder', folder);
-      const res = await fetch(`http://127.0.0.1:${port}/api/v1/uploads`, { method: 'POST', body: form, headers: { 'x-api-key': h.ws.private_key } });
+      const res = await fetch(`http://127.0.0.1:${port}/api/v1/uploads`, {
+        method: 'POST',
+        body: form,
+        headers: { 'x-api-key': h.ws.private_key },
+      });
       const body = (await res.json()) as any;
       assert.equal(res.status, 201, `${folder}/${name}: ${JSON.stringify(body)}`);
       return body;
@@ -142,7 +148,9 @@ for (const dialect of DIALECTS) {
 
     before(async () => {
       port = await closedPort();
-      h = await makeHarness(dialect.name, { config: { publicUrl: `http://127.0.0.1:${port}`, storage: { driver: 'local', fsync: false } } });
+      h = await makeHarness(dialect.name, {
+        config: { publicUrl: `http://127.0.0.1:${port}`, storage: { driver: 'local', fsync: false } },
+      });
       await h.app.listen({ host: '127.0.0.1', port });
       let i = 0;
       for (const folder of FOLDERS) {
@@ -150,17 +158,39 @@ for (const dialect of DIALECTS) {
           i++;
           const colour = image ? colourOf(i) : undefined;
           const bytes = colour
-            ? await sharp({ create: { width: 40, height: 30, channels: 3, background: { r: colour[0], g: colour[1], b: colour[2] } } }).png().toBuffer()
+            ? await sharp({
+                create: {
+                  width: 40,
+                  height: 30,
+                  channels: 3,
+                  background: { r: colour[0], g: colour[1], b: colour[2] },
+                },
+              })
+                .png()
+                .toBuffer()
             : Buffer.from(`the bytes of ${JSON.stringify(folder)} / ${JSON.stringify(name)} #${i}`);
           const record = await upload(folder, name, bytes);
-          const s: Stored = { folder: folder.normalize('NFC'), name: name.normalize('NFC'), image: Boolean(image), bytes, colour, record };
+          const s: Stored = {
+            folder: folder.normalize('NFC'),
+            name: name.normalize('NFC'),
+            image: Boolean(image),
+            bytes,
+            colour,
+            record,
+          };
           stored.push(s);
           byPath.set(`${s.folder}/${s.name}`, s);
         }
       }
       // A real folder "a" holding "b.txt", next to files literally named "a%2Fb.txt".
       const ab = Buffer.from('the real a/b.txt');
-      byPath.set('a/b.txt', { folder: 'a', name: 'b.txt', image: false, bytes: ab, record: await upload('a', 'b.txt', ab) });
+      byPath.set('a/b.txt', {
+        folder: 'a',
+        name: 'b.txt',
+        image: false,
+        bytes: ab,
+        record: await upload('a', 'b.txt', ab),
+      });
     });
     after(() => h?.close());
 
@@ -171,7 +201,10 @@ for (const dialect of DIALECTS) {
         assert.equal(r.name, s.name);
         assert.equal(r.path, `/${s.folder ? `${s.folder}/` : ''}${s.name}`);
         const res = await fetchExact(r.url);
-        if (res.status !== 200 || sha(res.body) !== sha(s.bytes)) failures.push(`${r.path} at ${r.url}: ${res.status} ${res.status === 200 ? 'other bytes' : res.body.toString().slice(0, 120)}`);
+        if (res.status !== 200 || sha(res.body) !== sha(s.bytes))
+          failures.push(
+            `${r.path} at ${r.url}: ${res.status} ${res.status === 200 ? 'other bytes' : res.body.toString().slice(0, 120)}`,
+          );
         if (!s.image) {
           assert.equal(r.thumbnail, null);
           return;
@@ -184,7 +217,8 @@ for (const dialect of DIALECTS) {
         const meta = await sharp(thumb.body).metadata();
         assert.ok((meta.width ?? 999) <= 200 && (meta.height ?? 999) <= 200, r.thumbnail);
         const rgb = await meanRgb(thumb.body);
-        if (!near(rgb, s.colour!)) failures.push(`${r.path} thumbnail ${r.thumbnail} shows another image (${rgb} vs ${s.colour})`);
+        if (!near(rgb, s.colour!))
+          failures.push(`${r.path} thumbnail ${r.thumbnail} shows another image (${rgb} vs ${s.colour})`);
       });
       assert.equal(failures.length, 0, `${failures.length} failures, the first:\n${failures.slice(0, 12).join('\n')}`);
     });
@@ -197,7 +231,11 @@ for (const dialect of DIALECTS) {
       assert.equal(file('', 'a%2Fb.txt').record.url, `${base}/a%252Fb.txt`);
       assert.equal(file('a', 'b.txt').record.url, `${base}/a/b.txt`);
       assert.equal(file('w_100,h_100', 'x.png').record.url, `${base}/w_100%2Ch_100/x.png`);
-      assert.equal(file('w_100', 'x.png').record.url, `${base}/w%5F100/x.png`, 'w_100/x.png would name a rendition of /x.png');
+      assert.equal(
+        file('w_100', 'x.png').record.url,
+        `${base}/w%5F100/x.png`,
+        'w_100/x.png would name a rendition of /x.png',
+      );
       assert.equal(file('w_100', 'x.png').record.thumbnail, `${base}/w_200,h_200,c_fit/w%5F100/x.png`);
       assert.equal(file('my_photos', 'x.png').record.url, `${base}/my_photos/x.png`, 'not tokens: left as it is');
       assert.equal(file('cafe\u0301', 'x.png').record.url, `${base}/caf%C3%A9/x.png`);
@@ -207,7 +245,8 @@ for (const dialect of DIALECTS) {
       const bytesOf = (folder: string, name: string) => sha(file(folder, name).bytes);
       const expect = async (target: string, folder: string | null, name?: string) => {
         const res = await get(at(target));
-        if (folder === null) assert.equal(res.status, 404, `${target}: ${res.status} ${res.body.toString().slice(0, 100)}`);
+        if (folder === null)
+          assert.equal(res.status, 404, `${target}: ${res.status} ${res.body.toString().slice(0, 100)}`);
         else {
           assert.equal(res.status, 200, `${target}: ${res.body.toString().slice(0, 100)}`);
           assert.equal(sha(res.body), bytesOf(folder, name!), `${target} serves ${folder}/${name}`);
@@ -260,7 +299,11 @@ for (const dialect of DIALECTS) {
       assert.equal(own.status, 200);
       assert.equal(sha(own.body), sha(folderFile.bytes), 'an escaped comma is part of a folder name');
       const single = await get(at('w%5F100/x.png'));
-      assert.equal(sha(single.body), sha(file('w_100', 'x.png').bytes), 'an escaped underscore is part of a folder name');
+      assert.equal(
+        sha(single.body),
+        sha(file('w_100', 'x.png').bytes),
+        'an escaped underscore is part of a folder name',
+      );
       // Written literally, the first segment is tokens: a rendition of /x.png.
       const rendition = await get(at('w_100,h_100/x.png'));
       assert.equal(rendition.status, 200);
@@ -301,7 +344,10 @@ for (const dialect of DIALECTS) {
     test('private files: the signed record URL, thumbnail and minted URLs work for every name, only as signed', async () => {
       const failures: string[] = [];
       await inParallel(stored, 8, async (s) => {
-        const patched = await call(h.app, 'PATCH', `/api/v1/files/${s.record.file_no}`, { body: { is_private: true }, headers: h.auth });
+        const patched = await call(h.app, 'PATCH', `/api/v1/files/${s.record.file_no}`, {
+          body: { is_private: true },
+          headers: h.auth,
+        });
         assert.equal(patched.status, 200, JSON.stringify(patched.body));
         const r = patched.body.data;
         const signed = new URL(r.url);
@@ -309,32 +355,55 @@ for (const dialect of DIALECTS) {
         const unsigned = await fetchExact(r.url.slice(0, r.url.indexOf('?')));
         if (unsigned.status !== 403) failures.push(`${r.path} unsigned: ${unsigned.status}`);
         const res = await fetchExact(r.url);
-        if (res.status !== 200 || sha(res.body) !== sha(s.bytes)) failures.push(`${r.path} signed record url ${r.url}: ${res.status} ${res.body.toString().slice(0, 120)}`);
-        const minted = await call(h.app, 'POST', `/api/v1/files/${s.record.file_no}/signed-url`, { body: { expires_in: 600 }, headers: h.auth });
+        if (res.status !== 200 || sha(res.body) !== sha(s.bytes))
+          failures.push(`${r.path} signed record url ${r.url}: ${res.status} ${res.body.toString().slice(0, 120)}`);
+        const minted = await call(h.app, 'POST', `/api/v1/files/${s.record.file_no}/signed-url`, {
+          body: { expires_in: 600 },
+          headers: h.auth,
+        });
         assert.equal(minted.status, 200, JSON.stringify(minted.body));
         const viaMinted = await fetchExact(minted.body.data.url);
-        if (viaMinted.status !== 200 || sha(viaMinted.body) !== sha(s.bytes)) failures.push(`${r.path} minted ${minted.body.data.url}: ${viaMinted.status} ${viaMinted.body.toString().slice(0, 120)}`);
+        if (viaMinted.status !== 200 || sha(viaMinted.body) !== sha(s.bytes))
+          failures.push(
+            `${r.path} minted ${minted.body.data.url}: ${viaMinted.status} ${viaMinted.body.toString().slice(0, 120)}`,
+          );
         if (!s.image) return;
         const thumb = await fetchExact(r.thumbnail);
-        if (thumb.status !== 200 || !near(await meanRgb(thumb.body), s.colour!)) failures.push(`${r.path} signed thumbnail ${r.thumbnail}: ${thumb.status} ${thumb.body.toString().slice(0, 120)}`);
-        const small = await call(h.app, 'POST', `/api/v1/files/${s.record.file_no}/signed-url`, { body: { expires_in: 600, transform: 'w_24' }, headers: h.auth });
+        if (thumb.status !== 200 || !near(await meanRgb(thumb.body), s.colour!))
+          failures.push(
+            `${r.path} signed thumbnail ${r.thumbnail}: ${thumb.status} ${thumb.body.toString().slice(0, 120)}`,
+          );
+        const small = await call(h.app, 'POST', `/api/v1/files/${s.record.file_no}/signed-url`, {
+          body: { expires_in: 600, transform: 'w_24' },
+          headers: h.auth,
+        });
         const rendition = await fetchExact(small.body.data.url);
-        if (rendition.status !== 200) failures.push(`${r.path} minted rendition ${small.body.data.url}: ${rendition.status} ${rendition.body.toString().slice(0, 120)}`);
+        if (rendition.status !== 200)
+          failures.push(
+            `${r.path} minted rendition ${small.body.data.url}: ${rendition.status} ${rendition.body.toString().slice(0, 120)}`,
+          );
         else {
           assert.equal((await sharp(rendition.body).metadata()).width, 24);
-          if (!near(await meanRgb(rendition.body), s.colour!)) failures.push(`${r.path} minted rendition shows another image`);
+          if (!near(await meanRgb(rendition.body), s.colour!))
+            failures.push(`${r.path} minted rendition shows another image`);
         }
       });
       assert.equal(failures.length, 0, `${failures.length} failures, the first:\n${failures.slice(0, 12).join('\n')}`);
       // A signature covers the exact spelling: another spelling of the same path is not signed.
-      const ab = await call(h.app, 'POST', `/api/v1/files/${file('', 'a b.txt').record.file_no}/signed-url`, { body: { expires_in: 600 }, headers: h.auth });
+      const ab = await call(h.app, 'POST', `/api/v1/files/${file('', 'a b.txt').record.file_no}/signed-url`, {
+        body: { expires_in: 600 },
+        headers: h.auth,
+      });
       const u = new URL(ab.body.data.url);
       assert.equal((await get(u.pathname + u.search)).status, 200);
       const respelled = await get(u.pathname.replace('/a%20b.txt', '/%61%20b.txt') + u.search);
       assert.equal(respelled.status, 403);
       assert.equal(JSON.parse(respelled.body.toString()).errorCode, 'INVALID_SIGNATURE');
       // The NFD spelling reaches a public file, but a signature is for the spelling it signed.
-      const cafe = await call(h.app, 'POST', `/api/v1/files/${file('', 'café.png').record.file_no}/signed-url`, { body: { expires_in: 600 }, headers: h.auth });
+      const cafe = await call(h.app, 'POST', `/api/v1/files/${file('', 'café.png').record.file_no}/signed-url`, {
+        body: { expires_in: 600 },
+        headers: h.auth,
+      });
       const c = new URL(cafe.body.data.url);
       assert.equal((await get(c.pathname + c.search)).status, 200);
       assert.equal((await get(c.pathname.replace('caf%C3%A9', `caf${enc('e\u0301')}`) + c.search)).status, 403);
@@ -355,16 +424,25 @@ describe('delivery paths through an origin', () => {
   const at = (p: string) => `/${h.ws.workspace_id}-web/${p}`;
 
   before(async () => {
-    photo = await sharp({ create: { width: 300, height: 200, channels: 3, background: '#208040' } }).jpeg().toBuffer();
+    photo = await sharp({ create: { width: 300, height: 200, channels: 3, background: '#208040' } })
+      .jpeg()
+      .toBuffer();
     origin = await localServer((req, res) => {
       hits.push(req.url!);
       res.writeHead(200, { 'content-type': 'image/jpeg' }).end(photo);
     });
-    h = await makeHarness('sqlite', { config: { outboundAllow: ['origin.test', '127.0.0.1'] }, services: { resolver } });
+    h = await makeHarness('sqlite', {
+      config: { outboundAllow: ['origin.test', '127.0.0.1'] },
+      services: { resolver },
+    });
     await h.app.listen({ host: '127.0.0.1', port: 0 });
     port = (h.app.server.address() as { port: number }).port;
     const res = await call(h.app, 'POST', '/api/v1/sources', {
-      body: { name: 'web', type: 'image_source', configuration: { base_url: `http://origin.test:${origin.port}/img`, canonical_header: true } },
+      body: {
+        name: 'web',
+        type: 'image_source',
+        configuration: { base_url: `http://origin.test:${origin.port}/img`, canonical_header: true },
+      },
       headers: h.auth,
     });
     assert.equal(res.status, 201, JSON.stringify(res.body));

@@ -17,7 +17,11 @@ describe('delivery', () => {
   const data = randomBytes(100_000);
   const add = async (name: string, body: Buffer, folder: string[] = []) => {
     const staged = await h.services.uploads.stage(h.ws.workspace_id, Readable.from([body]));
-    return h.services.uploads.finish(staged, { name, folder, tags: [], metadata: {}, custom_id: null, randomPrefix: false, transform: null, webhookUrl: null }, 'direct');
+    return h.services.uploads.finish(
+      staged,
+      { name, folder, tags: [], metadata: {}, custom_id: null, randomPrefix: false, transform: null, webhookUrl: null },
+      'direct',
+    );
   };
   const get = async (path: string, headers: Record<string, string> = {}) => {
     const res = await fetch(`${base}${path}`, { headers });
@@ -28,7 +32,9 @@ describe('delivery', () => {
   before(async () => {
     h = await makeHarness('sqlite', { config: { maxImagePixels: 20_000_000 } });
     base = await h.app.listen({ host: '127.0.0.1', port: 0 });
-    photo = await sharp({ create: { width: 1200, height: 800, channels: 3, background: '#3060a0' } }).jpeg().toBuffer();
+    photo = await sharp({ create: { width: 1200, height: 800, channels: 3, background: '#3060a0' } })
+      .jpeg()
+      .toBuffer();
     await add('data.bin', data, ['raw files']);
     await add('photo.jpg', photo, ['gallery']);
     await add('café.jpg', photo, ['gallery']);
@@ -97,17 +103,34 @@ describe('delivery', () => {
   test('every token has its effect', async () => {
     // Top half red, bottom half blue: positions, flips and padding show in the colours.
     const twoTone = await sharp({ create: { width: 200, height: 200, channels: 3, background: '#ff0000' } })
-      .composite([{ input: { create: { width: 200, height: 100, channels: 3, background: '#0000ff' } }, top: 100, left: 0 }])
+      .composite([
+        { input: { create: { width: 200, height: 100, channels: 3, background: '#0000ff' } }, top: 100, left: 0 },
+      ])
       .png()
       .toBuffer();
-    const noisy = await sharp({ create: { width: 400, height: 300, channels: 3, background: '#808080', noise: { type: 'gaussian', mean: 128, sigma: 50 } } }).png().toBuffer();
+    const noisy = await sharp({
+      create: {
+        width: 400,
+        height: 300,
+        channels: 3,
+        background: '#808080',
+        noise: { type: 'gaussian', mean: 128, sigma: 50 },
+      },
+    })
+      .png()
+      .toBuffer();
     await add('two-tone.png', twoTone, ['tokens']);
     await add('noisy.png', noisy, ['tokens']);
     const render = async (tokens: string, file = 'two-tone.png') => {
       const res = await get(at(`${tokens}/tokens/${file}`));
       assert.equal(res.status, 200, `${tokens}: ${res.body.toString().slice(0, 200)}`);
       const img = sharp(res.body);
-      return { meta: await img.metadata(), stats: await img.stats(), bytes: res.body.length, type: res.headers.get('content-type') };
+      return {
+        meta: await img.metadata(),
+        stats: await img.stats(),
+        bytes: res.body.length,
+        type: res.headers.get('content-type'),
+      };
     };
     const dims = async (t: string, file?: string) => {
       const { meta } = await render(t, file);
@@ -144,7 +167,11 @@ describe('delivery', () => {
 
   test('f_auto picks by Accept and says Vary: Accept', async () => {
     const path = at('w_120,f_auto/gallery/photo.jpg');
-    for (const [accept, type] of [['image/avif,image/webp,*/*', 'image/avif'], ['image/webp,*/*', 'image/webp'], ['*/*', 'image/jpeg']]) {
+    for (const [accept, type] of [
+      ['image/avif,image/webp,*/*', 'image/avif'],
+      ['image/webp,*/*', 'image/webp'],
+      ['*/*', 'image/jpeg'],
+    ]) {
       const res = await get(path, { accept });
       assert.equal(res.status, 200);
       assert.equal(res.headers.get('content-type'), type, accept);
@@ -180,7 +207,9 @@ describe('delivery', () => {
   });
 
   test('decoding is bounded: an image over the pixel limit is refused, not decoded', async () => {
-    const huge = await sharp({ create: { width: 6000, height: 4000, channels: 3, background: '#000' } }).png({ compressionLevel: 9 }).toBuffer();
+    const huge = await sharp({ create: { width: 6000, height: 4000, channels: 3, background: '#000' } })
+      .png({ compressionLevel: 9 })
+      .toBuffer();
     await add('huge.png', huge);
     const res = await get(at('w_100/huge.png'));
     assert.equal(res.status, 400);
@@ -194,7 +223,10 @@ describe('delivery', () => {
     assert.equal((await get(at('secret.jpg'))).status, 403);
     assert.equal(await code(at('secret.jpg')), 'SIGNED_URL_REQUIRED');
     const signed = new URL(updated.url);
-    assert.ok(signed.searchParams.get('signature') && signed.searchParams.get('expires'), 'the record carries a signed URL');
+    assert.ok(
+      signed.searchParams.get('signature') && signed.searchParams.get('expires'),
+      'the record carries a signed URL',
+    );
     const ok = await get(signed.pathname + signed.search);
     assert.equal(ok.status, 200);
     assert.equal(sha(ok.body), sha(photo));
@@ -204,10 +236,19 @@ describe('delivery', () => {
     const tampered = new URLSearchParams(signed.search);
     tampered.set('expires', String(Number(tampered.get('expires')) + 1000));
     assert.equal(await code(`${signed.pathname}?${tampered}`), 'INVALID_SIGNATURE');
-    assert.equal(await code(`/${h.ws.workspace_id}/w_50/secret.jpg${signed.search}`), 'INVALID_SIGNATURE', 'not valid for a rendition');
-    const past = new URL(h.services.deliverySigner.sign(`${base}${at('secret.jpg')}`, Math.floor(Date.now() / 1000) - 5));
+    assert.equal(
+      await code(`/${h.ws.workspace_id}/w_50/secret.jpg${signed.search}`),
+      'INVALID_SIGNATURE',
+      'not valid for a rendition',
+    );
+    const past = new URL(
+      h.services.deliverySigner.sign(`${base}${at('secret.jpg')}`, Math.floor(Date.now() / 1000) - 5),
+    );
     assert.equal(await code(past.pathname + past.search), 'URL_EXPIRED');
-    const minted = await call(h.app, 'POST', `/api/v1/files/${record.file_no}/signed-url`, { body: { expires_in: 60, transform: 'w_50' }, headers: h.auth });
+    const minted = await call(h.app, 'POST', `/api/v1/files/${record.file_no}/signed-url`, {
+      body: { expires_in: 60, transform: 'w_50' },
+      headers: h.auth,
+    });
     assert.equal(minted.status, 200, JSON.stringify(minted.body));
     const mintedUrl = new URL(minted.body.data.url);
     const small = await get(mintedUrl.pathname + mintedUrl.search);
@@ -217,9 +258,20 @@ describe('delivery', () => {
   });
 
   test('deleting a file deletes its cached renditions', async () => {
-    const record = await add('temp.jpg', randomBytes(10).length ? await sharp({ create: { width: 50, height: 50, channels: 3, background: '#f00' } }).jpeg().toBuffer() : photo);
+    const record = await add(
+      'temp.jpg',
+      randomBytes(10).length
+        ? await sharp({ create: { width: 50, height: 50, channels: 3, background: '#f00' } })
+            .jpeg()
+            .toBuffer()
+        : photo,
+    );
     assert.equal((await get(at('w_20/temp.jpg'))).status, 200);
-    const blob = await h.services.db.kysely.selectFrom('blobs').select('storage_key').where('sha256', '=', record.hash).executeTakeFirstOrThrow();
+    const blob = await h.services.db.kysely
+      .selectFrom('blobs')
+      .select('storage_key')
+      .where('sha256', '=', record.hash)
+      .executeTakeFirstOrThrow();
     const renditions = async () => {
       const keys: string[] = [];
       for await (const o of h.services.storage.list(`${blob.storage_key}.renditions/`)) keys.push(o.key);

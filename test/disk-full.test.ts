@@ -50,7 +50,13 @@ interface Answer {
  * is given). The server may answer before the body is all sent and close the connection: the
  * answer counts, the failed writes after it do not.
  */
-function send(base: string, method: string, path: string, headers: Record<string, string>, chunks: Iterable<Buffer> | AsyncIterable<Buffer> = []): Promise<Answer> {
+function send(
+  base: string,
+  method: string,
+  path: string,
+  headers: Record<string, string>,
+  chunks: Iterable<Buffer> | AsyncIterable<Buffer> = [],
+): Promise<Answer> {
   return new Promise((resolve, reject) => {
     let answered = false;
     const req = http.request(`${base}${path}`, { method, headers }, (res) => {
@@ -101,7 +107,11 @@ function form(name: string, data: Buffer): { type: string; parts: Buffer[]; leng
     `--${boundary}\r\nContent-Disposition: form-data; name="file_name"\r\n\r\n${name}\r\n--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="${name}"\r\nContent-Type: application/octet-stream\r\n\r\n`,
   );
   const tail = Buffer.from(`\r\n--${boundary}--\r\n`);
-  return { type: `multipart/form-data; boundary=${boundary}`, parts: [head, ...pieces(data), tail], length: head.length + data.length + tail.length };
+  return {
+    type: `multipart/form-data; boundary=${boundary}`,
+    parts: [head, ...pieces(data), tail],
+    length: head.length + data.length + tail.length,
+  };
 }
 
 function assertInsufficientStorage(res: Answer): void {
@@ -120,7 +130,8 @@ test('STOWAGE_MIN_FREE_BYTES: whole bytes, 256 MiB by default; a bad value names
     for (const bad of ['1GB', '-1', '1.5']) {
       assert.throws(
         () => loadConfig({ STOWAGE_DATA_DIR: dir, STOWAGE_MIN_FREE_BYTES: bad }),
-        (err: unknown) => err instanceof ConfigError && err.problems.some((p) => p.startsWith('STOWAGE_MIN_FREE_BYTES')),
+        (err: unknown) =>
+          err instanceof ConfigError && err.problems.some((p) => p.startsWith('STOWAGE_MIN_FREE_BYTES')),
       );
     }
   } finally {
@@ -162,7 +173,13 @@ describe('a full disk: a 16 MiB tmpfs under the data directory', { skip: cannotM
     return send(base, 'POST', '/api/v1/uploads', headers, f.parts);
   };
   const json = (method: string, path: string, body?: unknown) =>
-    send(base, method, path, body === undefined ? h.auth : { ...h.auth, 'content-type': 'application/json' }, body === undefined ? [] : [Buffer.from(JSON.stringify(body))]);
+    send(
+      base,
+      method,
+      path,
+      body === undefined ? h.auth : { ...h.auth, 'content-type': 'application/json' },
+      body === undefined ? [] : [Buffer.from(JSON.stringify(body))],
+    );
   const partPath = (url: string) => {
     const u = new URL(url);
     return `${u.pathname}${u.search}`;
@@ -173,7 +190,9 @@ describe('a full disk: a 16 MiB tmpfs under the data directory', { skip: cannotM
   before(async () => {
     h = await makeHarness('sqlite', { config: { dataDir: mountDir, minFreeBytes: FLOOR } });
     base = await h.app.listen({ host: '127.0.0.1', port: 0 });
-    const png = await sharp({ create: { width: 64, height: 48, channels: 3, background: '#3366cc' } }).png().toBuffer();
+    const png = await sharp({ create: { width: 64, height: 48, channels: 3, background: '#3366cc' } })
+      .png()
+      .toBuffer();
     for (const [name, data] of [
       ['keep.bin', randomBytes(512 * 1024)],
       ['gone.bin', randomBytes(3 * MiB)],
@@ -219,11 +238,21 @@ describe('a full disk: a 16 MiB tmpfs under the data directory', { skip: cannotM
   });
 
   test('a multipart part that would take the disk below the floor: 507, the session stays usable', async () => {
-    const started = await json('POST', '/api/v1/multipart/start', { file_name: 'parts.bin', size: 6 * MiB, format: 'application/octet-stream' });
+    const started = await json('POST', '/api/v1/multipart/start', {
+      file_name: 'parts.bin',
+      size: 6 * MiB,
+      format: 'application/octet-stream',
+    });
     assert.equal(started.status, 201, JSON.stringify(started.body));
     session = started.body;
     const part = randomBytes(6 * MiB);
-    const res = await send(base, 'PUT', partPath(session.parts[0]), { 'content-type': 'application/octet-stream', 'content-length': String(part.length) }, pieces(part));
+    const res = await send(
+      base,
+      'PUT',
+      partPath(session.parts[0]),
+      { 'content-type': 'application/octet-stream', 'content-length': String(part.length) },
+      pieces(part),
+    );
     assertInsufficientStorage(res);
     const status = await json('GET', `/api/v1/multipart/${session.session_id}`);
     assert.equal(status.body.data.status, 'active');
@@ -273,28 +302,35 @@ describe('a full disk: a 16 MiB tmpfs under the data directory', { skip: cannotM
       yield* pieces(part.subarray(2 * MiB));
     }
     assert.ok(free() - part.length >= FLOOR, `room for the part above the floor (${free()} bytes free)`);
-    const res = await send(base, 'PUT', partPath(session.parts[0]), { 'content-type': 'application/octet-stream', 'content-length': String(part.length) }, meanwhile());
+    const res = await send(
+      base,
+      'PUT',
+      partPath(session.parts[0]),
+      { 'content-type': 'application/octet-stream', 'content-length': String(part.length) },
+      meanwhile(),
+    );
     assertInsufficientStorage(res);
     assert.ok(free() < 64 * 1024, `the part filled the disk (${free()} bytes free)`);
     const status = await json('GET', `/api/v1/multipart/${session.session_id}`);
     assert.equal(status.status, 200);
     assert.deepEqual(status.body.data.uploaded_parts, []);
     const [upload] = readdirSync(join(mountDir, 'storage', 'multipart'));
-    assert.deepEqual(readdirSync(join(mountDir, 'storage', 'multipart', upload)).sort(), ['data', 'meta.json'], 'no part record, whole or half-written');
+    assert.deepEqual(
+      readdirSync(join(mountDir, 'storage', 'multipart', upload)).sort(),
+      ['data', 'meta.json'],
+      'no part record, whole or half-written',
+    );
     // With no byte free, reads still go on.
     const got = await fetch(`${base}/${h.ws.workspace_id}/keep.bin`);
     assert.equal(got.status, 200);
     await got.arrayBuffer();
   });
 
-  test(
-    'a rendition that cannot be cached for lack of space: 507 in the error shape, nothing cached',
-    async () => {
-      const res = await send(base, 'GET', `/${h.ws.workspace_id}/w_10/pic.png`, {});
-      assertInsufficientStorage(res);
-      for await (const o of h.services.storage.list('')) assert.ok(!o.key.includes('.renditions/'), `cached: ${o.key}`);
-    },
-  );
+  test('a rendition that cannot be cached for lack of space: 507 in the error shape, nothing cached', async () => {
+    const res = await send(base, 'GET', `/${h.ws.workspace_id}/w_10/pic.png`, {});
+    assertInsufficientStorage(res);
+    for await (const o of h.services.storage.list('')) assert.ok(!o.key.includes('.renditions/'), `cached: ${o.key}`);
+  });
 
   test('once space is freed (the ballast removed, the session aborted), uploads work again', async () => {
     emptyBallast();
@@ -312,7 +348,9 @@ describe('a full disk: a 16 MiB tmpfs under the data directory', { skip: cannotM
 });
 
 // Only where no tmpfs can be mounted: ENOSPC injected into the real driver's writes.
-describe('a full disk, injected (no tmpfs could be mounted)', { skip: cannotMount ? false : 'a real tmpfs was mounted: the suite above ran' }, () => {
+describe('a full disk, injected (no tmpfs could be mounted)', {
+  skip: cannotMount ? false : 'a real tmpfs was mounted: the suite above ran',
+}, () => {
   let h: Harness;
   let base: string;
   let dataDir: string;
@@ -324,9 +362,18 @@ describe('a full disk, injected (no tmpfs could be mounted)', { skip: cannotMoun
   before(async () => {
     if (cannotMount) process.stderr.write(`disk-full: no tmpfs (${cannotMount}); injecting ENOSPC instead\n`);
     // The driver writes file data with fs.writev: it fails as a full disk makes it fail.
-    (fs as { writev: unknown }).writev = (fd: number, buffers: unknown, position: unknown, cb: (...args: unknown[]) => void) => {
+    (fs as { writev: unknown }).writev = (
+      fd: number,
+      buffers: unknown,
+      position: unknown,
+      cb: (...args: unknown[]) => void,
+    ) => {
       if (!full) return (realWritev as (...args: unknown[]) => void)(fd, buffers, position, cb);
-      const err = Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC', errno: -28, syscall: 'write' });
+      const err = Object.assign(new Error('ENOSPC: no space left on device, write'), {
+        code: 'ENOSPC',
+        errno: -28,
+        syscall: 'write',
+      });
       process.nextTick(cb, err);
     };
     fsp.statfs = (async (path: string) => {
@@ -353,14 +400,28 @@ describe('a full disk, injected (no tmpfs could be mounted)', { skip: cannotMoun
     assert.equal(kept.status, 201);
     full = true;
     const g = form('big.bin', randomBytes(2 * MiB));
-    assertInsufficientStorage(await send(base, 'POST', '/api/v1/uploads', { ...h.auth, 'content-type': g.type }, g.parts));
+    assertInsufficientStorage(
+      await send(base, 'POST', '/api/v1/uploads', { ...h.auth, 'content-type': g.type }, g.parts),
+    );
     assert.deepEqual(readdirSync(join(h.config.dataDir, 'storage', 'tmp')), []);
     assert.equal((await h.services.db.kysely.selectFrom('storage_intents').selectAll().execute()).length, 0);
-    const started = await send(base, 'POST', '/api/v1/multipart/start', { ...h.auth, 'content-type': 'application/json' }, [
-      Buffer.from(JSON.stringify({ file_name: 'p.bin', size: MiB, format: 'application/octet-stream' })),
-    ]);
+    const started = await send(
+      base,
+      'POST',
+      '/api/v1/multipart/start',
+      { ...h.auth, 'content-type': 'application/json' },
+      [Buffer.from(JSON.stringify({ file_name: 'p.bin', size: MiB, format: 'application/octet-stream' }))],
+    );
     const u = new URL(started.body.parts[0]);
-    assertInsufficientStorage(await send(base, 'PUT', `${u.pathname}${u.search}`, { 'content-type': 'application/octet-stream' }, pieces(randomBytes(MiB))));
+    assertInsufficientStorage(
+      await send(
+        base,
+        'PUT',
+        `${u.pathname}${u.search}`,
+        { 'content-type': 'application/octet-stream' },
+        pieces(randomBytes(MiB)),
+      ),
+    );
     tinyFree = true;
     assert.equal((await send(base, 'GET', '/readyz', {})).status, 503);
     assert.equal((await send(base, 'GET', '/healthz', {})).status, 200);

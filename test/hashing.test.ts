@@ -58,7 +58,9 @@ describe('FileHasher', () => {
       await storage.init();
       assert.equal(storage.hashesOnPut, true);
       const data = randomBytes(5 * 1024 * 1024 + 3);
-      const chunks = Array.from({ length: Math.ceil(data.length / 65536) }, (_, i) => data.subarray(i * 65536, (i + 1) * 65536));
+      const chunks = Array.from({ length: Math.ceil(data.length / 65536) }, (_, i) =>
+        data.subarray(i * 65536, (i + 1) * 65536),
+      );
       const res = await storage.put('ws/blobs/x', Readable.from(chunks), { hash: true });
       assert.equal(res.size, data.length);
       assert.equal(res.sha256, sha(data));

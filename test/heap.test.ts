@@ -18,7 +18,12 @@ import { runCli, type ServerProcess, startServer } from './helpers/process.ts';
 async function markCompactsDuring(server: ServerProcess, during: () => Promise<void>): Promise<number> {
   const before = server.output().length;
   await during();
-  return (server.output().slice(before).match(/Mark-Compact/g) ?? []).length;
+  return (
+    server
+      .output()
+      .slice(before)
+      .match(/Mark-Compact/g) ?? []
+  ).length;
 }
 
 describe('heap tuning for streamed uploads', () => {
@@ -46,10 +51,15 @@ describe('heap tuning for streamed uploads', () => {
       await new Promise((r) => setTimeout(r, 12_000));
       const counts: Record<string, number> = {};
       for (const [name, { server, key }] of Object.entries(servers)) {
-        counts[name] = await markCompactsDuring(server, async () => assert.equal((await sendDirectUpload(server.url, key, 'big.bin', 256 * MiB)).status, 201));
+        counts[name] = await markCompactsDuring(server, async () =>
+          assert.equal((await sendDirectUpload(server.url, key, 'big.bin', 256 * MiB)).status, 201),
+        );
       }
       console.log(`full collections during a 256 MiB upload after 12 s idle: ${JSON.stringify(counts)}`);
-      assert.ok(counts.control >= 4, `V8 at its quiet-spell growth collects again and again (${counts.control}): the upload exercises the problem`);
+      assert.ok(
+        counts.control >= 4,
+        `V8 at its quiet-spell growth collects again and again (${counts.control}): the upload exercises the problem`,
+      );
       assert.ok(counts.tuned <= 2, `the tuned server ran ${counts.tuned} full collections`);
     } finally {
       for (const { server } of Object.values(servers)) await server.stop('SIGKILL');

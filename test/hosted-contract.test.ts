@@ -35,7 +35,12 @@ interface Client {
 interface Operation {
   method: string;
   path: string;
-  request?: { contentType?: string; json?: Record<string, unknown>; form?: Record<string, string>; headers?: Record<string, string> };
+  request?: {
+    contentType?: string;
+    json?: Record<string, unknown>;
+    form?: Record<string, string>;
+    headers?: Record<string, string>;
+  };
   queries?: Record<string, { params: Record<string, string | number> }>;
   bodies?: Record<string, { json: Record<string, unknown> }>;
   statuses: number[];
@@ -121,7 +126,9 @@ function typeOk(value: unknown, type: string): boolean {
       case 'string[]':
         return Array.isArray(value) && value.every((v) => typeof v === 'string');
       case 'date-time':
-        return typeof value === 'string' && /^\d{4}-\d\d-\d\dT\d\d:\d\d/.test(value) && !Number.isNaN(Date.parse(value));
+        return (
+          typeof value === 'string' && /^\d{4}-\d\d-\d\dT\d\d:\d\d/.test(value) && !Number.isNaN(Date.parse(value))
+        );
       default:
         throw new Error(`unknown type ${t} in the fixture`);
     }
@@ -131,7 +138,8 @@ function typeOk(value: unknown, type: string): boolean {
 function lookup(body: unknown, path: string): { present: boolean; value: unknown } {
   let cur: unknown = body;
   for (const key of path.split('.')) {
-    if (typeof cur !== 'object' || cur === null || !Object.hasOwn(cur, key)) return { present: false, value: undefined };
+    if (typeof cur !== 'object' || cur === null || !Object.hasOwn(cur, key))
+      return { present: false, value: undefined };
     cur = (cur as Record<string, unknown>)[key];
   }
   return { present: true, value: cur };
@@ -141,7 +149,8 @@ function lookup(body: unknown, path: string): { present: boolean; value: unknown
 function problems(body: unknown, fields: Record<string, string>, itemsOf?: string): string[] {
   if (itemsOf) {
     const items = lookup(body, itemsOf).value;
-    if (!Array.isArray(items) || items.length === 0) return [`${itemsOf}: expected a non-empty array to check items, got ${JSON.stringify(items)}`];
+    if (!Array.isArray(items) || items.length === 0)
+      return [`${itemsOf}: expected a non-empty array to check items, got ${JSON.stringify(items)}`];
     return [...new Set(items.flatMap((item) => problems(item, fields).map((p) => `${itemsOf}[]: ${p}`)))];
   }
   const out: string[] = [];
@@ -232,7 +241,14 @@ describe('hosted SDK contract', () => {
     client: string,
     method: string,
     url: string,
-    opts: { json?: unknown; form?: FormData; raw?: Buffer; query?: Record<string, string | number>; headers?: Record<string, string>; key?: string | null } = {},
+    opts: {
+      json?: unknown;
+      form?: FormData;
+      raw?: Buffer;
+      query?: Record<string, string | number>;
+      headers?: Record<string, string>;
+      key?: string | null;
+    } = {},
   ): Promise<Answer> {
     const c = fx.clients[client];
     const headers: Record<string, string> = clientHeaders(client, opts.key === undefined ? h.ws.private_key : opts.key);
@@ -248,8 +264,13 @@ describe('hosted SDK contract', () => {
     for (const [k, v] of Object.entries(opts.query ?? {})) target.searchParams.set(k, String(v));
     // fetch adds content-length: 0 to a bodiless DELETE; httpx (the Python SDK) sends neither
     // a length nor a body, so such a request goes out through node:http as httpx sends it.
-    const { status, headers: answerHeaders, text } =
-      body === undefined && method !== 'GET' && headers['content-type'] !== undefined ? await bodiless(target, method, headers) : await viaFetch(target, method, headers, body);
+    const {
+      status,
+      headers: answerHeaders,
+      text,
+    } = body === undefined && method !== 'GET' && headers['content-type'] !== undefined
+      ? await bodiless(target, method, headers)
+      : await viaFetch(target, method, headers, body);
     let parsed: unknown;
     try {
       parsed = text ? JSON.parse(text) : undefined;
@@ -265,14 +286,19 @@ describe('hosted SDK contract', () => {
   }
 
   /** A request with headers and no body at all: no content-length, no transfer-encoding. */
-  function bodiless(target: URL, method: string, headers: Record<string, string>): Promise<{ status: number; headers: Headers; text: string }> {
+  function bodiless(
+    target: URL,
+    method: string,
+    headers: Record<string, string>,
+  ): Promise<{ status: number; headers: Headers; text: string }> {
     return new Promise((resolve, reject) => {
       const req = httpRequest(target, { method, headers }, (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
         res.on('end', () => {
           const out = new Headers();
-          for (const [k, v] of Object.entries(res.headers)) if (v !== undefined) out.set(k, Array.isArray(v) ? v.join(', ') : v);
+          for (const [k, v] of Object.entries(res.headers))
+            if (v !== undefined) out.set(k, Array.isArray(v) ? v.join(', ') : v);
           resolve({ status: res.statusCode ?? 0, headers: out, text: Buffer.concat(chunks).toString('utf8') });
         });
         res.on('error', reject);
@@ -292,7 +318,8 @@ describe('hosted SDK contract', () => {
     });
   }
 
-  const expectStatus = (a: Answer, o: Operation) => assert.ok(o.statuses.includes(a.status), `status ${a.status}: ${JSON.stringify(a.body)?.slice(0, 300)}`);
+  const expectStatus = (a: Answer, o: Operation) =>
+    assert.ok(o.statuses.includes(a.status), `status ${a.status}: ${JSON.stringify(a.body)?.slice(0, 300)}`);
   const recordOf = (b: any) => (b?.data && typeof b.data === 'object' && b.data.file_no ? b.data : b);
 
   // Shared state, filled in order.
@@ -319,10 +346,16 @@ describe('hosted SDK contract', () => {
   }
 
   check('a browser preflight allows every header the SDKs send', async () => {
-    const names = [...new Set(Object.values(fx.clients).flatMap((c) => [...Object.keys(c.headers), c.auth.header]))].filter((n) => !['accept', 'user-agent'].includes(n));
+    const names = [
+      ...new Set(Object.values(fx.clients).flatMap((c) => [...Object.keys(c.headers), c.auth.header])),
+    ].filter((n) => !['accept', 'user-agent'].includes(n));
     const res = await fetch(`${base}/api/v1/files`, {
       method: 'OPTIONS',
-      headers: { origin: 'https://app.example.com', 'access-control-request-method': 'GET', 'access-control-request-headers': names.join(',') },
+      headers: {
+        origin: 'https://app.example.com',
+        'access-control-request-method': 'GET',
+        'access-control-request-headers': names.join(','),
+      },
     });
     assert.equal(res.status, 204);
     const allowed = (res.headers.get('access-control-allow-headers') ?? '').toLowerCase().split(/\s*,\s*/);
@@ -375,38 +408,66 @@ describe('hosted SDK contract', () => {
   for (const [variant, q] of Object.entries(op('files.list').queries!)) {
     check(`files.list with the ${variant} query finds the file`, async () => {
       const o = op('files.list');
-      const client = variant.startsWith('node') ? 'node' : variant === 'ruby' ? 'ruby' : variant === 'python' ? 'python' : 'dotnet';
+      const client = variant.startsWith('node')
+        ? 'node'
+        : variant === 'ruby'
+          ? 'ruby'
+          : variant === 'python'
+            ? 'python'
+            : 'dotnet';
       const a = await send(client, o.method, o.path, { query: fill(q.params, vars) });
       expectStatus(a, o);
       if (variant === 'docs') answers['files.list'] = a.body;
       const files: any[] = a.body.files ?? a.body.data ?? a.body.items ?? [];
-      assert.ok(files.some((f) => f.file_no === vars.file_no), `the uploaded file is missing: ${JSON.stringify(a.body).slice(0, 300)}`);
+      assert.ok(
+        files.some((f) => f.file_no === vars.file_no),
+        `the uploaded file is missing: ${JSON.stringify(a.body).slice(0, 300)}`,
+      );
     });
   }
-  shapeTests('files.list', ['files-meta', 'item-python', 'item-docs', 'page-node', 'page-ruby', 'page-node-0.1'], () => answers['files.list']);
+  shapeTests(
+    'files.list',
+    ['files-meta', 'item-python', 'item-docs', 'page-node', 'page-ruby', 'page-node-0.1'],
+    () => answers['files.list'],
+  );
 
   // Each filter, given a value that matches nothing, must leave the file out (an ignored
   // parameter would still list it).
-  const FILTERS: Record<string, string> = { name: 'no-such-name', search: 'no-such-name', path: 'no/such/folder', folder_no: 'NoSuchFolder1', folderNo: 'NoSuchFolder1', tags: 'no-such-tag' };
+  const FILTERS: Record<string, string> = {
+    name: 'no-such-name',
+    search: 'no-such-name',
+    path: 'no/such/folder',
+    folder_no: 'NoSuchFolder1',
+    folderNo: 'NoSuchFolder1',
+    tags: 'no-such-tag',
+  };
   for (const [param, miss] of Object.entries(FILTERS)) {
     const name = `files.list filter ${param}`;
     check(name, async () => {
       const a = await send('python', 'GET', '/api/v1/files', { query: { [param]: miss } });
       assert.ok([200, 404].includes(a.status), JSON.stringify(a.body));
       const files: any[] = a.status === 200 ? a.body.files : [];
-      assert.ok(!files.some((f) => f.file_no === vars.file_no), `${param}=${miss} still lists the file: ${param} is ignored`);
+      assert.ok(
+        !files.some((f) => f.file_no === vars.file_no),
+        `${param}=${miss} still lists the file: ${param} is ignored`,
+      );
     });
   }
 
   check('files.list sort_field=file_size with sort_order asc and desc (docs)', async () => {
     const sizes = async (order: string) => {
-      const a = await send('dotnet', 'GET', '/api/v1/files', { query: { folder_no: vars.folder_no, sort_field: 'file_size', sort_order: order } });
+      const a = await send('dotnet', 'GET', '/api/v1/files', {
+        query: { folder_no: vars.folder_no, sort_field: 'file_size', sort_order: order },
+      });
       assert.equal(a.status, 200, JSON.stringify(a.body));
       return (a.body.files as any[]).map((f) => f.size ?? f.file_size);
     };
     const asc = await sizes('asc');
     assert.ok(asc.length >= 2);
-    assert.deepEqual(asc, [...asc].sort((x, y) => x - y));
+    assert.deepEqual(
+      asc,
+      [...asc].sort((x, y) => x - y),
+    );
     assert.deepEqual(await sizes('desc'), [...asc].reverse());
   });
 
@@ -414,7 +475,10 @@ describe('hosted SDK contract', () => {
     const a = await send('python', 'GET', '/api/v1/files', { query: { folder_no: vars.folder_no, sort: 'size_desc' } });
     assert.equal(a.status, 200, JSON.stringify(a.body));
     const sizes = (a.body.files as any[]).map((f) => f.size ?? f.file_size);
-    assert.deepEqual(sizes, [...sizes].sort((x, y) => y - x));
+    assert.deepEqual(
+      sizes,
+      [...sizes].sort((x, y) => y - x),
+    );
   });
 
   check('files.list: default limit is the hosted 20', async () => {
@@ -455,13 +519,19 @@ describe('hosted SDK contract', () => {
   });
   shapeTests('multipart.start', ['session'], () => answers['multipart.start']);
 
-  check('multipart.uploadPart: PUT to the part URL as the node SDK sends it (its key header and Accept */* included)', async () => {
-    const o = op('multipart.uploadPart');
-    // The part URL is absolute under the configured public URL; send it to this listener.
-    const part = new URL(answers['multipart.start'].parts[0]);
-    const a = await send('node', o.method, `${part.pathname}${part.search}`, { raw: PNG, headers: { 'content-type': o.request!.contentType!, ...o.request!.headers } });
-    expectStatus(a, o);
-  });
+  check(
+    'multipart.uploadPart: PUT to the part URL as the node SDK sends it (its key header and Accept */* included)',
+    async () => {
+      const o = op('multipart.uploadPart');
+      // The part URL is absolute under the configured public URL; send it to this listener.
+      const part = new URL(answers['multipart.start'].parts[0]);
+      const a = await send('node', o.method, `${part.pathname}${part.search}`, {
+        raw: PNG,
+        headers: { 'content-type': o.request!.contentType!, ...o.request!.headers },
+      });
+      expectStatus(a, o);
+    },
+  );
 
   check('multipart.complete with the python SDK headers', async () => {
     const o = op('multipart.complete');
@@ -483,21 +553,31 @@ describe('hosted SDK contract', () => {
   });
   shapeTests('uploads.generateToken', ['token'], () => answers['uploads.generateToken']);
 
-  check('uploads.uploadWithToken as the node SDK sends it: octet-stream, no file name, its key header still on', async () => {
-    const o = op('uploads.uploadWithToken');
-    const a = await send('node', o.method, fill(o.path, vars), { raw: PNG, headers: { 'content-type': o.request!.contentType! } });
-    expectStatus(a, o);
-    answers['uploads.uploadWithToken'] = a.body;
-    const r = recordOf(a.body);
-    assert.equal(r.name, 'avatar.png', 'the token\'s file_name');
-    assert.equal(r.path.replace(/^\//, '').startsWith('user-uploads/avatars/'), true, r.path);
-  });
+  check(
+    'uploads.uploadWithToken as the node SDK sends it: octet-stream, no file name, its key header still on',
+    async () => {
+      const o = op('uploads.uploadWithToken');
+      const a = await send('node', o.method, fill(o.path, vars), {
+        raw: PNG,
+        headers: { 'content-type': o.request!.contentType! },
+      });
+      expectStatus(a, o);
+      answers['uploads.uploadWithToken'] = a.body;
+      const r = recordOf(a.body);
+      assert.equal(r.name, 'avatar.png', "the token's file_name");
+      assert.equal(r.path.replace(/^\//, '').startsWith('user-uploads/avatars/'), true, r.path);
+    },
+  );
   shapeTests('uploads.uploadWithToken', ['record', 'envelope'], () => answers['uploads.uploadWithToken']);
 
   check('uploads.uploadWithToken as the docs send it: X-File-Name and the file type, no key', async () => {
     const t = await send('python', 'POST', '/api/v1/generate-token', { json: { file_name: 'default.png' } });
     assert.ok([200, 201].includes(t.status), JSON.stringify(t.body));
-    const res = await fetch(`${base}/api/v1/uploads/${t.body.token}`, { method: 'POST', headers: { 'content-type': 'image/png', 'x-file-name': 'my-image.png' }, body: PNG });
+    const res = await fetch(`${base}/api/v1/uploads/${t.body.token}`, {
+      method: 'POST',
+      headers: { 'content-type': 'image/png', 'x-file-name': 'my-image.png' },
+      body: PNG,
+    });
     const body = (await res.json()) as any;
     assert.equal(res.status, 201, JSON.stringify(body));
     assert.equal(recordOf(body).name, 'my-image.png');
@@ -507,7 +587,9 @@ describe('hosted SDK contract', () => {
 
   check('uploads.createFromURL: JSON with string tags, metadata and random_prefix (node SDK)', async () => {
     const o = op('uploads.createFromURL');
-    const a = await send('node', o.method, o.path, { json: fill(o.request!.json, { origin: `http://files.test:${origin.port}` }) });
+    const a = await send('node', o.method, o.path, {
+      json: fill(o.request!.json, { origin: `http://files.test:${origin.port}` }),
+    });
     expectStatus(a, o);
     answers['uploads.createFromURL'] = a.body;
     const r = recordOf(a.body);
@@ -540,7 +622,9 @@ describe('hosted SDK contract', () => {
   check('folders.list with the python query', async () => {
     const o = op('folders.list');
     for (const n of ['demo-a', 'demo-b']) {
-      const c = await send('python', 'POST', '/api/v1/folders', { json: { name: n, parent_folder_no: vars.folder_no } });
+      const c = await send('python', 'POST', '/api/v1/folders', {
+        json: { name: n, parent_folder_no: vars.folder_no },
+      });
       assert.ok([200, 201].includes(c.status), JSON.stringify(c.body));
     }
     const a = await send('python', o.method, o.path, { query: fill(o.queries!.python.params, vars) });
@@ -552,7 +636,9 @@ describe('hosted SDK contract', () => {
   shapeTests('folders.list', ['docs', 'item-python'], () => answers['folders.list']);
 
   check('folders.list sort=name_desc (python)', async () => {
-    const a = await send('python', 'GET', '/api/v1/folders', { query: { parent_folder_no: vars.folder_no, sort: 'name_desc' } });
+    const a = await send('python', 'GET', '/api/v1/folders', {
+      query: { parent_folder_no: vars.folder_no, sort: 'name_desc' },
+    });
     assert.equal(a.status, 200);
     const names = (a.body.folders as any[]).map((f) => f.name);
     assert.deepEqual(names, [...names].sort().reverse());
@@ -562,7 +648,9 @@ describe('hosted SDK contract', () => {
     const parent = await send('node', 'POST', '/api/v1/folders', { json: { name: 'many' } });
     const parentNo = parent.body.folder_no ?? parent.body.data?.folder_no;
     for (let i = 0; i < 12; i++) {
-      const c = await send('node', 'POST', '/api/v1/folders', { json: { name: `f${String(i).padStart(2, '0')}`, parent_folder_no: parentNo } });
+      const c = await send('node', 'POST', '/api/v1/folders', {
+        json: { name: `f${String(i).padStart(2, '0')}`, parent_folder_no: parentNo },
+      });
       assert.ok([200, 201].includes(c.status), JSON.stringify(c.body));
     }
     const a = await send('python', 'GET', '/api/v1/folders', { query: { parent_folder_no: parentNo } });
@@ -581,7 +669,9 @@ describe('hosted SDK contract', () => {
 
   check('folders.delete of an empty folder, Accept */* (node SDK)', async () => {
     const o = op('folders.delete');
-    const a = await send('node', o.method, fill(o.path, { folder_no: vars.new_folder_no }), { headers: o.request!.headers });
+    const a = await send('node', o.method, fill(o.path, { folder_no: vars.new_folder_no }), {
+      headers: o.request!.headers,
+    });
     expectStatus(a, o);
     answers['folders.delete'] = a.body;
   });
@@ -604,7 +694,15 @@ describe('hosted SDK contract', () => {
 
   check('sources: an image_source whose canonical_header is a header name (docs)', async () => {
     const a = await send('python', 'POST', '/api/v1/sources', {
-      json: { name: 'store-images', type: 'image_source', configuration: { base_url: 'https://example.com/images', canonical_header: 'x-forwarded-host', forward_header: true } },
+      json: {
+        name: 'store-images',
+        type: 'image_source',
+        configuration: {
+          base_url: 'https://example.com/images',
+          canonical_header: 'x-forwarded-host',
+          forward_header: true,
+        },
+      },
     });
     assert.equal(a.status, 201, JSON.stringify(a.body));
     assert.equal(a.body.data.configuration.canonical_header, 'x-forwarded-host');
@@ -644,7 +742,9 @@ describe('hosted SDK contract', () => {
   });
 
   check('errors: 409 says x-should-retry: false (the SDKs retry 409 otherwise)', async () => {
-    const a = await send('node', 'POST', '/api/v1/folders', { json: { name: 'demo-a', parent_folder_no: vars.folder_no } });
+    const a = await send('node', 'POST', '/api/v1/folders', {
+      json: { name: 'demo-a', parent_folder_no: vars.folder_no },
+    });
     assert.equal(a.status, 409, JSON.stringify(a.body));
     assert.equal(a.headers.get('x-should-retry'), 'false');
   });
@@ -652,12 +752,18 @@ describe('hosted SDK contract', () => {
   check('empty JSON body: DELETE with content-type json and content-length 0', async () => {
     const f = await send('node', 'POST', '/api/v1/folders', { json: { name: 'empty-body' } });
     const no = f.body.folder_no ?? f.body.data?.folder_no;
-    const a = await send('python', 'DELETE', `/api/v1/folders/${no}`, { raw: Buffer.alloc(0), headers: { 'content-type': 'application/json', accept: '*/*' } });
+    const a = await send('python', 'DELETE', `/api/v1/folders/${no}`, {
+      raw: Buffer.alloc(0),
+      headers: { 'content-type': 'application/json', accept: '*/*' },
+    });
     assert.ok([200, 204].includes(a.status), JSON.stringify(a.body));
   });
 
   check('empty JSON body: POST complete with no body is a validation error, not invalid JSON', async () => {
-    const a = await send('python', 'POST', '/api/v1/multipart/complete', { raw: Buffer.alloc(0), headers: { 'content-type': 'application/json' } });
+    const a = await send('python', 'POST', '/api/v1/multipart/complete', {
+      raw: Buffer.alloc(0),
+      headers: { 'content-type': 'application/json' },
+    });
     assert.equal(a.status, 400);
     assert.equal(a.body.errorCode, 'VALIDATION_FAILED', JSON.stringify(a.body));
   });
@@ -690,7 +796,10 @@ describe('hosted SDK contract: rate limits', () => {
     const res = await fetch(`${base}/api/v1/files`, { headers });
     assert.equal(res.status, 429);
     const seconds = Number(res.headers.get('retry-after'));
-    assert.ok(seconds > 0 && seconds <= fx.retry.pythonHonoursRetryAfterUpTo, `retry-after ${res.headers.get('retry-after')}`);
+    assert.ok(
+      seconds > 0 && seconds <= fx.retry.pythonHonoursRetryAfterUpTo,
+      `retry-after ${res.headers.get('retry-after')}`,
+    );
     const body = (await res.json()) as any;
     assert.equal(typeof body.error, 'string');
     assert.equal(typeof body.retryAfterSeconds, 'number');
@@ -698,5 +807,8 @@ describe('hosted SDK contract: rate limits', () => {
 });
 
 test('every gap listed in TODO names a case of this file', () => {
-  assert.deepEqual(Object.keys(TODO).filter((name) => !registered.has(name)), []);
+  assert.deepEqual(
+    Object.keys(TODO).filter((name) => !registered.has(name)),
+    [],
+  );
 });

@@ -34,7 +34,12 @@ function pngBomb(width: number, height: number): Buffer {
   ihdr.writeUInt32BE(height, 4);
   ihdr[8] = 8; // bit depth
   ihdr[9] = 0; // greyscale
-  return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk('IHDR', ihdr), chunk('IDAT', deflateSync(Buffer.alloc(4 * 1024 * 1024))), chunk('IEND', Buffer.alloc(0))]);
+  return Buffer.concat([
+    Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
+    chunk('IHDR', ihdr),
+    chunk('IDAT', deflateSync(Buffer.alloc(4 * 1024 * 1024))),
+    chunk('IEND', Buffer.alloc(0)),
+  ]);
 }
 
 /** Raw bytes to the server; resolves with everything it answered before closing (or the timeout). */
@@ -102,7 +107,9 @@ describe('a corpus of known-bad inputs, over a real socket', () => {
       for (let i = 0; i < 30; i++) {
         const s = net.connect(port, '127.0.0.1');
         s.on('error', () => {});
-        s.write(`POST /api/v1/uploads HTTP/1.1\r\nHost: x\r\nAuthorization: ${h.auth.authorization}\r\nContent-Type: multipart/form-data; boundary=b\r\nContent-Length: 10000000\r\n\r\n--b\r\nContent-Disposition: form-data; name="file_name"\r\n\r\nslow.bin\r\n--b\r\nContent-Disposition: form-data; name="file"; filename="slow.bin"\r\n\r\n`);
+        s.write(
+          `POST /api/v1/uploads HTTP/1.1\r\nHost: x\r\nAuthorization: ${h.auth.authorization}\r\nContent-Type: multipart/form-data; boundary=b\r\nContent-Length: 10000000\r\n\r\n--b\r\nContent-Disposition: form-data; name="file_name"\r\n\r\nslow.bin\r\n--b\r\nContent-Disposition: form-data; name="file"; filename="slow.bin"\r\n\r\n`,
+        );
         sockets.push(s);
       }
       await new Promise((r) => setTimeout(r, 500));
@@ -124,14 +131,25 @@ describe('a corpus of known-bad inputs, over a real socket', () => {
     await new Promise((r) => setTimeout(r, 300));
     const listed = (await (await fetch(`${base}/api/v1/files?search=slow`, { headers: h.auth })).json()) as any;
     assert.equal((listed.files ?? listed.data?.files ?? listed.data ?? []).length, 0);
-    assert.equal((await h.services.db.kysely.selectFrom('storage_intents').selectAll().execute()).length, 0, 'no intent left behind');
+    assert.equal(
+      (await h.services.db.kysely.selectFrom('storage_intents').selectAll().execute()).length,
+      0,
+      'no intent left behind',
+    );
   });
 
   test('an image declaring 1.6 gigapixels: refused for transformation, never decoded', async () => {
     const bomb = pngBomb(40_000, 40_000);
     const before = rss();
-    const transformed = await upload({ file: new Blob([new Uint8Array(bomb)]), file_name: 'bomb.png', transform: 'w_100' });
-    assert.ok(transformed.status >= 400 && transformed.status < 500, `${transformed.status} ${JSON.stringify(transformed.body)}`);
+    const transformed = await upload({
+      file: new Blob([new Uint8Array(bomb)]),
+      file_name: 'bomb.png',
+      transform: 'w_100',
+    });
+    assert.ok(
+      transformed.status >= 400 && transformed.status < 500,
+      `${transformed.status} ${JSON.stringify(transformed.body)}`,
+    );
     assert.equal(transformed.body.success, false);
     // Stored as is, it may be kept, but delivery will not render it.
     const kept = await upload({ file: new Blob([new Uint8Array(bomb)]), file_name: 'bomb.png' });
@@ -141,7 +159,12 @@ describe('a corpus of known-bad inputs, over a real socket', () => {
     await rendition.arrayBuffer();
     const original = await fetch(`${base}/${h.ws.workspace_id}/bomb.png`);
     assert.equal(original.status, 200);
-    assert.equal(createHash('sha256').update(Buffer.from(await original.arrayBuffer())).digest('hex'), createHash('sha256').update(bomb).digest('hex'));
+    assert.equal(
+      createHash('sha256')
+        .update(Buffer.from(await original.arrayBuffer()))
+        .digest('hex'),
+      createHash('sha256').update(bomb).digest('hex'),
+    );
     assert.ok(rss() - before < 300 * 1024 * 1024, `RSS grew by ${((rss() - before) / 1024 / 1024).toFixed(0)} MiB`);
   });
 
@@ -149,7 +172,11 @@ describe('a corpus of known-bad inputs, over a real socket', () => {
     const bomb = gzipSync(Buffer.alloc(64 * 1024 * 1024, 0x20));
     assert.ok(bomb.length < 128 * 1024);
     const before = rss();
-    const res = await fetch(`${base}/api/v1/sources`, { method: 'POST', headers: { ...h.auth, 'content-type': 'application/json', 'content-encoding': 'gzip' }, body: bomb });
+    const res = await fetch(`${base}/api/v1/sources`, {
+      method: 'POST',
+      headers: { ...h.auth, 'content-type': 'application/json', 'content-encoding': 'gzip' },
+      body: bomb,
+    });
     const body = (await res.json()) as any;
     assert.ok(res.status >= 400 && res.status < 500, `${res.status}`);
     assert.equal(body.success, false);
@@ -174,7 +201,14 @@ describe('a corpus of known-bad inputs, over a real socket', () => {
     const names = JSON.stringify(folders);
     assert.ok(names.includes('x\uff0fy') && !/"name":"y"/.test(names), 'one folder named x／y, not x and y');
 
-    for (const bad of ['evil\u202egnp.exe', 'tab\there.txt', 'nul\u0000.txt', '../up.txt', 'a/b.txt', 'back\\slash.txt']) {
+    for (const bad of [
+      'evil\u202egnp.exe',
+      'tab\there.txt',
+      'nul\u0000.txt',
+      '../up.txt',
+      'a/b.txt',
+      'back\\slash.txt',
+    ]) {
       const res = await upload({ file: new Blob(['x']), file_name: bad });
       assert.equal(res.status, 400, `${JSON.stringify(bad)} -> ${res.status}`);
       assert.equal(res.body.success, false);
@@ -183,19 +217,33 @@ describe('a corpus of known-bad inputs, over a real socket', () => {
 
   test('a lone surrogate, escaped in JSON text, is refused before anything is stored; a name that merely holds ".." is a name', async () => {
     const count = async () =>
-      Promise.all((['files', 'folders', 'multipart_sessions', 'upload_tokens'] as const).map(async (t) => (await h.services.db.kysely.selectFrom(t).select('id').execute()).length));
+      Promise.all(
+        (['files', 'folders', 'multipart_sessions', 'upload_tokens'] as const).map(
+          async (t) => (await h.services.db.kysely.selectFrom(t).select('id').execute()).length,
+        ),
+      );
     const before = await count();
     // Written by hand: "\ud800" is valid JSON text for a string no UTF-8 can carry.
     for (const [path, body] of [
       ['/api/v1/multipart/start', '{"file_name":"x\\ud800y.bin","size":10,"format":"application/octet-stream"}'],
-      ['/api/v1/multipart/start', '{"file_name":"ok.bin","folder":"a/\\udc00","size":10,"format":"application/octet-stream"}'],
+      [
+        '/api/v1/multipart/start',
+        '{"file_name":"ok.bin","folder":"a/\\udc00","size":10,"format":"application/octet-stream"}',
+      ],
       ['/api/v1/generate-token', '{"file_name":"\\ud83d.bin"}'],
       ['/api/v1/folders', '{"name":"x\\ud800"}'],
     ]) {
-      const res = await fetch(`${base}${path}`, { method: 'POST', headers: { ...h.auth, 'content-type': 'application/json' }, body });
+      const res = await fetch(`${base}${path}`, {
+        method: 'POST',
+        headers: { ...h.auth, 'content-type': 'application/json' },
+        body,
+      });
       const answer = (await res.json()) as any;
       assert.equal(res.status, 400, `${path} ${body} -> ${res.status} ${JSON.stringify(answer)}`);
-      assert.deepEqual([answer.success, answer.error, answer.errorCode], [false, 'Validation failed', 'VALIDATION_FAILED']);
+      assert.deepEqual(
+        [answer.success, answer.error, answer.errorCode],
+        [false, 'Validation failed', 'VALIDATION_FAILED'],
+      );
       assert.match(answer.message, /valid Unicode/);
     }
     assert.deepEqual(await count(), before, 'nothing stored');

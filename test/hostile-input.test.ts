@@ -50,7 +50,11 @@ const GOOD_NAMES: [string, string, string][] = [
   ['NFD, stored as NFC', 'cafe\u0301.txt', 'caf\u00e9.txt'],
   ['255 bytes of ASCII', `${'x'.repeat(251)}.bin`, `${'x'.repeat(251)}.bin`],
   ['300 bytes as NFD, 200 as NFC', 'e\u0301'.repeat(100), '\u00e9'.repeat(100)],
-  ['an emoji family (ZWJ sequence)', '\u{1F468}\u200d\u{1F469}\u200d\u{1F467}.png', '\u{1F468}\u200d\u{1F469}\u200d\u{1F467}.png'],
+  [
+    'an emoji family (ZWJ sequence)',
+    '\u{1F468}\u200d\u{1F469}\u200d\u{1F467}.png',
+    '\u{1F468}\u200d\u{1F469}\u200d\u{1F467}.png',
+  ],
   ['fullwidth solidus', 'a\uff0fb.txt', 'a\uff0fb.txt'],
 ];
 
@@ -88,13 +92,25 @@ const manyKeys = (n: number) => Object.fromEntries(Array.from({ length: n }, (_,
 /** Every row that matters and every file under storage: a refusal must leave all of it as it was. */
 async function snapshot(h: Harness): Promise<string> {
   const db = h.services.db.kysely;
-  const tables = ['files', 'folders', 'blobs', 'storage_intents', 'multipart_sessions', 'upload_tokens', 'webhook_deliveries', 'sources'] as const;
+  const tables = [
+    'files',
+    'folders',
+    'blobs',
+    'storage_intents',
+    'multipart_sessions',
+    'upload_tokens',
+    'webhook_deliveries',
+    'sources',
+  ] as const;
   const rows: Record<string, unknown> = {};
   for (const t of tables) rows[t] = await db.selectFrom(t).selectAll().execute();
-  for (const t of tables) (rows[t] as Record<string, unknown>[]).sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b)));
+  for (const t of tables)
+    (rows[t] as Record<string, unknown>[]).sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b)));
   const walk = (dir: string): string[] => {
     try {
-      return readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? walk(join(dir, e.name)) : [join(dir, e.name)]));
+      return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+        e.isDirectory() ? walk(join(dir, e.name)) : [join(dir, e.name)],
+      );
     } catch {
       return [];
     }
@@ -130,23 +146,35 @@ for (const dialect of DIALECTS) {
     const remoteUrl = (name = 'remote.bin') => `http://files.test:${origin.port}/${name}`;
 
     const json = (method: string, url: string, body: unknown) => call(h.app, method, url, { body, headers: h.auth });
-    const rawJson = (method: string, url: string, text: string) => call(h.app, method, url, { rawBody: text, headers: { ...h.auth, 'content-type': 'application/json' } });
+    const rawJson = (method: string, url: string, text: string) =>
+      call(h.app, method, url, { rawBody: text, headers: { ...h.auth, 'content-type': 'application/json' } });
     async function form(fields: Record<string, string>): Promise<Reply> {
       const f = new FormData();
       f.append('file', new Blob([`bytes of ${fields.file_name ?? 'nothing'}`]), 'upload.bin');
       for (const [k, v] of Object.entries(fields)) f.append(k, v);
       const request = new Request('http://x/', { method: 'POST', body: f });
-      const res = await h.app.inject({ method: 'POST', url: '/api/v1/uploads', headers: { ...h.auth, 'content-type': request.headers.get('content-type')! }, payload: Buffer.from(await request.arrayBuffer()) });
+      const res = await h.app.inject({
+        method: 'POST',
+        url: '/api/v1/uploads',
+        headers: { ...h.auth, 'content-type': request.headers.get('content-type')! },
+        payload: Buffer.from(await request.arrayBuffer()),
+      });
       let body: any;
       try {
         body = JSON.parse(res.body);
       } catch {}
       return { status: res.statusCode, headers: res.headers, body, raw: res.body };
     }
-    const multipartStart = (fields: Record<string, unknown>) => json('POST', '/api/v1/multipart/start', { size: 10, format: 'application/octet-stream', ...fields });
+    const multipartStart = (fields: Record<string, unknown>) =>
+      json('POST', '/api/v1/multipart/start', { size: 10, format: 'application/octet-stream', ...fields });
     const mint = (fields: Record<string, unknown>) => json('POST', '/api/v1/generate-token', fields);
     async function tokenUpload(token: string, fileName: string): Promise<Reply> {
-      const res = await h.app.inject({ method: 'POST', url: `/api/v1/uploads/${token}`, headers: { 'content-type': 'application/octet-stream', 'x-file-name': encodeURIComponent(fileName) }, payload: Buffer.from('token bytes') });
+      const res = await h.app.inject({
+        method: 'POST',
+        url: `/api/v1/uploads/${token}`,
+        headers: { 'content-type': 'application/octet-stream', 'x-file-name': encodeURIComponent(fileName) },
+        payload: Buffer.from('token bytes'),
+      });
       let body: any;
       try {
         body = JSON.parse(res.body);
@@ -192,25 +220,41 @@ for (const dialect of DIALECTS) {
 
       test('remote upload (JSON file_name): refused before anything is fetched', async () => {
         for (const [label, name] of HOSTILE_NAMES) {
-          await refusedAndNothingWritten(`remote file_name with ${label}`, () => json('POST', '/api/v1/uploads/remote', { remote_url: remoteUrl(), file_name: name }), /file_name/);
+          await refusedAndNothingWritten(
+            `remote file_name with ${label}`,
+            () => json('POST', '/api/v1/uploads/remote', { remote_url: remoteUrl(), file_name: name }),
+            /file_name/,
+          );
         }
       });
 
       test('multipart start (JSON file_name)', async () => {
         for (const [label, name] of HOSTILE_NAMES) {
-          await refusedAndNothingWritten(`multipart start file_name with ${label}`, () => multipartStart({ file_name: name }), /file_name/);
+          await refusedAndNothingWritten(
+            `multipart start file_name with ${label}`,
+            () => multipartStart({ file_name: name }),
+            /file_name/,
+          );
         }
       });
 
       test('upload token: minted with a hostile file_name, or uploaded with a hostile X-File-Name', async () => {
         for (const [label, name] of HOSTILE_NAMES) {
-          await refusedAndNothingWritten(`generate-token file_name with ${label}`, () => mint({ file_name: name }), /file_name/);
+          await refusedAndNothingWritten(
+            `generate-token file_name with ${label}`,
+            () => mint({ file_name: name }),
+            /file_name/,
+          );
         }
         const minted = await mint({ file_name: 'token.bin' });
         assert.equal(minted.status, 201, minted.raw);
         for (const [label, name] of HOSTILE_NAMES) {
           if (hasLoneSurrogate(name)) continue; // encodeURIComponent cannot write one; a raw header is Latin-1
-          await refusedAndNothingWritten(`X-File-Name with ${label}`, () => tokenUpload(minted.body.token, name), /file_name/);
+          await refusedAndNothingWritten(
+            `X-File-Name with ${label}`,
+            () => tokenUpload(minted.body.token, name),
+            /file_name/,
+          );
         }
         // Every refusal left the token usable.
         const ok = await tokenUpload(minted.body.token, 'a..b-token.bin');
@@ -221,7 +265,11 @@ for (const dialect of DIALECTS) {
       test('file rename', async () => {
         // A rename keeps the file's extension ("." on x.txt is "..txt", a valid name): those two are not hostile here.
         for (const [label, name] of HOSTILE_NAMES.filter(([, n]) => n !== '.' && n !== '..')) {
-          await refusedAndNothingWritten(`rename to ${label}`, () => json('PATCH', `/api/v1/files/${fileNo}/rename`, { name }), /name/);
+          await refusedAndNothingWritten(
+            `rename to ${label}`,
+            () => json('PATCH', `/api/v1/files/${fileNo}/rename`, { name }),
+            /name/,
+          );
         }
       });
 
@@ -230,7 +278,11 @@ for (const dialect of DIALECTS) {
           const direct = await form({ file_name: name, folder: unique('good-direct') });
           assert.equal(direct.status, 201, `form ${label}: ${direct.raw.slice(0, 300)}`);
           assert.equal(direct.body.name, stored, `form ${label}`);
-          const remote = await json('POST', '/api/v1/uploads/remote', { remote_url: remoteUrl(), file_name: name, folder: unique('good-remote') });
+          const remote = await json('POST', '/api/v1/uploads/remote', {
+            remote_url: remoteUrl(),
+            file_name: name,
+            folder: unique('good-remote'),
+          });
           assert.equal(remote.status, 201, `remote ${label}: ${remote.raw.slice(0, 300)}`);
           assert.equal(remote.body.name, stored, `remote ${label}`);
           const start = await multipartStart({ file_name: name, folder: unique('good-multipart') });
@@ -266,13 +318,23 @@ for (const dialect of DIALECTS) {
           const direct = await form({ file_name: name, random_prefix: 'true', folder: unique('long') });
           assert.equal(direct.status, 201, `form ${label}: ${direct.raw.slice(0, 300)}`);
           fits(`form ${label}`, direct.body.name, name);
-          const remote = await json('POST', '/api/v1/uploads/remote', { remote_url: remoteUrl(), file_name: name, random_prefix: true, folder: unique('long') });
+          const remote = await json('POST', '/api/v1/uploads/remote', {
+            remote_url: remoteUrl(),
+            file_name: name,
+            random_prefix: true,
+            folder: unique('long'),
+          });
           assert.equal(remote.status, 201, `remote ${label}: ${remote.raw.slice(0, 300)}`);
           fits(`remote ${label}`, remote.body.name, name);
           const started = await multipartStart({ file_name: name, random_prefix: true, folder: unique('long') });
           assert.equal(started.status, 201, `multipart ${label}: ${started.raw.slice(0, 300)}`);
           const part = new URL(started.body.parts[0]);
-          const put = await h.app.inject({ method: 'PUT', url: `${part.pathname}${part.search}`, headers: { 'content-type': 'application/octet-stream' }, payload: Buffer.from('0123456789') });
+          const put = await h.app.inject({
+            method: 'PUT',
+            url: `${part.pathname}${part.search}`,
+            headers: { 'content-type': 'application/octet-stream' },
+            payload: Buffer.from('0123456789'),
+          });
           assert.equal(put.statusCode, 200, put.body);
           const done = await json('POST', '/api/v1/multipart/complete', { session_id: started.body.session_id });
           assert.equal(done.status, 200, `multipart complete ${label}: ${done.raw.slice(0, 300)}`);
@@ -285,8 +347,16 @@ for (const dialect of DIALECTS) {
     describe('folder names', () => {
       test('folder create and rename', async () => {
         for (const [label, name] of HOSTILE_NAMES) {
-          await refusedAndNothingWritten(`create folder ${label}`, () => json('POST', '/api/v1/folders', { name }), /name/);
-          await refusedAndNothingWritten(`rename folder to ${label}`, () => json('POST', `/api/v1/folders/rename/${folderNo}`, { name }), /name/);
+          await refusedAndNothingWritten(
+            `create folder ${label}`,
+            () => json('POST', '/api/v1/folders', { name }),
+            /name/,
+          );
+          await refusedAndNothingWritten(
+            `rename folder to ${label}`,
+            () => json('POST', `/api/v1/folders/rename/${folderNo}`, { name }),
+            /name/,
+          );
         }
         for (const [label, name, stored] of GOOD_NAMES) {
           const created = await json('POST', '/api/v1/folders', { name });
@@ -299,10 +369,27 @@ for (const dialect of DIALECTS) {
         for (const [label, segment] of HOSTILE_NAMES) {
           if (segment.includes('/')) continue; // a slash separates segments
           const folder = `ok/${segment}/below`;
-          if (!hasLoneSurrogate(segment)) await refusedAndNothingWritten(`form folder with ${label}`, () => form({ file_name: 'f.bin', folder }), /folder/);
-          await refusedAndNothingWritten(`remote folder with ${label}`, () => json('POST', '/api/v1/uploads/remote', { remote_url: remoteUrl(), folder }), /folder/);
-          await refusedAndNothingWritten(`multipart folder with ${label}`, () => multipartStart({ file_name: 'f.bin', folder }), /folder/);
-          await refusedAndNothingWritten(`token folder with ${label}`, () => mint({ file_name: 'f.bin', folder }), /folder/);
+          if (!hasLoneSurrogate(segment))
+            await refusedAndNothingWritten(
+              `form folder with ${label}`,
+              () => form({ file_name: 'f.bin', folder }),
+              /folder/,
+            );
+          await refusedAndNothingWritten(
+            `remote folder with ${label}`,
+            () => json('POST', '/api/v1/uploads/remote', { remote_url: remoteUrl(), folder }),
+            /folder/,
+          );
+          await refusedAndNothingWritten(
+            `multipart folder with ${label}`,
+            () => multipartStart({ file_name: 'f.bin', folder }),
+            /folder/,
+          );
+          await refusedAndNothingWritten(
+            `token folder with ${label}`,
+            () => mint({ file_name: 'f.bin', folder }),
+            /folder/,
+          );
         }
       });
     });
@@ -310,17 +397,40 @@ for (const dialect of DIALECTS) {
     describe('tags and custom_id', () => {
       test('file update (and multipart start): hostile tags and custom ids are refused and change nothing; "/" is fine in both', async () => {
         for (const [label, tag] of HOSTILE_TAGS) {
-          await refusedAndNothingWritten(`add_tags with ${label}`, () => json('PATCH', `/api/v1/files/${fileNo}`, { add_tags: ['fine', tag] }), /tag/);
-          await refusedAndNothingWritten(`remove_tags with ${label}`, () => json('PATCH', `/api/v1/files/${fileNo}`, { remove_tags: [tag] }), /tag/);
-          await refusedAndNothingWritten(`multipart tags with ${label}`, () => multipartStart({ file_name: 'tagged.bin', tags: [tag] }), /tag/);
+          await refusedAndNothingWritten(
+            `add_tags with ${label}`,
+            () => json('PATCH', `/api/v1/files/${fileNo}`, { add_tags: ['fine', tag] }),
+            /tag/,
+          );
+          await refusedAndNothingWritten(
+            `remove_tags with ${label}`,
+            () => json('PATCH', `/api/v1/files/${fileNo}`, { remove_tags: [tag] }),
+            /tag/,
+          );
+          await refusedAndNothingWritten(
+            `multipart tags with ${label}`,
+            () => multipartStart({ file_name: 'tagged.bin', tags: [tag] }),
+            /tag/,
+          );
         }
         for (const [label, id] of HOSTILE_CUSTOM_IDS) {
-          await refusedAndNothingWritten(`custom_id with ${label}`, () => json('PATCH', `/api/v1/files/${fileNo}`, { custom_id: id }), /custom_id/);
-          await refusedAndNothingWritten(`multipart custom_id with ${label}`, () => multipartStart({ file_name: 'id.bin', custom_id: id }), /custom_id/);
+          await refusedAndNothingWritten(
+            `custom_id with ${label}`,
+            () => json('PATCH', `/api/v1/files/${fileNo}`, { custom_id: id }),
+            /custom_id/,
+          );
+          await refusedAndNothingWritten(
+            `multipart custom_id with ${label}`,
+            () => multipartStart({ file_name: 'id.bin', custom_id: id }),
+            /custom_id/,
+          );
         }
         // What stays allowed: a tag may hold "/" and is stored NFC; a custom id is an opaque
         // reference, kept exactly as sent, and may hold "/" too.
-        const res = await json('PATCH', `/api/v1/files/${fileNo}`, { add_tags: ['2026/summer', 'cafe\u0301', '\u{1F525}'], custom_id: 'orders/2026/7' });
+        const res = await json('PATCH', `/api/v1/files/${fileNo}`, {
+          add_tags: ['2026/summer', 'cafe\u0301', '\u{1F525}'],
+          custom_id: 'orders/2026/7',
+        });
         assert.equal(res.status, 200, res.raw);
         assert.deepEqual(res.body.data.tags, ['2026/summer', 'caf\u00e9', '\u{1F525}']);
         assert.equal(res.body.data.custom_id, 'orders/2026/7');
@@ -338,10 +448,37 @@ for (const dialect of DIALECTS) {
       /** Every path that takes metadata, with the metadata as JSON text. */
       const PATHS: [string, (metadataJson: string) => Promise<Reply>][] = [
         ['direct upload (form field)', (m) => form({ file_name: `${unique('meta')}.bin`, metadata: m })],
-        ['remote upload (JSON)', (m) => rawJson('POST', '/api/v1/uploads/remote', `{"remote_url":${JSON.stringify(remoteUrl())},"file_name":"${unique('meta')}.bin","metadata":${m}}`)],
-        ['remote upload (JSON text in a string)', (m) => json('POST', '/api/v1/uploads/remote', { remote_url: remoteUrl(), file_name: `${unique('meta')}.bin`, metadata: m })],
-        ['multipart start', (m) => rawJson('POST', '/api/v1/multipart/start', `{"file_name":"${unique('meta')}.bin","size":10,"format":"application/octet-stream","metadata":${m}}`)],
-        ['generate-token', (m) => rawJson('POST', '/api/v1/generate-token', `{"file_name":"${unique('meta')}.bin","metadata":${m}}`)],
+        [
+          'remote upload (JSON)',
+          (m) =>
+            rawJson(
+              'POST',
+              '/api/v1/uploads/remote',
+              `{"remote_url":${JSON.stringify(remoteUrl())},"file_name":"${unique('meta')}.bin","metadata":${m}}`,
+            ),
+        ],
+        [
+          'remote upload (JSON text in a string)',
+          (m) =>
+            json('POST', '/api/v1/uploads/remote', {
+              remote_url: remoteUrl(),
+              file_name: `${unique('meta')}.bin`,
+              metadata: m,
+            }),
+        ],
+        [
+          'multipart start',
+          (m) =>
+            rawJson(
+              'POST',
+              '/api/v1/multipart/start',
+              `{"file_name":"${unique('meta')}.bin","size":10,"format":"application/octet-stream","metadata":${m}}`,
+            ),
+        ],
+        [
+          'generate-token',
+          (m) => rawJson('POST', '/api/v1/generate-token', `{"file_name":"${unique('meta')}.bin","metadata":${m}}`),
+        ],
         ['file update', (m) => rawJson('PATCH', `/api/v1/files/${metaFileNo}`, `{"metadata":${m}}`)],
       ];
 
@@ -349,15 +486,38 @@ for (const dialect of DIALECTS) {
         test(path, async () => {
           await freshFile();
           await refusedAndNothingWritten(`${path}: 5,000 levels`, () => send(deepObject(5000)), /32 levels/);
-          await refusedAndNothingWritten(`${path}: 5,000 levels of arrays`, () => send(`{"a":${deepArray(5000)}}`), /32 levels/);
+          await refusedAndNothingWritten(
+            `${path}: 5,000 levels of arrays`,
+            () => send(`{"a":${deepArray(5000)}}`),
+            /32 levels/,
+          );
           await refusedAndNothingWritten(`${path}: 33 levels`, () => send(deepObject(33)), /32 levels/);
-          await refusedAndNothingWritten(`${path}: 1,001 keys`, () => send(JSON.stringify({ group: manyKeys(1000) })), /1000 keys/);
-          await refusedAndNothingWritten(`${path}: 17 KiB`, () => send(JSON.stringify({ s: 'x'.repeat(17 * 1024) })), /16 KiB/);
-          await refusedAndNothingWritten(`${path}: 16 KiB of two-byte characters`, () => send(JSON.stringify({ s: 'é'.repeat(8200) })), /16 KiB/);
-          for (const [what, m] of [['32 levels', deepObject(32)], ['1,000 keys', JSON.stringify(manyKeys(1000))], ['31 levels of arrays', `{"a":${deepArray(30)}}`]]) {
+          await refusedAndNothingWritten(
+            `${path}: 1,001 keys`,
+            () => send(JSON.stringify({ group: manyKeys(1000) })),
+            /1000 keys/,
+          );
+          await refusedAndNothingWritten(
+            `${path}: 17 KiB`,
+            () => send(JSON.stringify({ s: 'x'.repeat(17 * 1024) })),
+            /16 KiB/,
+          );
+          await refusedAndNothingWritten(
+            `${path}: 16 KiB of two-byte characters`,
+            () => send(JSON.stringify({ s: 'é'.repeat(8200) })),
+            /16 KiB/,
+          );
+          for (const [what, m] of [
+            ['32 levels', deepObject(32)],
+            ['1,000 keys', JSON.stringify(manyKeys(1000))],
+            ['31 levels of arrays', `{"a":${deepArray(30)}}`],
+          ]) {
             await freshFile();
             const res = await send(m);
-            assert.ok(res.status === 200 || res.status === 201, `${path}: ${what} is accepted: ${res.status} ${res.raw.slice(0, 300)}`);
+            assert.ok(
+              res.status === 200 || res.status === 201,
+              `${path}: ${what} is accepted: ${res.status} ${res.raw.slice(0, 300)}`,
+            );
           }
         });
       }
@@ -365,9 +525,18 @@ for (const dialect of DIALECTS) {
 
     test('a deeply nested JSON body on any JSON endpoint is a 4xx in the error shape, never a 5xx', async () => {
       const spec = h.app.swagger() as any;
-      const source = await json('POST', '/api/v1/sources', { name: 'sweep-source', type: 'image_source', configuration: { base_url: 'https://x.example.com' } });
+      const source = await json('POST', '/api/v1/sources', {
+        name: 'sweep-source',
+        type: 'image_source',
+        configuration: { base_url: 'https://x.example.com' },
+      });
       assert.equal(source.status, 201, source.raw);
-      const ids: Record<string, string> = { file_no: fileNo, folder_no: folderNo, sourceId: source.body.data.id, id: source.body.data.id };
+      const ids: Record<string, string> = {
+        file_no: fileNo,
+        folder_no: folderNo,
+        sourceId: source.body.data.id,
+        id: source.body.data.id,
+      };
       /** A minimal body of the schema's required members, so the deep value reaches the handler. */
       const sample = (schema: any, name = ''): unknown => {
         if (!schema) return 'x';
@@ -376,7 +545,9 @@ for (const dialect of DIALECTS) {
         if (schema.const !== undefined) return schema.const;
         switch (schema.type) {
           case 'object':
-            return Object.fromEntries((schema.required ?? []).map((k: string) => [k, sample(schema.properties?.[k], k)]));
+            return Object.fromEntries(
+              (schema.required ?? []).map((k: string) => [k, sample(schema.properties?.[k], k)]),
+            );
           case 'array':
             return [];
           case 'integer':
@@ -385,7 +556,11 @@ for (const dialect of DIALECTS) {
           case 'boolean':
             return false;
           default:
-            return name.endsWith('_url') ? remoteUrl('sweep.bin') : name === 'type' ? 'image_source' : `sweep${++n}.bin`;
+            return name.endsWith('_url')
+              ? remoteUrl('sweep.bin')
+              : name === 'type'
+                ? 'image_source'
+                : `sweep${++n}.bin`;
         }
       };
       const deepValues: [string, string][] = [
@@ -408,17 +583,24 @@ for (const dialect of DIALECTS) {
             const rest = { ...base };
             delete rest[m];
             const prefix = JSON.stringify(rest).slice(0, -1);
-            for (const [what, v] of deepValues) bodies.push([`${m} is ${what}`, `${prefix}${prefix.length > 1 ? ',' : ''}${JSON.stringify(m)}:${v}}`]);
+            for (const [what, v] of deepValues)
+              bodies.push([`${m} is ${what}`, `${prefix}${prefix.length > 1 ? ',' : ''}${JSON.stringify(m)}:${v}}`]);
           }
           if (path === '/api/v1/sources' && method === 'post') {
             for (const type of ['google_cloud', 'image_source', 's3', 'azure']) {
               for (const field of ['service_account_json', 'base_url', 'endpoint', 'connection_string']) {
-                bodies.push([`${type} ${field} is 5,000 nested objects`, `{"name":"deep-${++n}","type":"${type}","configuration":{"${field}":${deepObject(5000)}}}`]);
+                bodies.push([
+                  `${type} ${field} is 5,000 nested objects`,
+                  `{"name":"deep-${++n}","type":"${type}","configuration":{"${field}":${deepObject(5000)}}}`,
+                ]);
               }
             }
           }
           for (const [what, text] of bodies) {
-            const res = await call(h.app, method.toUpperCase(), url, { rawBody: text, headers: { ...h.auth, 'content-type': 'application/json' } });
+            const res = await call(h.app, method.toUpperCase(), url, {
+              rawBody: text,
+              headers: { ...h.auth, 'content-type': 'application/json' },
+            });
             const label = `${method.toUpperCase()} ${path}: ${what}`;
             assert.ok(res.status < 500, `${label}: ${res.status} ${res.raw.slice(0, 300)}`);
             if (res.status >= 400) {

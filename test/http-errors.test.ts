@@ -49,17 +49,39 @@ describe('HTTP error model', () => {
 
   test('malformed JSON is 400; an empty JSON body counts as {} (then validated as such)', async () => {
     for (const raw of ['{bad', '{"name":', '[1,2', '\u0000']) {
-      assertShape(await call(h.app, 'POST', '/api/v1/sources', { headers: { ...h.auth, 'content-type': 'application/json' }, rawBody: raw }), 400, 'INVALID_JSON');
+      assertShape(
+        await call(h.app, 'POST', '/api/v1/sources', {
+          headers: { ...h.auth, 'content-type': 'application/json' },
+          rawBody: raw,
+        }),
+        400,
+        'INVALID_JSON',
+      );
     }
     // {} lacks the required fields: the validation error, not "invalid JSON".
-    assertShape(await call(h.app, 'POST', '/api/v1/sources', { headers: { ...h.auth, 'content-type': 'application/json' }, rawBody: '' }), 400, 'VALIDATION_FAILED');
-    assertShape(await call(h.app, 'POST', '/api/v1/sources', { headers: { ...h.auth, 'content-type': 'application/json' }, rawBody: '  \n' }), 400, 'VALIDATION_FAILED');
+    assertShape(
+      await call(h.app, 'POST', '/api/v1/sources', {
+        headers: { ...h.auth, 'content-type': 'application/json' },
+        rawBody: '',
+      }),
+      400,
+      'VALIDATION_FAILED',
+    );
+    assertShape(
+      await call(h.app, 'POST', '/api/v1/sources', {
+        headers: { ...h.auth, 'content-type': 'application/json' },
+        rawBody: '  \n',
+      }),
+      400,
+      'VALIDATION_FAILED',
+    );
   });
 
   test('prototype-polluting JSON is refused', async () => {
     const res = await call(h.app, 'POST', '/api/v1/sources', {
       headers: { ...h.auth, 'content-type': 'application/json' },
-      rawBody: '{"name":"p","type":"image_source","configuration":{"base_url":"https://x.example.com"},"__proto__":{"polluted":true}}',
+      rawBody:
+        '{"name":"p","type":"image_source","configuration":{"base_url":"https://x.example.com"},"__proto__":{"polluted":true}}',
     });
     assert.equal(res.status, 400);
     assert.equal(({} as any).polluted, undefined);
@@ -67,19 +89,33 @@ describe('HTTP error model', () => {
 
   test('an unsupported content type is 415', async () => {
     for (const type of ['text/plain', 'application/xml', 'application/x-www-form-urlencoded']) {
-      assertShape(await call(h.app, 'POST', '/api/v1/sources', { headers: { ...h.auth, 'content-type': type }, rawBody: 'name=x' }), 415, 'UNSUPPORTED_MEDIA_TYPE');
+      assertShape(
+        await call(h.app, 'POST', '/api/v1/sources', {
+          headers: { ...h.auth, 'content-type': type },
+          rawBody: 'name=x',
+        }),
+        415,
+        'UNSUPPORTED_MEDIA_TYPE',
+      );
     }
   });
 
   test('a body over the limit is 413 and creates nothing', async () => {
-    const body = { name: 'big', type: 'image_source', configuration: { base_url: 'https://x.example.com/' + 'a'.repeat(8000) } };
+    const body = {
+      name: 'big',
+      type: 'image_source',
+      configuration: { base_url: `https://x.example.com/${'a'.repeat(8000)}` },
+    };
     assertShape(await call(h.app, 'POST', '/api/v1/sources', { headers: h.auth, body }), 413, 'PAYLOAD_TOO_LARGE');
     const list = await call(h.app, 'GET', '/api/v1/sources', { headers: h.auth });
     assert.equal(list.body.meta.total, 0);
   });
 
   test('auth comes before body parsing: no key and a bad body is still 401', async () => {
-    const res = await call(h.app, 'POST', '/api/v1/sources', { headers: { 'content-type': 'application/json' }, rawBody: '{bad' });
+    const res = await call(h.app, 'POST', '/api/v1/sources', {
+      headers: { 'content-type': 'application/json' },
+      rawBody: '{bad',
+    });
     assertShape(res, 401, 'UNAUTHORIZED');
   });
 
@@ -93,7 +129,8 @@ describe('HTTP error model', () => {
   test('/openapi.json is an OpenAPI 3 document generated from the routes; /docs serves Swagger UI', async () => {
     const doc = (await call(h.app, 'GET', '/openapi.json')).body;
     assert.match(doc.openapi, /^3\./);
-    for (const path of ['/api/v1/sources', '/api/v1/sources/{sourceId}', '/api/v1/sources/{sourceId}/test']) assert.ok(doc.paths[path], path);
+    for (const path of ['/api/v1/sources', '/api/v1/sources/{sourceId}', '/api/v1/sources/{sourceId}/test'])
+      assert.ok(doc.paths[path], path);
     assert.deepEqual(Object.keys(doc.paths['/api/v1/sources/{sourceId}']).sort(), ['delete', 'get', 'patch']);
     const create = doc.paths['/api/v1/sources'].post;
     assert.ok(create.responses['201'] && create.responses['409'] && create.responses['400']);
@@ -117,7 +154,10 @@ describe('unexpected errors', () => {
       const res = await call(app, 'GET', '/__boom');
       assertShape(res, 500, 'INTERNAL_ERROR');
       assert.ok(!res.raw.includes('secret internal detail'));
-      assert.ok(logs.some((l) => l.includes('secret internal detail')), 'the cause is in the log for operators');
+      assert.ok(
+        logs.some((l) => l.includes('secret internal detail')),
+        'the cause is in the log for operators',
+      );
     } finally {
       await app.close();
       await services.close();

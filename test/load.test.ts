@@ -6,9 +6,15 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { runLoad } from '../bench/load.ts';
 
-test('200 clients for a minute: no 5xx, no lost or changed file, bounded memory', { timeout: 10 * 60_000 }, async (t) => {
+test('200 clients for a minute: no 5xx, no lost or changed file, bounded memory', {
+  timeout: 10 * 60_000,
+}, async (t) => {
   const lines: string[] = [];
-  const r = await runLoad({ clients: Number(process.env.LOAD_CLIENTS ?? 200), seconds: Number(process.env.LOAD_SECONDS ?? 60), log: (l) => lines.push(l) });
+  const r = await runLoad({
+    clients: Number(process.env.LOAD_CLIENTS ?? 200),
+    seconds: Number(process.env.LOAD_SECONDS ?? 60),
+    log: (l) => lines.push(l),
+  });
   for (const l of lines) t.diagnostic(l);
   assert.ok(r.requests > 1000, `only ${r.requests} requests: the load did not run`);
   assert.ok(r.acked > 100, `${r.acked} uploads acknowledged`);

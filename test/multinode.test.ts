@@ -52,7 +52,10 @@ describe('two nodes', { skip }, () => {
       STOWAGE_DATA_DIR: `/tmp/stowage-node-${randomBytes(4).toString('hex')}`,
     };
     // Both start at once on an empty database: migrations and the first workspace happen once.
-    [a, b] = await Promise.all([startServer(env), startServer({ ...env, STOWAGE_DATA_DIR: `${env.STOWAGE_DATA_DIR}-b` })]);
+    [a, b] = await Promise.all([
+      startServer(env),
+      startServer({ ...env, STOWAGE_DATA_DIR: `${env.STOWAGE_DATA_DIR}-b` }),
+    ]);
     // The node that created the first workspace wrote its keys into its own data directory.
     const dirs = [env.STOWAGE_DATA_DIR, `${env.STOWAGE_DATA_DIR}-b`];
     const created = dirs.map((d) => readFirstWorkspace(d)).filter((w) => w !== undefined);
@@ -72,19 +75,34 @@ describe('two nodes', { skip }, () => {
     const start = await fetch(`${a.url}/api/v1/multipart/start`, {
       method: 'POST',
       headers: { 'x-api-key': ws.public_key, 'content-type': 'application/json' },
-      body: JSON.stringify({ file_name: 'shared.bin', size: data.length, format: 'application/octet-stream', folder: 'cluster' }),
+      body: JSON.stringify({
+        file_name: 'shared.bin',
+        size: data.length,
+        format: 'application/octet-stream',
+        folder: 'cluster',
+      }),
     });
     const s = (await start.json()) as any;
     assert.equal(start.status, 201);
     for (let i = 0; i < s.parts.length; i++) {
-      const res = await fetch(s.parts[i], { method: 'PUT', body: new Blob([data.subarray(i * s.part_size, (i + 1) * s.part_size)]), headers: { 'content-type': 'application/octet-stream' } });
+      const res = await fetch(s.parts[i], {
+        method: 'PUT',
+        body: new Blob([data.subarray(i * s.part_size, (i + 1) * s.part_size)]),
+        headers: { 'content-type': 'application/octet-stream' },
+      });
       assert.equal(res.status, 200, 'parts go straight to S3');
     }
-    const done = await fetch(`${b.url}/api/v1/multipart/complete`, { method: 'POST', headers: { 'x-api-key': ws.public_key, 'content-type': 'application/json' }, body: JSON.stringify({ session_id: s.session_id }) });
+    const done = await fetch(`${b.url}/api/v1/multipart/complete`, {
+      method: 'POST',
+      headers: { 'x-api-key': ws.public_key, 'content-type': 'application/json' },
+      body: JSON.stringify({ session_id: s.session_id }),
+    });
     const record = (await done.json()) as any;
     assert.equal(done.status, 200, JSON.stringify(record));
     assert.equal(record.hash, sha(data));
-    const listed = (await fetch(`${a.url}/api/v1/files?search=shared`, { headers: { 'x-api-key': ws.private_key } }).then((r) => r.json())) as any;
+    const listed = (await fetch(`${a.url}/api/v1/files?search=shared`, {
+      headers: { 'x-api-key': ws.private_key },
+    }).then((r) => r.json())) as any;
     assert.equal(listed.files[0].file_no, record.file_no);
     const served = await fetch(`${b.url}${new URL(record.url).pathname}`);
     assert.equal(sha(Buffer.from(await served.arrayBuffer())), sha(data));
@@ -97,7 +115,16 @@ describe('two nodes', { skip }, () => {
       form.append('file', new Blob([randomBytes(100)]), `h${i}.bin`);
       form.append('file_name', `h${i}.bin`);
       form.append('webhook_url', hookUrl);
-      assert.equal((await fetch(`${node.url}/api/v1/uploads`, { method: 'POST', body: form, headers: { 'x-api-key': ws.private_key } })).status, 201);
+      assert.equal(
+        (
+          await fetch(`${node.url}/api/v1/uploads`, {
+            method: 'POST',
+            body: form,
+            headers: { 'x-api-key': ws.private_key },
+          })
+        ).status,
+        201,
+      );
     }
     const deadline = Date.now() + 15_000;
     while (hooks.length < 12 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
@@ -109,7 +136,11 @@ describe('two nodes', { skip }, () => {
   test('expired sessions are swept by the two sweepers together, each exactly once', async () => {
     const ids: string[] = [];
     for (let i = 0; i < 6; i++) {
-      const res = await fetch(`${(i % 2 ? a : b).url}/api/v1/multipart/start`, { method: 'POST', headers: { 'x-api-key': ws.public_key, 'content-type': 'application/json' }, body: JSON.stringify({ file_name: `old${i}.bin`, size: 10, format: 'application/octet-stream' }) });
+      const res = await fetch(`${(i % 2 ? a : b).url}/api/v1/multipart/start`, {
+        method: 'POST',
+        headers: { 'x-api-key': ws.public_key, 'content-type': 'application/json' },
+        body: JSON.stringify({ file_name: `old${i}.bin`, size: 10, format: 'application/octet-stream' }),
+      });
       ids.push(((await res.json()) as any).session_id);
     }
     const client = new pg.Client({ connectionString: db.url });
@@ -119,7 +150,13 @@ describe('two nodes', { skip }, () => {
       const deadline = Date.now() + 10_000;
       let expired = 0;
       while (Date.now() < deadline) {
-        expired = Number((await client.query(`SELECT count(*) FROM multipart_sessions WHERE id = ANY($1) AND status = 'expired'`, [ids])).rows[0].count);
+        expired = Number(
+          (
+            await client.query(`SELECT count(*) FROM multipart_sessions WHERE id = ANY($1) AND status = 'expired'`, [
+              ids,
+            ])
+          ).rows[0].count,
+        );
         if (expired === 6) break;
         await new Promise((r) => setTimeout(r, 100));
       }

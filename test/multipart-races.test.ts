@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import { MultipartSealedError } from '../src/storage/driver.ts';
-import { LocalStorage } from '../src/storage/local.ts';
+import type { LocalStorage } from '../src/storage/local.ts';
 import { type Harness, makeHarness } from './helpers/harness.ts';
 
 const MiB = 1024 * 1024;
@@ -32,24 +32,35 @@ describe('multipart races on local disk', () => {
 
   const local = (url: string) => url.replace(h.config.publicUrl, base);
   const api = async (method: string, path: string, body?: unknown) => {
-    const res = await fetch(`${base}${path}`, { method, headers: { 'x-api-key': h.ws.private_key, ...(body ? { 'content-type': 'application/json' } : {}) }, body: body ? JSON.stringify(body) : undefined });
+    const res = await fetch(`${base}${path}`, {
+      method,
+      headers: { 'x-api-key': h.ws.private_key, ...(body ? { 'content-type': 'application/json' } : {}) },
+      body: body ? JSON.stringify(body) : undefined,
+    });
     return { status: res.status, body: (await res.json()) as any };
   };
   const put = (url: string, body: Buffer | ReadableStream<Uint8Array>) =>
-    fetch(local(url), { method: 'PUT', body: body instanceof Buffer ? new Uint8Array(body) : body, headers: { 'content-type': 'application/octet-stream' }, duplex: 'half' } as RequestInit).then(async (r) => ({ status: r.status, body: (await r.json()) as any }));
+    fetch(local(url), {
+      method: 'PUT',
+      body: body instanceof Buffer ? new Uint8Array(body) : body,
+      headers: { 'content-type': 'application/octet-stream' },
+      duplex: 'half',
+    } as RequestInit).then(async (r) => ({ status: r.status, body: (await r.json()) as any }));
   /**
    * A part PUT still sending when it is refused: the service answers 409 and closes the
    * connection rather than read the rest, so a client still writing may see the connection
    * end instead of the answer (status 0 here). Either way the part was refused.
    */
-  const latePut = (url: string, body: ReadableStream<Uint8Array>) => put(url, body).catch((err: Error) => ({ status: 0, body: { cut: String(err.cause ?? err) } }));
+  const latePut = (url: string, body: ReadableStream<Uint8Array>) =>
+    put(url, body).catch((err: Error) => ({ status: 0, body: { cut: String(err.cause ?? err) } }));
   /** A part body that sends `head` bytes, pauses `pauseMs`, then the rest. */
   const slowly = (data: Buffer, head: number, pauseMs: number) =>
     new ReadableStream<Uint8Array>({
       async start(c) {
         c.enqueue(new Uint8Array(data.subarray(0, head)));
         await sleep(pauseMs);
-        for (let i = head; i < data.length; i += 256 * 1024) c.enqueue(new Uint8Array(data.subarray(i, Math.min(data.length, i + 256 * 1024))));
+        for (let i = head; i < data.length; i += 256 * 1024)
+          c.enqueue(new Uint8Array(data.subarray(i, Math.min(data.length, i + 256 * 1024))));
         c.close();
       },
     });
@@ -86,7 +97,13 @@ describe('multipart races on local disk', () => {
       Array.from({ length: 20 }, async (_, i) => {
         const size = 9 * MiB;
         const first = randomBytes(size);
-        const s = (await api('POST', '/api/v1/multipart/start', { file_name: `race-${i}.bin`, size, format: 'application/octet-stream' })).body;
+        const s = (
+          await api('POST', '/api/v1/multipart/start', {
+            file_name: `race-${i}.bin`,
+            size,
+            format: 'application/octet-stream',
+          })
+        ).body;
         assert.equal((await put(s.parts[0], first.subarray(0, 8 * MiB))).status, 200);
         assert.equal((await put(s.parts[1], first.subarray(8 * MiB))).status, 200);
         // Now the attack: new bytes for part 1, trickling in, while complete runs.
@@ -107,13 +124,19 @@ describe('multipart races on local disk', () => {
             record = (await api('POST', '/api/v1/multipart/complete', { session_id: s.session_id })).body;
           } else record = retry.body;
         } else {
-          assert.ok([200, 409, 404, 0].includes(lateAnswer.status), `late PUT: ${lateAnswer.status} ${JSON.stringify(lateAnswer.body)}`);
+          assert.ok(
+            [200, 409, 404, 0].includes(lateAnswer.status),
+            `late PUT: ${lateAnswer.status} ${JSON.stringify(lateAnswer.body)}`,
+          );
         }
         const bytes = await served(record);
         assert.equal(sha(bytes), record.hash, `round ${i}: served bytes match the recorded hash`);
         assert.equal(bytes.length, size);
         // The file is one of the two whole versions, never a mix.
-        assert.ok(bytes.subarray(0, 8 * MiB).equals(first.subarray(0, 8 * MiB)) || bytes.subarray(0, 8 * MiB).equals(second), `round ${i}: part 1 is whole`);
+        assert.ok(
+          bytes.subarray(0, 8 * MiB).equals(first.subarray(0, 8 * MiB)) || bytes.subarray(0, 8 * MiB).equals(second),
+          `round ${i}: part 1 is whole`,
+        );
         // And it stays so: nothing in flight can still change it.
         await sleep(300);
         assert.equal(sha(await served(record)), record.hash);
@@ -126,7 +149,13 @@ describe('multipart races on local disk', () => {
 
   test('a part PUT after complete began gets 409 or 404 and changes nothing', async () => {
     const data = randomBytes(6 * MiB);
-    const s = (await api('POST', '/api/v1/multipart/start', { file_name: 'sealed.bin', size: data.length, format: 'application/octet-stream' })).body;
+    const s = (
+      await api('POST', '/api/v1/multipart/start', {
+        file_name: 'sealed.bin',
+        size: data.length,
+        format: 'application/octet-stream',
+      })
+    ).body;
     assert.equal((await put(s.parts[0], data)).status, 200);
     const record = (await api('POST', '/api/v1/multipart/complete', { session_id: s.session_id })).body;
     const after = await put(s.parts[0], randomBytes(data.length));
@@ -137,29 +166,53 @@ describe('multipart races on local disk', () => {
   test('two completes at once, and ten: every one answers 200 with the same record', async () => {
     for (const n of [2, 10]) {
       const data = randomBytes(9 * MiB);
-      const s = (await api('POST', '/api/v1/multipart/start', { file_name: `twice-${n}.bin`, size: data.length, format: 'application/octet-stream' })).body;
+      const s = (
+        await api('POST', '/api/v1/multipart/start', {
+          file_name: `twice-${n}.bin`,
+          size: data.length,
+          format: 'application/octet-stream',
+        })
+      ).body;
       await put(s.parts[0], data.subarray(0, 8 * MiB));
       await put(s.parts[1], data.subarray(8 * MiB));
-      const answers = await Promise.all(Array.from({ length: n }, () => api('POST', '/api/v1/multipart/complete', { session_id: s.session_id })));
+      const answers = await Promise.all(
+        Array.from({ length: n }, () => api('POST', '/api/v1/multipart/complete', { session_id: s.session_id })),
+      );
       for (const a of answers) assert.equal(a.status, 200, JSON.stringify(a.body));
       assert.equal(new Set(answers.map((a) => a.body.file_no)).size, 1);
       assert.equal(answers[0].body.hash, sha(data));
-      const files = await h.services.db.kysely.selectFrom('files').select('id').where('name', '=', `twice-${n}.bin`).execute();
+      const files = await h.services.db.kysely
+        .selectFrom('files')
+        .select('id')
+        .where('name', '=', `twice-${n}.bin`)
+        .execute();
       assert.equal(files.length, 1);
     }
   });
 
   test('abort while a part is arriving: the PUT is refused, nothing is left on disk', async () => {
     const data = randomBytes(8 * MiB);
-    const s = (await api('POST', '/api/v1/multipart/start', { file_name: 'aborted.bin', size: data.length, format: 'application/octet-stream' })).body;
-    const row = await h.services.db.kysely.selectFrom('multipart_sessions').select('upload_id').where('id', '=', s.session_id).executeTakeFirstOrThrow();
+    const s = (
+      await api('POST', '/api/v1/multipart/start', {
+        file_name: 'aborted.bin',
+        size: data.length,
+        format: 'application/octet-stream',
+      })
+    ).body;
+    const row = await h.services.db.kysely
+      .selectFrom('multipart_sessions')
+      .select('upload_id')
+      .where('id', '=', s.session_id)
+      .executeTakeFirstOrThrow();
     const late = latePut(s.parts[0], slowly(data, 2 * MiB, 400));
     await sleep(150);
     assert.equal((await api('DELETE', `/api/v1/multipart/${s.session_id}`)).status, 200);
     const answer = await late;
     assert.ok([404, 409, 0].includes(answer.status), JSON.stringify(answer.body));
     const dir = join(h.config.dataDir, 'storage');
-    const leftovers = readdirSync(dir, { recursive: true }).map(String).filter((p) => p.includes(row.upload_id));
+    const leftovers = readdirSync(dir, { recursive: true })
+      .map(String)
+      .filter((p) => p.includes(row.upload_id));
     assert.deepEqual(leftovers, []);
     assert.ok(!existsSync(join(dir, 'multipart', row.upload_id)));
   });

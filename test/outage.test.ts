@@ -101,11 +101,17 @@ describe('dependencies going away and coming back', () => {
     const base = await h.app.listen({ host: '127.0.0.1', port: 0 });
     const auth = h.auth;
     assert.equal((await fetch(`${base}/api/v1/files`, { headers: auth })).status, 200);
-    assert.equal((await fetch(`${base}/api/v1/uploads`, { method: 'POST', headers: auth, body: form('before.txt') })).status, 201);
+    assert.equal(
+      (await fetch(`${base}/api/v1/uploads`, { method: 'POST', headers: auth, body: form('before.txt') })).status,
+      201,
+    );
 
     await p.cut();
     await assertUnavailable(await fetch(`${base}/api/v1/files`, { headers: auth }), 'list files');
-    await assertUnavailable(await fetch(`${base}/api/v1/uploads`, { method: 'POST', headers: auth, body: form('during.txt') }), 'upload');
+    await assertUnavailable(
+      await fetch(`${base}/api/v1/uploads`, { method: 'POST', headers: auth, body: form('during.txt') }),
+      'upload',
+    );
     assert.equal((await fetch(`${base}/readyz`)).status, 503);
     assert.equal((await fetch(`${base}/healthz`)).status, 200, 'alive, only not ready');
 
@@ -115,48 +121,78 @@ describe('dependencies going away and coming back', () => {
     const files = (await (await fetch(`${base}/api/v1/files`, { headers: auth })).json()) as any;
     const names = JSON.stringify(files);
     assert.ok(names.includes('before.txt') && !names.includes('during.txt'), 'the refused upload left no file');
-    assert.equal((await fetch(`${base}/api/v1/uploads`, { method: 'POST', headers: auth, body: form('after.txt') })).status, 201);
+    assert.equal(
+      (await fetch(`${base}/api/v1/uploads`, { method: 'POST', headers: auth, body: form('after.txt') })).status,
+      201,
+    );
     p.close();
     p = undefined;
   });
 
-  test('Redis (shared rate limits): 503 while it is gone, served again once it is back', { skip: redisGate.skip }, async () => {
+  test('Redis (shared rate limits): 503 while it is gone, served again once it is back', {
+    skip: redisGate.skip,
+  }, async () => {
     await h?.close();
     p?.close(); // a proxy left by a test that failed half way
     const redisUrl = new URL(redisGate.value!);
     p = await proxy(redisUrl);
-    h = await makeHarness('sqlite', { config: { redisUrl: p.url(redisUrl), rateLimitApi: { max: 1000, windowMs: 60_000 }, rateLimitUpload: { max: 1000, windowMs: 60_000 } } });
+    h = await makeHarness('sqlite', {
+      config: {
+        redisUrl: p.url(redisUrl),
+        rateLimitApi: { max: 1000, windowMs: 60_000 },
+        rateLimitUpload: { max: 1000, windowMs: 60_000 },
+      },
+    });
     const base = await h.app.listen({ host: '127.0.0.1', port: 0 });
     assert.equal((await fetch(`${base}/api/v1/files`, { headers: h.auth })).status, 200);
     await p.cut();
     await assertUnavailable(await fetch(`${base}/api/v1/files`, { headers: h.auth }), 'list files without Redis');
     await p.restore();
-    await eventually('list files', async () => (await fetch(`${base}/api/v1/files`, { headers: h!.auth })).status === 200);
+    await eventually(
+      'list files',
+      async () => (await fetch(`${base}/api/v1/files`, { headers: h!.auth })).status === 200,
+    );
     p.close();
     p = undefined;
   });
 
-  test('S3: 503 while it is gone, nothing half-stored, served again once it is back', { skip: s3Gate.skip }, async () => {
+  test('S3: 503 while it is gone, nothing half-stored, served again once it is back', {
+    skip: s3Gate.skip,
+  }, async () => {
     await h?.close();
     p?.close(); // a proxy left by a test that failed half way
     const storage = await freshS3Storage();
     if (storage.driver !== 's3') throw new Error('expected s3');
     const endpoint = new URL(storage.s3.endpoint!);
     p = await proxy(endpoint);
-    h = await makeHarness('sqlite', { config: { storage: { ...storage, s3: { ...storage.s3, endpoint: p.url(endpoint).replace(/\/$/, '') } } } });
+    h = await makeHarness('sqlite', {
+      config: { storage: { ...storage, s3: { ...storage.s3, endpoint: p.url(endpoint).replace(/\/$/, '') } } },
+    });
     const base = await h.app.listen({ host: '127.0.0.1', port: 0 });
-    const kept = (await (await fetch(`${base}/api/v1/uploads`, { method: 'POST', headers: h.auth, body: form('kept.txt', 'kept bytes') })).json()) as any;
+    const kept = (await (
+      await fetch(`${base}/api/v1/uploads`, { method: 'POST', headers: h.auth, body: form('kept.txt', 'kept bytes') })
+    ).json()) as any;
     assert.ok(kept.file_no, JSON.stringify(kept));
 
     await p.cut();
-    await assertUnavailable(await fetch(`${base}/api/v1/uploads`, { method: 'POST', headers: h.auth, body: form('lost.txt') }), 'upload');
+    await assertUnavailable(
+      await fetch(`${base}/api/v1/uploads`, { method: 'POST', headers: h.auth, body: form('lost.txt') }),
+      'upload',
+    );
     await assertUnavailable(await fetch(`${base}/${h.ws.workspace_id}/kept.txt`), 'delivery');
-    assert.equal((await h.services.db.kysely.selectFrom('files').selectAll().execute()).length, 1, 'no record for the refused upload');
+    assert.equal(
+      (await h.services.db.kysely.selectFrom('files').selectAll().execute()).length,
+      1,
+      'no record for the refused upload',
+    );
 
     await p.restore();
     await eventually('delivery', async () => (await fetch(`${base}/${h!.ws.workspace_id}/kept.txt`)).status === 200);
     assert.equal(await (await fetch(`${base}/${h.ws.workspace_id}/kept.txt`)).text(), 'kept bytes');
-    assert.equal((await fetch(`${base}/api/v1/uploads`, { method: 'POST', headers: h.auth, body: form('after.txt') })).status, 201);
+    assert.equal(
+      (await fetch(`${base}/api/v1/uploads`, { method: 'POST', headers: h.auth, body: form('after.txt') })).status,
+      201,
+    );
     // What the refused upload left (an intent, maybe a partial object) one sweep removes.
     await h.services.multipart.sweep(0);
     assert.equal((await h.services.db.kysely.selectFrom('storage_intents').selectAll().execute()).length, 0);

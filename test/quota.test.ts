@@ -19,47 +19,87 @@ for (const dialect of DIALECTS) {
     after(() => h?.close());
 
     const usage = async () => {
-      const ws = await h.services.db.kysely.selectFrom('workspaces').select(['used_bytes', 'reserved_bytes', 'quota_bytes']).where('id', '=', h.ws.workspace_id).executeTakeFirstOrThrow();
+      const ws = await h.services.db.kysely
+        .selectFrom('workspaces')
+        .select(['used_bytes', 'reserved_bytes', 'quota_bytes'])
+        .where('id', '=', h.ws.workspace_id)
+        .executeTakeFirstOrThrow();
       return { used: Number(ws.used_bytes), reserved: Number(ws.reserved_bytes) };
     };
     const blobsTotal = async () =>
-      (await h.services.db.kysely.selectFrom('blobs').select('size').where('workspace_id', '=', h.ws.workspace_id).execute()).reduce((n, b) => n + Number(b.size), 0);
+      (
+        await h.services.db.kysely
+          .selectFrom('blobs')
+          .select('size')
+          .where('workspace_id', '=', h.ws.workspace_id)
+          .execute()
+      ).reduce((n, b) => n + Number(b.size), 0);
     const api = async (method: string, path: string, body?: unknown) => {
-      const res = await fetch(`${base}${path}`, { method, headers: { 'x-api-key': h.ws.private_key, ...(body ? { 'content-type': 'application/json' } : {}) }, body: body ? JSON.stringify(body) : undefined });
+      const res = await fetch(`${base}${path}`, {
+        method,
+        headers: { 'x-api-key': h.ws.private_key, ...(body ? { 'content-type': 'application/json' } : {}) },
+        body: body ? JSON.stringify(body) : undefined,
+      });
       return { status: res.status, body: (await res.json()) as any };
     };
     const direct = async (data: Buffer, name: string) => {
       const form = new FormData();
       form.append('file_name', name);
       form.append('file', new Blob([new Uint8Array(data)]), name);
-      const res = await fetch(`${base}/api/v1/uploads`, { method: 'POST', body: form, headers: { 'x-api-key': h.ws.private_key } });
+      const res = await fetch(`${base}/api/v1/uploads`, {
+        method: 'POST',
+        body: form,
+        headers: { 'x-api-key': h.ws.private_key },
+      });
       return { status: res.status, body: (await res.json()) as any };
     };
-    const setQuota = (bytes: number | null) => h.services.workspaces.setLimits(h.ws.workspace_id, { quotaBytes: bytes });
+    const setQuota = (bytes: number | null) =>
+      h.services.workspaces.setLimits(h.ws.workspace_id, { quotaBytes: bytes });
     const clearFiles = async () => {
-      for (const f of (await h.services.files.list(h.ws.workspace_id, { page: 1, limit: 100 })).files) await h.services.files.delete(h.ws.workspace_id, f.file_no);
+      for (const f of (await h.services.files.list(h.ws.workspace_id, { page: 1, limit: 100 })).files)
+        await h.services.files.delete(h.ws.workspace_id, f.file_no);
     };
 
     test('six parallel 8 MiB multipart starts against 20 MiB: exactly two get sessions; abort and expiry give the bytes back', async () => {
       await setQuota(20 * MiB);
       try {
-        const starts = await Promise.all(Array.from({ length: 6 }, (_, i) => api('POST', '/api/v1/multipart/start', { file_name: `p${i}.bin`, size: 8 * MiB, format: 'application/octet-stream' })));
+        const starts = await Promise.all(
+          Array.from({ length: 6 }, (_, i) =>
+            api('POST', '/api/v1/multipart/start', {
+              file_name: `p${i}.bin`,
+              size: 8 * MiB,
+              format: 'application/octet-stream',
+            }),
+          ),
+        );
         const ok = starts.filter((s) => s.status === 201);
         assert.equal(ok.length, 2, JSON.stringify(starts.map((s) => s.status)));
-        for (const s of starts.filter((x) => x.status !== 201)) assert.equal(s.body.errorCode, 'STORAGE_LIMIT_EXCEEDED');
+        for (const s of starts.filter((x) => x.status !== 201))
+          assert.equal(s.body.errorCode, 'STORAGE_LIMIT_EXCEEDED');
         assert.deepEqual(await usage(), { used: 0, reserved: 16 * MiB });
         const settings = await api('GET', '/api/v1/workspace');
         assert.equal(settings.body.data.reserved_bytes, 16 * MiB, 'usage shows the reservation');
         // A refused start leaves no intent behind.
-        assert.equal((await h.services.db.kysely.selectFrom('storage_intents').select('storage_key').execute()).length, 2);
+        assert.equal(
+          (await h.services.db.kysely.selectFrom('storage_intents').select('storage_key').execute()).length,
+          2,
+        );
 
         assert.equal((await api('DELETE', `/api/v1/multipart/${ok[0].body.session_id}`)).status, 200);
         assert.deepEqual(await usage(), { used: 0, reserved: 8 * MiB }, 'abort gives back');
-        const third = await api('POST', '/api/v1/multipart/start', { file_name: 'p-after.bin', size: 8 * MiB, format: 'application/octet-stream' });
+        const third = await api('POST', '/api/v1/multipart/start', {
+          file_name: 'p-after.bin',
+          size: 8 * MiB,
+          format: 'application/octet-stream',
+        });
         assert.equal(third.status, 201);
 
         // Expiry: the sweeper frees the session and its reservation.
-        await h.services.db.kysely.updateTable('multipart_sessions').set({ expire_at: Math.floor(Date.now() / 1000) - 10 }).where('status', '=', 'active').execute();
+        await h.services.db.kysely
+          .updateTable('multipart_sessions')
+          .set({ expire_at: Math.floor(Date.now() / 1000) - 10 })
+          .where('status', '=', 'active')
+          .execute();
         await h.services.multipart.sweep(0);
         assert.deepEqual(await usage(), { used: 0, reserved: 0 }, 'expiry gives back');
       } finally {
@@ -71,11 +111,21 @@ for (const dialect of DIALECTS) {
       await setQuota(20 * MiB);
       try {
         const data = randomBytes(9 * MiB);
-        const s = (await api('POST', '/api/v1/multipart/start', { file_name: 'done.bin', size: data.length, format: 'application/octet-stream' })).body;
+        const s = (
+          await api('POST', '/api/v1/multipart/start', {
+            file_name: 'done.bin',
+            size: data.length,
+            format: 'application/octet-stream',
+          })
+        ).body;
         assert.deepEqual(await usage(), { used: 0, reserved: data.length });
         for (const [i, url] of (s.parts as string[]).entries()) {
           const part = data.subarray(i * s.part_size, (i + 1) * s.part_size);
-          const r = await fetch(url.replace(h.config.publicUrl, base), { method: 'PUT', body: new Uint8Array(part), headers: { 'content-type': 'application/octet-stream' } });
+          const r = await fetch(url.replace(h.config.publicUrl, base), {
+            method: 'PUT',
+            body: new Uint8Array(part),
+            headers: { 'content-type': 'application/octet-stream' },
+          });
           assert.equal(r.status, 200);
         }
         assert.equal((await api('POST', '/api/v1/multipart/complete', { session_id: s.session_id })).status, 200);
@@ -89,7 +139,9 @@ for (const dialect of DIALECTS) {
     test('parallel direct uploads never pass the quota together; nothing stays reserved afterwards', async () => {
       await setQuota(10 * MiB);
       try {
-        const results = await Promise.all(Array.from({ length: 8 }, (_, i) => direct(randomBytes(3 * MiB), `d${i}.bin`)));
+        const results = await Promise.all(
+          Array.from({ length: 8 }, (_, i) => direct(randomBytes(3 * MiB), `d${i}.bin`)),
+        );
         const ok = results.filter((r) => r.status === 201);
         for (const r of results.filter((x) => x.status !== 201)) assert.equal(r.status, 402, JSON.stringify(r.body));
         assert.ok(ok.length >= 1 && ok.length <= 3, `${ok.length} of 8 stored`);
@@ -98,7 +150,10 @@ for (const dialect of DIALECTS) {
         assert.ok(u.used <= 10 * MiB, `used ${u.used}`);
         assert.equal(u.used, await blobsTotal());
         assert.equal(u.used, ok.length * 3 * MiB);
-        assert.equal((await h.services.db.kysely.selectFrom('storage_intents').select('storage_key').execute()).length, 0);
+        assert.equal(
+          (await h.services.db.kysely.selectFrom('storage_intents').select('storage_key').execute()).length,
+          0,
+        );
         // Full: the next upload is refused at once.
         await setQuota(u.used);
         const full = await direct(Buffer.from('one more byte'), 'full.bin');
@@ -130,7 +185,11 @@ for (const dialect of DIALECTS) {
         const key = h.services.blobs.newKey(h.ws.workspace_id);
         await h.services.blobs.recordIntent(h.ws.workspace_id, key, 'upload');
         assert.equal(await h.services.blobs.reserve(h.ws.workspace_id, key, 6 * MiB, 10 * MiB), true);
-        assert.equal(await h.services.blobs.reserve(h.ws.workspace_id, key, 6 * MiB, 10 * MiB), false, 'no more than the quota');
+        assert.equal(
+          await h.services.blobs.reserve(h.ws.workspace_id, key, 6 * MiB, 10 * MiB),
+          false,
+          'no more than the quota',
+        );
         assert.deepEqual(await usage(), { used: 0, reserved: 6 * MiB });
         await new Promise((r) => setTimeout(r, 10)); // older than "now" by the sweeper's clock
         await h.services.blobs.sweepIntents(0);

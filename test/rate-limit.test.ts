@@ -11,7 +11,9 @@ const redis = externalService('STOWAGE_TEST_REDIS_URL', 'Redis');
 describe('rate limits in memory', () => {
   let h: Harness;
   before(async () => {
-    h = await makeHarness('sqlite', { config: { rateLimitApi: { max: 3, windowMs: 60_000 }, rateLimitUpload: { max: 2, windowMs: 60_000 } } });
+    h = await makeHarness('sqlite', {
+      config: { rateLimitApi: { max: 3, windowMs: 60_000 }, rateLimitUpload: { max: 2, windowMs: 60_000 } },
+    });
   });
   after(() => h?.close());
 
@@ -37,14 +39,26 @@ describe('rate limits in memory', () => {
 
   test('budgets are per key, and upload endpoints have their own', async () => {
     const other = await h.services.workspaces.create('Other');
-    assert.equal((await call(h.app, 'GET', '/api/v1/sources', { headers: { 'x-api-key': other.private_key } })).status, 200, 'another key is not affected');
-    const start = () => call(h.app, 'POST', '/api/v1/multipart/start', { body: { file_name: 'x.bin', size: 10, format: 'application/octet-stream' }, headers: { 'x-api-key': other.public_key } });
+    assert.equal(
+      (await call(h.app, 'GET', '/api/v1/sources', { headers: { 'x-api-key': other.private_key } })).status,
+      200,
+      'another key is not affected',
+    );
+    const start = () =>
+      call(h.app, 'POST', '/api/v1/multipart/start', {
+        body: { file_name: 'x.bin', size: 10, format: 'application/octet-stream' },
+        headers: { 'x-api-key': other.public_key },
+      });
     assert.equal((await start()).status, 201);
     assert.equal((await start()).status, 201);
     const third = await start();
     assert.equal(third.status, 429, 'the upload budget is 2');
     assert.equal(third.headers['ratelimit-limit'], '2');
-    assert.equal((await call(h.app, 'GET', '/api/v1/sources', { headers: { 'x-api-key': other.private_key } })).status, 200, 'the other budget is separate');
+    assert.equal(
+      (await call(h.app, 'GET', '/api/v1/sources', { headers: { 'x-api-key': other.private_key } })).status,
+      200,
+      'the other budget is separate',
+    );
   });
 
   test('routes without a key are not limited here', async () => {
@@ -68,11 +82,30 @@ describe('rate limits shared through Redis', { skip: redis.skip }, () => {
   test('two nodes share one budget: the sixth request across them is 429', async () => {
     // The same key on both nodes (each harness has its own database, so copy the key over).
     const ws = a.ws;
-    await b.services.db.kysely.insertInto('workspaces').values(await a.services.db.kysely.selectFrom('workspaces').selectAll().where('id', '=', ws.workspace_id).executeTakeFirstOrThrow()).execute();
-    await b.services.db.kysely.insertInto('api_keys').values(await a.services.db.kysely.selectFrom('api_keys').selectAll().where('workspace_id', '=', ws.workspace_id).execute()).execute();
+    await b.services.db.kysely
+      .insertInto('workspaces')
+      .values(
+        await a.services.db.kysely
+          .selectFrom('workspaces')
+          .selectAll()
+          .where('id', '=', ws.workspace_id)
+          .executeTakeFirstOrThrow(),
+      )
+      .execute();
+    await b.services.db.kysely
+      .insertInto('api_keys')
+      .values(
+        await a.services.db.kysely
+          .selectFrom('api_keys')
+          .selectAll()
+          .where('workspace_id', '=', ws.workspace_id)
+          .execute(),
+      )
+      .execute();
     const headers = { authorization: `Bearer ${ws.private_key}` };
     const statuses: number[] = [];
-    for (const node of [a, b, a, b, a, b]) statuses.push((await call(node.app, 'GET', '/api/v1/sources', { headers })).status);
+    for (const node of [a, b, a, b, a, b])
+      statuses.push((await call(node.app, 'GET', '/api/v1/sources', { headers })).status);
     assert.deepEqual(statuses, [200, 200, 200, 200, 200, 429]);
     const limited = await call(a.app, 'GET', '/api/v1/sources', { headers });
     assert.equal(limited.status, 429);

@@ -26,7 +26,10 @@ describe('DNS rebinding: remote upload, webhooks and origins', () => {
       hits.push(`${req.method} ${req.url}`);
       res.writeHead(200, { 'content-type': 'image/png' }).end('internal secret');
     });
-    h = await makeHarness('sqlite', { config: { outboundTimeoutMs: 1500, remoteTimeoutMs: 1500, webhookTimeoutMs: 1500 }, services: { resolver } });
+    h = await makeHarness('sqlite', {
+      config: { outboundTimeoutMs: 1500, remoteTimeoutMs: 1500, webhookTimeoutMs: 1500 },
+      services: { resolver },
+    });
   });
   after(async () => {
     await h?.close();
@@ -34,7 +37,10 @@ describe('DNS rebinding: remote upload, webhooks and origins', () => {
   });
 
   test('remote upload: refused, nothing fetched from loopback, nothing stored', async () => {
-    const res = await call(h.app, 'POST', '/api/v1/uploads/remote', { headers: h.auth, body: { remote_url: `http://files.rebind.test:${internal.port}/secret.png` } });
+    const res = await call(h.app, 'POST', '/api/v1/uploads/remote', {
+      headers: h.auth,
+      body: { remote_url: `http://files.rebind.test:${internal.port}/secret.png` },
+    });
     assert.ok(res.status === 400 || res.status === 502, `${res.status} ${res.raw}`);
     assert.equal(res.body.success, false);
     assert.ok((asked.get('files.rebind.test') ?? 0) >= 2, 'the connection asked again and got loopback');
@@ -44,7 +50,10 @@ describe('DNS rebinding: remote upload, webhooks and origins', () => {
 
   test('webhook: accepted at upload (public then), never delivered to loopback', async () => {
     const form = `--b\r\nContent-Disposition: form-data; name="file_name"\r\n\r\nw.txt\r\n--b\r\nContent-Disposition: form-data; name="webhook_url"\r\n\r\nhttp://hook.rebind.test:${internal.port}/hook\r\n--b\r\nContent-Disposition: form-data; name="file"; filename="w.txt"\r\n\r\nhello\r\n--b--\r\n`;
-    const up = await call(h.app, 'POST', '/api/v1/uploads', { headers: { ...h.auth, 'content-type': 'multipart/form-data; boundary=b' }, rawBody: form });
+    const up = await call(h.app, 'POST', '/api/v1/uploads', {
+      headers: { ...h.auth, 'content-type': 'multipart/form-data; boundary=b' },
+      rawBody: form,
+    });
     assert.equal(up.status, 201, up.raw);
     await h.services.webhooks.runOnce();
     assert.deepEqual(hits, [], 'the delivery did not reach loopback');
@@ -55,7 +64,14 @@ describe('DNS rebinding: remote upload, webhooks and origins', () => {
   });
 
   test('origin: an image_source whose host rebinds answers 502, loopback untouched', async () => {
-    const created = await call(h.app, 'POST', '/api/v1/sources', { headers: h.auth, body: { name: 'rb', type: 'image_source', configuration: { base_url: `http://img.rebind.test:${internal.port}/img` } } });
+    const created = await call(h.app, 'POST', '/api/v1/sources', {
+      headers: h.auth,
+      body: {
+        name: 'rb',
+        type: 'image_source',
+        configuration: { base_url: `http://img.rebind.test:${internal.port}/img` },
+      },
+    });
     assert.equal(created.status, 201, created.raw);
     for (let i = 0; i < 3; i++) {
       const res = await h.app.inject({ method: 'GET', url: `/${h.ws.workspace_id}-rb/photo${i}.png` });
@@ -95,7 +111,10 @@ describe('DNS rebinding to IPv6 spellings of loopback', () => {
       hits.push(`${req.method} ${req.url}`);
       res.writeHead(200, { 'content-type': 'image/png' }).end('internal secret');
     });
-    h = await makeHarness('sqlite', { config: { outboundTimeoutMs: 1500, remoteTimeoutMs: 1500, webhookTimeoutMs: 1500 }, services: { resolver } });
+    h = await makeHarness('sqlite', {
+      config: { outboundTimeoutMs: 1500, remoteTimeoutMs: 1500, webhookTimeoutMs: 1500 },
+      services: { resolver },
+    });
   });
   after(async () => {
     await h?.close();
@@ -105,7 +124,10 @@ describe('DNS rebinding to IPv6 spellings of loopback', () => {
   for (const kind of Object.keys(SECOND)) {
     test(`remote upload rebinding to ${SECOND[kind]}: refused as not public, nothing fetched`, async () => {
       const host = `${kind}.rebind6.test`;
-      const res = await call(h.app, 'POST', '/api/v1/uploads/remote', { headers: h.auth, body: { remote_url: `http://${host}:${internal.port}/secret.png` } });
+      const res = await call(h.app, 'POST', '/api/v1/uploads/remote', {
+        headers: h.auth,
+        body: { remote_url: `http://${host}:${internal.port}/secret.png` },
+      });
       assert.equal(res.status, 400, `${res.status} ${res.raw}`);
       assert.equal(res.body.errorCode, 'URL_REFUSED');
       assert.ok((asked.get(host) ?? 0) >= 2, 'the connection asked again');
@@ -116,7 +138,10 @@ describe('DNS rebinding to IPv6 spellings of loopback', () => {
   test('webhook rebinding to an IPv4-compatible loopback: the delivery is refused, not attempted', async () => {
     const form = `--b\r\nContent-Disposition: form-data; name="file_name"\r\n\r\nw.txt\r\n--b\r\nContent-Disposition: form-data; name="webhook_url"\r\n\r\nhttp://compat.rebind6.test:${internal.port}/hook\r\n--b\r\nContent-Disposition: form-data; name="file"; filename="w.txt"\r\n\r\nhello\r\n--b--\r\n`;
     asked.delete('compat.rebind6.test');
-    const up = await call(h.app, 'POST', '/api/v1/uploads', { headers: { ...h.auth, 'content-type': 'multipart/form-data; boundary=b' }, rawBody: form });
+    const up = await call(h.app, 'POST', '/api/v1/uploads', {
+      headers: { ...h.auth, 'content-type': 'multipart/form-data; boundary=b' },
+      rawBody: form,
+    });
     assert.equal(up.status, 201, up.raw);
     await h.services.webhooks.runOnce();
     assert.deepEqual(hits, []);
@@ -127,7 +152,14 @@ describe('DNS rebinding to IPv6 spellings of loopback', () => {
   });
 
   test('origin rebinding to a NAT64 loopback: 502 saying the address is refused', async () => {
-    const created = await call(h.app, 'POST', '/api/v1/sources', { headers: h.auth, body: { name: 'rb6', type: 'image_source', configuration: { base_url: `http://nat64.rebind6.test:${internal.port}/img` } } });
+    const created = await call(h.app, 'POST', '/api/v1/sources', {
+      headers: h.auth,
+      body: {
+        name: 'rb6',
+        type: 'image_source',
+        configuration: { base_url: `http://nat64.rebind6.test:${internal.port}/img` },
+      },
+    });
     assert.equal(created.status, 201, created.raw);
     asked.delete('nat64.rebind6.test');
     const res = await h.app.inject({ method: 'GET', url: `/${h.ws.workspace_id}-rb6/photo.png` });

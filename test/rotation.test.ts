@@ -25,7 +25,10 @@ describe('rotation', () => {
     const services = await createServices(loadConfig(env));
     try {
       assert.ok(await services.workspaces.authenticate(r.new.key), 'the new key works');
-      assert.ok(await services.workspaces.authenticate(ws.private_key), 'the old key still works during the grace period');
+      assert.ok(
+        await services.workspaces.authenticate(ws.private_key),
+        'the old key still works during the grace period',
+      );
       await new Promise((res) => setTimeout(res, 2200));
       assert.equal(await services.workspaces.authenticate(ws.private_key), null, 'then it stops');
       assert.ok(await services.workspaces.authenticate(r.new.key));
@@ -43,17 +46,26 @@ describe('rotation', () => {
     const A = Buffer.alloc(32, 1).toString('base64');
     const B = (await runCli(['master-key', 'generate'], {})).stdout.trim();
     assert.equal(Buffer.from(B, 'base64').length, 32);
-    const withKeys = (current: string, previous?: string) => ({ STOWAGE_DATA_DIR: dataDir, STOWAGE_MASTER_KEY: current, ...(previous ? { STOWAGE_MASTER_KEY_PREVIOUS: previous } : {}) });
+    const withKeys = (current: string, previous?: string) => ({
+      STOWAGE_DATA_DIR: dataDir,
+      STOWAGE_MASTER_KEY: current,
+      ...(previous ? { STOWAGE_MASTER_KEY_PREVIOUS: previous } : {}),
+    });
 
     // Under key A: a workspace (webhook secret) and a source with secrets.
     const ws = JSON.parse((await runCli(['workspace', 'create', '--name', 'M', '--json'], withKeys(A))).stdout);
     let s = await createServices(loadConfig(withKeys(A)));
-    const source = await s.sources.create(ws.workspace_id, { name: 'bucket', type: 's3', configuration: { region: 'us-east-1', bucket: 'b-b-b', access_key: 'AKIA123', secret_key: 'very-secret' } });
+    const source = await s.sources.create(ws.workspace_id, {
+      name: 'bucket',
+      type: 's3',
+      configuration: { region: 'us-east-1', bucket: 'b-b-b', access_key: 'AKIA123', secret_key: 'very-secret' },
+    });
     await s.close();
 
     // Every node now knows B (current) and A (previous): everything still reads.
     s = await createServices(loadConfig(withKeys(B, A)));
-    const row = async (svc: typeof s) => svc.db.kysely.selectFrom('sources').selectAll().where('id', '=', source.id).executeTakeFirstOrThrow();
+    const row = async (svc: typeof s) =>
+      svc.db.kysely.selectFrom('sources').selectAll().where('id', '=', source.id).executeTakeFirstOrThrow();
     assert.equal(s.sources.configuration(await row(s)).secret_key, 'very-secret');
     assert.equal(await s.workspaces.webhookSecret(ws.workspace_id), ws.webhook_secret);
     await s.close();

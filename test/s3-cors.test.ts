@@ -17,7 +17,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { chromium } from 'playwright-core';
-import { AbortMultipartUploadCommand, type CORSRule, CreateBucketCommand, CreateMultipartUploadCommand, DeleteBucketCommand, PutBucketCorsCommand } from '@aws-sdk/client-s3';
+import {
+  AbortMultipartUploadCommand,
+  type CORSRule,
+  CreateBucketCommand,
+  CreateMultipartUploadCommand,
+  DeleteBucketCommand,
+  PutBucketCorsCommand,
+} from '@aws-sdk/client-s3';
 import { S3Storage, type S3Settings } from '../src/storage/s3.ts';
 import {
   applyBucketCors,
@@ -37,12 +44,28 @@ const CHROMIUM = process.env.STOWAGE_TEST_CHROMIUM ?? '/usr/bin/chromium';
 const s3 = externalService('STOWAGE_TEST_S3_ENDPOINT', 'an S3-compatible server (scripts/start-swift.sh)');
 const ORIGIN = 'https://app.example';
 
-const rule = (r: Partial<CORSRule>): CORSRule => ({ AllowedMethods: ['PUT'], AllowedOrigins: ['*'], AllowedHeaders: ['*'], ExposeHeaders: ['ETag'], ...r });
+const rule = (r: Partial<CORSRule>): CORSRule => ({
+  AllowedMethods: ['PUT'],
+  AllowedOrigins: ['*'],
+  AllowedHeaders: ['*'],
+  ExposeHeaders: ['ETag'],
+  ...r,
+});
 
 describe('CORS rules: what a browser part PUT would get', () => {
   test("Stowage's rule: PUT from the origins, any header, ETag exposed, an hour of preflight cache", () => {
-    assert.deepEqual(stowageCorsRule(), { ID: CORS_RULE_ID, AllowedMethods: ['PUT'], AllowedOrigins: ['*'], AllowedHeaders: ['*'], ExposeHeaders: ['ETag'], MaxAgeSeconds: 3600 });
-    assert.deepEqual(stowageCorsRule(['https://a.example', 'https://b.example']).AllowedOrigins, ['https://a.example', 'https://b.example']);
+    assert.deepEqual(stowageCorsRule(), {
+      ID: CORS_RULE_ID,
+      AllowedMethods: ['PUT'],
+      AllowedOrigins: ['*'],
+      AllowedHeaders: ['*'],
+      ExposeHeaders: ['ETag'],
+      MaxAgeSeconds: 3600,
+    });
+    assert.deepEqual(stowageCorsRule(['https://a.example', 'https://b.example']).AllowedOrigins, [
+      'https://a.example',
+      'https://b.example',
+    ]);
     assert.equal(rulesAllowPartUploads([stowageCorsRule()], [ORIGIN]), true);
     assert.equal(rulesAllowPartUploads([stowageCorsRule([ORIGIN])], [ORIGIN]), true);
   });
@@ -72,15 +95,30 @@ describe('CORS rules: what a browser part PUT would get', () => {
     assert.equal(rulesAllowPartUploads([theirs, stowageCorsRule()], [ORIGIN]), false);
     // Hence Stowage's rule goes first; the owner's rules are kept in order, an older Stowage rule replaced.
     const unrelated = rule({ ID: 'cdn', AllowedMethods: ['GET'], AllowedOrigins: ['https://cdn.example'] });
-    const merged = mergeCorsRules([theirs, stowageCorsRule(['https://old.example']), unrelated], stowageCorsRule([ORIGIN]));
-    assert.deepEqual(merged.map((r) => r.ID), [CORS_RULE_ID, 'theirs', 'cdn']);
+    const merged = mergeCorsRules(
+      [theirs, stowageCorsRule(['https://old.example']), unrelated],
+      stowageCorsRule([ORIGIN]),
+    );
+    assert.deepEqual(
+      merged.map((r) => r.ID),
+      [CORS_RULE_ID, 'theirs', 'cdn'],
+    );
     assert.deepEqual(merged[0].AllowedOrigins, [ORIGIN]);
     assert.equal(rulesAllowPartUploads(merged, [ORIGIN]), true);
   });
 
   test('origins the CLI accepts', () => {
-    for (const o of ['*', 'https://a.example', 'http://localhost:5173', 'https://*.example.com']) assert.equal(isValidOrigin(o), true, o);
-    for (const o of ['', 'a.example', 'ftp://a.example', 'https://a.example/path', 'https://u:p@a.example', 'https://*.*.example', 'https://a .example']) {
+    for (const o of ['*', 'https://a.example', 'http://localhost:5173', 'https://*.example.com'])
+      assert.equal(isValidOrigin(o), true, o);
+    for (const o of [
+      '',
+      'a.example',
+      'ftp://a.example',
+      'https://a.example/path',
+      'https://u:p@a.example',
+      'https://*.*.example',
+      'https://a .example',
+    ]) {
       assert.equal(isValidOrigin(o), false, o);
     }
   });
@@ -92,10 +130,16 @@ describe('CORS rules: what a browser part PUT would get', () => {
 type Answer = { status: number; body?: string } | 'hang';
 const xmlError = (code: string, message: string) =>
   `<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>${code}</Code><Message>${message}</Message><RequestId>4442587FB7D0A2F9</RequestId></Error>`;
-const corsXml = (rules: string) => `<?xml version="1.0" encoding="UTF-8"?>\n<CORSConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/">${rules}</CORSConfiguration>`;
-const NO_CORS: Answer = { status: 404, body: xmlError('NoSuchCORSConfiguration', 'The CORS configuration does not exist') };
-const GET_ONLY_RULE = '<CORSRule><ID>cdn</ID><AllowedOrigin>https://cdn.example</AllowedOrigin><AllowedMethod>GET</AllowedMethod><MaxAgeSeconds>600</MaxAgeSeconds></CORSRule>';
-const PUT_RULE = '<CORSRule><AllowedOrigin>*</AllowedOrigin><AllowedMethod>PUT</AllowedMethod><AllowedMethod>GET</AllowedMethod><AllowedHeader>*</AllowedHeader><ExposeHeader>ETag</ExposeHeader></CORSRule>';
+const corsXml = (rules: string) =>
+  `<?xml version="1.0" encoding="UTF-8"?>\n<CORSConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/">${rules}</CORSConfiguration>`;
+const NO_CORS: Answer = {
+  status: 404,
+  body: xmlError('NoSuchCORSConfiguration', 'The CORS configuration does not exist'),
+};
+const GET_ONLY_RULE =
+  '<CORSRule><ID>cdn</ID><AllowedOrigin>https://cdn.example</AllowedOrigin><AllowedMethod>GET</AllowedMethod><MaxAgeSeconds>600</MaxAgeSeconds></CORSRule>';
+const PUT_RULE =
+  '<CORSRule><AllowedOrigin>*</AllowedOrigin><AllowedMethod>PUT</AllowedMethod><AllowedMethod>GET</AllowedMethod><AllowedHeader>*</AllowedHeader><ExposeHeader>ETag</ExposeHeader></CORSRule>';
 
 interface FakeS3 {
   url: string;
@@ -113,16 +157,21 @@ async function fakeS3(): Promise<FakeS3> {
   const fake = { get: NO_CORS, put: 'store', puts: [], requests: [] } as unknown as FakeS3;
   const reply = (res: http.ServerResponse, a: Answer) => {
     if (a === 'hang') return; // never answered; close() drops it
-    res.writeHead(a.status, { 'content-type': 'application/xml', 'x-amz-request-id': '4442587FB7D0A2F9' }).end(a.body ?? '');
+    res
+      .writeHead(a.status, { 'content-type': 'application/xml', 'x-amz-request-id': '4442587FB7D0A2F9' })
+      .end(a.body ?? '');
   };
   const server = await localServer((req, res) => {
     const u = new URL(req.url ?? '/', 'http://x');
     // The SDK sends /media/?cors=; recorded as the call it is.
-    fake.requests.push(`${req.method} ${u.pathname.replace(/\/$/, '')}${u.searchParams.has('cors') ? '?cors' : u.search}`);
+    fake.requests.push(
+      `${req.method} ${u.pathname.replace(/\/$/, '')}${u.searchParams.has('cors') ? '?cors' : u.search}`,
+    );
     let body = '';
     req.on('data', (c) => (body += c));
     req.on('end', () => {
-      if (!u.searchParams.has('cors')) return reply(res, { status: 400, body: xmlError('InvalidRequest', 'only ?cors here') });
+      if (!u.searchParams.has('cors'))
+        return reply(res, { status: 400, body: xmlError('InvalidRequest', 'only ?cors here') });
       if (req.method === 'GET') return reply(res, fake.stored ? { status: 200, body: fake.stored } : fake.get);
       if (req.method === 'PUT') {
         fake.puts.push(body);
@@ -136,7 +185,14 @@ async function fakeS3(): Promise<FakeS3> {
 }
 
 const FAKE_SECRET = 'fake-secret-Wd9x2';
-const fakeSettings = (url: string): S3Settings => ({ endpoint: url, region: 'us-east-1', bucket: 'media', accessKeyId: 'AKIAFAKEKEY123', secretAccessKey: FAKE_SECRET, forcePathStyle: true });
+const fakeSettings = (url: string): S3Settings => ({
+  endpoint: url,
+  region: 'us-east-1',
+  bucket: 'media',
+  accessKeyId: 'AKIAFAKEKEY123',
+  secretAccessKey: FAKE_SECRET,
+  forcePathStyle: true,
+});
 
 describe('CORS check and apply: each kind of answer (local stand-in for S3)', () => {
   let fake: FakeS3;
@@ -150,7 +206,8 @@ describe('CORS check and apply: each kind of answer (local stand-in for S3)', ()
     storage?.destroy();
     await fake?.close();
   });
-  const reset = (get: Answer, put: FakeS3['put'] = 'store') => Object.assign(fake, { get, put, stored: undefined, puts: [], requests: [] });
+  const reset = (get: Answer, put: FakeS3['put'] = 'store') =>
+    Object.assign(fake, { get, put, stored: undefined, puts: [], requests: [] });
 
   test('NoSuchCORSConfiguration: missing', async () => {
     reset(NO_CORS);
@@ -171,7 +228,14 @@ describe('CORS check and apply: each kind of answer (local stand-in for S3)', ()
   });
 
   test('NotImplemented (501, with or without a body) and MethodNotAllowed: unsupported', async () => {
-    for (const answer of [{ status: 501, body: xmlError('NotImplemented', 'A header you provided implies functionality that is not implemented') }, { status: 501 }, { status: 405, body: xmlError('MethodNotAllowed', 'The specified method is not allowed against this resource.') }]) {
+    for (const answer of [
+      {
+        status: 501,
+        body: xmlError('NotImplemented', 'A header you provided implies functionality that is not implemented'),
+      },
+      { status: 501 },
+      { status: 405, body: xmlError('MethodNotAllowed', 'The specified method is not allowed against this resource.') },
+    ]) {
       reset(answer);
       const c = await checkBucketCors(storage.client, 'media', opts);
       assert.equal(c.status, 'unsupported', `${answer.status}: ${c.detail}`);
@@ -180,14 +244,18 @@ describe('CORS check and apply: each kind of answer (local stand-in for S3)', ()
   });
 
   test('anything else: error, and no credential in the message', async () => {
-    reset({ status: 403, body: xmlError('AccessDenied', `Access Denied for ${FAKE_SECRET} AKIAFAKEKEY123 via http://user:pw@s3.internal`) });
+    reset({
+      status: 403,
+      body: xmlError('AccessDenied', `Access Denied for ${FAKE_SECRET} AKIAFAKEKEY123 via http://user:pw@s3.internal`),
+    });
     let c = await checkBucketCors(storage.client, 'media', opts);
     assert.equal(c.status, 'error');
     assert.equal(c.code, 'AccessDenied');
     assert.equal(c.httpStatus, 403);
     assert.match(c.detail, /AccessDenied/);
     assert.match(c.detail, /s3:GetBucketCORS/);
-    for (const secret of [FAKE_SECRET, 'AKIAFAKEKEY123', 'user:pw']) assert.ok(!JSON.stringify(c).includes(secret), `${secret} leaked: ${c.detail}`);
+    for (const secret of [FAKE_SECRET, 'AKIAFAKEKEY123', 'user:pw'])
+      assert.ok(!JSON.stringify(c).includes(secret), `${secret} leaked: ${c.detail}`);
 
     reset({ status: 404, body: xmlError('NoSuchBucket', 'The specified bucket does not exist') });
     c = await checkBucketCors(storage.client, 'media', opts);
@@ -211,19 +279,36 @@ describe('CORS check and apply: each kind of answer (local stand-in for S3)', ()
     assert.equal(classifyCorsError('odd', 'b').status, 'error');
   });
 
-  test('apply: the rule goes first, the bucket\'s other rules are kept, and it reads back ok', async () => {
+  test("apply: the rule goes first, the bucket's other rules are kept, and it reads back ok", async () => {
     reset({ status: 200, body: corsXml(GET_ONLY_RULE) });
-    const r = await applyBucketCors(storage.client, 'media', { ...opts, origins: ['https://a.example', 'https://b.example'] });
+    const r = await applyBucketCors(storage.client, 'media', {
+      ...opts,
+      origins: ['https://a.example', 'https://b.example'],
+    });
     assert.equal(r.applied, true);
     assert.equal(r.before.status, 'missing');
     assert.equal(r.after.status, 'ok', r.after.detail);
     assert.deepEqual(fake.requests, ['GET /media?cors', 'PUT /media?cors', 'GET /media?cors']);
     const sent = fake.puts[0];
-    assert.ok(sent.indexOf(`<ID>${CORS_RULE_ID}</ID>`) >= 0 && sent.indexOf(`<ID>${CORS_RULE_ID}</ID>`) < sent.indexOf('<ID>cdn</ID>'), sent);
-    for (const part of ['<AllowedOrigin>https://a.example</AllowedOrigin>', '<AllowedOrigin>https://b.example</AllowedOrigin>', '<AllowedMethod>PUT</AllowedMethod>', '<ExposeHeader>ETag</ExposeHeader>', '<MaxAgeSeconds>3600</MaxAgeSeconds>', '<AllowedOrigin>https://cdn.example</AllowedOrigin>']) {
+    assert.ok(
+      sent.indexOf(`<ID>${CORS_RULE_ID}</ID>`) >= 0 &&
+        sent.indexOf(`<ID>${CORS_RULE_ID}</ID>`) < sent.indexOf('<ID>cdn</ID>'),
+      sent,
+    );
+    for (const part of [
+      '<AllowedOrigin>https://a.example</AllowedOrigin>',
+      '<AllowedOrigin>https://b.example</AllowedOrigin>',
+      '<AllowedMethod>PUT</AllowedMethod>',
+      '<ExposeHeader>ETag</ExposeHeader>',
+      '<MaxAgeSeconds>3600</MaxAgeSeconds>',
+      '<AllowedOrigin>https://cdn.example</AllowedOrigin>',
+    ]) {
       assert.ok(sent.includes(part), `${part} in ${sent}`);
     }
-    assert.deepEqual(r.after.rules?.map((x) => x.ID), [CORS_RULE_ID, 'cdn']);
+    assert.deepEqual(
+      r.after.rules?.map((x) => x.ID),
+      [CORS_RULE_ID, 'cdn'],
+    );
 
     // Again: nothing to do, nothing written.
     fake.requests = [];
@@ -234,7 +319,10 @@ describe('CORS check and apply: each kind of answer (local stand-in for S3)', ()
   });
 
   test('apply writes nothing it could not read first (unsupported, error)', async () => {
-    for (const answer of [{ status: 501, body: xmlError('NotImplemented', 'not implemented') }, { status: 403, body: xmlError('AccessDenied', 'Access Denied') }]) {
+    for (const answer of [
+      { status: 501, body: xmlError('NotImplemented', 'not implemented') },
+      { status: 403, body: xmlError('AccessDenied', 'Access Denied') },
+    ]) {
       reset(answer);
       const r = await applyBucketCors(storage.client, 'media', opts);
       assert.equal(r.applied, false);
@@ -417,7 +505,10 @@ describe('bucket CORS on OpenStack Swift (s3api)', { skip: s3.skip }, () => {
   test('Swift answers 501 before it checks the signature or the bucket', async () => {
     const wrong = new S3Storage({ ...settings, bucket: 'no-such-bucket-here', secretAccessKey: 'not-the-secret' });
     try {
-      const c = await checkBucketCors(wrong.client, 'no-such-bucket-here', { timeoutMs: 10_000, secrets: ['not-the-secret'] });
+      const c = await checkBucketCors(wrong.client, 'no-such-bucket-here', {
+        timeoutMs: 10_000,
+        secrets: ['not-the-secret'],
+      });
       assert.equal(c.status, 'unsupported', c.detail);
       assert.equal(c.httpStatus, 501);
     } finally {
@@ -427,7 +518,9 @@ describe('bucket CORS on OpenStack Swift (s3api)', { skip: s3.skip }, () => {
 
   test('PutBucketCors: 501 NotImplemented too; apply writes nothing and reports unsupported', async () => {
     await assert.rejects(
-      storage.client.send(new PutBucketCorsCommand({ Bucket: settings.bucket, CORSConfiguration: { CORSRules: [stowageCorsRule()] } })),
+      storage.client.send(
+        new PutBucketCorsCommand({ Bucket: settings.bucket, CORSConfiguration: { CORSRules: [stowageCorsRule()] } }),
+      ),
       (err: any) => err.name === 'NotImplemented' && err.$metadata?.httpStatusCode === 501,
     );
     const r = await applyBucketCors(storage.client, settings.bucket, { origins: [ORIGIN], timeoutMs: 10_000 });
@@ -437,25 +530,50 @@ describe('bucket CORS on OpenStack Swift (s3api)', { skip: s3.skip }, () => {
 
   test('a presigned part URL: the preflight and the PUT carry what a browser needs to read ETag', async () => {
     const key = `ws/${randomBytes(4).toString('hex')}/part.bin`;
-    const { UploadId } = await storage.client.send(new CreateMultipartUploadCommand({ Bucket: settings.bucket, Key: key }));
+    const { UploadId } = await storage.client.send(
+      new CreateMultipartUploadCommand({ Bucket: settings.bucket, Key: key }),
+    );
     try {
       const body = randomBytes(1000);
       const [url] = await storage.presignParts(key, UploadId!, [{ partNumber: 1, length: body.length }], 300);
-      const setup = 'start Swift with scripts/start-swift.sh, which sets cors_preflight_allow_origin ([filter:s3api]) and cors_allow_origin ([app:proxy-server])';
+      const setup =
+        'start Swift with scripts/start-swift.sh, which sets cors_preflight_allow_origin ([filter:s3api]) and cors_allow_origin ([app:proxy-server])';
 
       // What the browser sends before the PUT (the SDK sets content-type on parts).
-      const pre = await fetch(url, { method: 'OPTIONS', headers: { Origin: ORIGIN, 'Access-Control-Request-Method': 'PUT', 'Access-Control-Request-Headers': 'content-type' } });
+      const pre = await fetch(url, {
+        method: 'OPTIONS',
+        headers: {
+          Origin: ORIGIN,
+          'Access-Control-Request-Method': 'PUT',
+          'Access-Control-Request-Headers': 'content-type',
+        },
+      });
       await pre.arrayBuffer();
       assert.equal(pre.status, 200, `preflight answered ${pre.status}: ${setup}`);
-      assert.ok([ORIGIN, '*'].includes(pre.headers.get('access-control-allow-origin') ?? ''), `Access-Control-Allow-Origin: ${pre.headers.get('access-control-allow-origin')}`);
-      assert.ok((pre.headers.get('access-control-allow-methods') ?? '').split(/,\s*/).includes('PUT'), `${pre.headers.get('access-control-allow-methods')}`);
-      assert.ok((pre.headers.get('access-control-allow-headers') ?? '').toLowerCase().split(/,\s*/).includes('content-type'));
+      assert.ok(
+        [ORIGIN, '*'].includes(pre.headers.get('access-control-allow-origin') ?? ''),
+        `Access-Control-Allow-Origin: ${pre.headers.get('access-control-allow-origin')}`,
+      );
+      assert.ok(
+        (pre.headers.get('access-control-allow-methods') ?? '').split(/,\s*/).includes('PUT'),
+        `${pre.headers.get('access-control-allow-methods')}`,
+      );
+      assert.ok(
+        (pre.headers.get('access-control-allow-headers') ?? '').toLowerCase().split(/,\s*/).includes('content-type'),
+      );
 
       // The PUT itself: still signature-checked, and its answer lets the page read ETag.
-      const put = await fetch(url, { method: 'PUT', body, headers: { Origin: ORIGIN, 'content-type': 'application/octet-stream' } });
+      const put = await fetch(url, {
+        method: 'PUT',
+        body,
+        headers: { Origin: ORIGIN, 'content-type': 'application/octet-stream' },
+      });
       await put.arrayBuffer();
       assert.equal(put.status, 200);
-      assert.ok([ORIGIN, '*'].includes(put.headers.get('access-control-allow-origin') ?? ''), `PUT without Access-Control-Allow-Origin: ${setup}`);
+      assert.ok(
+        [ORIGIN, '*'].includes(put.headers.get('access-control-allow-origin') ?? ''),
+        `PUT without Access-Control-Allow-Origin: ${setup}`,
+      );
       const exposed = (put.headers.get('access-control-expose-headers') ?? '').toLowerCase().split(/,\s*/);
       assert.ok(exposed.includes('etag'), `Access-Control-Expose-Headers: ${exposed.join(', ')}`);
       const etag = put.headers.get('etag');
@@ -469,16 +587,27 @@ describe('bucket CORS on OpenStack Swift (s3api)', { skip: s3.skip }, () => {
       await refused.arrayBuffer();
       assert.equal(refused.status, 403);
     } finally {
-      await storage.client.send(new AbortMultipartUploadCommand({ Bucket: settings.bucket, Key: key, UploadId })).catch(() => {});
+      await storage.client
+        .send(new AbortMultipartUploadCommand({ Bucket: settings.bucket, Key: key, UploadId }))
+        .catch(() => {});
     }
   });
 
-  test('in Chromium: a page on another origin PUTs a part to its presigned URL and reads the ETag', { skip: existsSync(CHROMIUM) ? false : `install chromium (or set STOWAGE_TEST_CHROMIUM) to run` }, async () => {
+  test('in Chromium: a page on another origin PUTs a part to its presigned URL and reads the ETag', {
+    skip: existsSync(CHROMIUM) ? false : `install chromium (or set STOWAGE_TEST_CHROMIUM) to run`,
+  }, async () => {
     const key = `ws/${randomBytes(4).toString('hex')}/browser.bin`;
-    const { UploadId } = await storage.client.send(new CreateMultipartUploadCommand({ Bucket: settings.bucket, Key: key }));
+    const { UploadId } = await storage.client.send(
+      new CreateMultipartUploadCommand({ Bucket: settings.bucket, Key: key }),
+    );
     // The page's origin: another port on 127.0.0.1 is another origin.
-    const site = await localServer((_req, res) => res.writeHead(200, { 'content-type': 'text/html' }).end('<!doctype html><title>uploader</title>'));
-    const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking'] });
+    const site = await localServer((_req, res) =>
+      res.writeHead(200, { 'content-type': 'text/html' }).end('<!doctype html><title>uploader</title>'),
+    );
+    const browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking'],
+    });
     try {
       const [url] = await storage.presignParts(key, UploadId!, [{ partNumber: 1, length: 4096 }], 300);
       const page = await browser.newPage();
@@ -486,13 +615,20 @@ describe('bucket CORS on OpenStack Swift (s3api)', { skip: s3.skip }, () => {
       // As sdk/src/client.ts sends a part.
       const got = await page.evaluate(async (u) => {
         try {
-          const res = await fetch(u, { method: 'PUT', body: new Uint8Array(4096), headers: { 'content-type': 'application/octet-stream' } });
+          const res = await fetch(u, {
+            method: 'PUT',
+            body: new Uint8Array(4096),
+            headers: { 'content-type': 'application/octet-stream' },
+          });
           return { status: res.status, etag: res.headers.get('etag') };
         } catch (err) {
           return { error: String(err) };
         }
       }, url);
-      assert.ok(!('error' in got), `the browser refused the cross-origin PUT (${'error' in got ? got.error : ''}): start Swift with scripts/start-swift.sh`);
+      assert.ok(
+        !('error' in got),
+        `the browser refused the cross-origin PUT (${'error' in got ? got.error : ''}): start Swift with scripts/start-swift.sh`,
+      );
       assert.equal(got.status, 200);
       const [part] = await storage.listParts(key, UploadId!);
       assert.ok(got.etag, 'the page could not read ETag');
@@ -500,7 +636,9 @@ describe('bucket CORS on OpenStack Swift (s3api)', { skip: s3.skip }, () => {
     } finally {
       await browser.close();
       await site.close();
-      await storage.client.send(new AbortMultipartUploadCommand({ Bucket: settings.bucket, Key: key, UploadId })).catch(() => {});
+      await storage.client
+        .send(new AbortMultipartUploadCommand({ Bucket: settings.bucket, Key: key, UploadId }))
+        .catch(() => {});
     }
   });
 

@@ -71,11 +71,19 @@ describe('S3 multipart: part PUTs after complete', { skip }, () => {
   let swift = false;
 
   const post = async (path: string, body: unknown) => {
-    const res = await fetch(`${base}${path}`, { method: 'POST', body: JSON.stringify(body), headers: { 'content-type': 'application/json', 'x-api-key': h.ws.public_key } });
+    const res = await fetch(`${base}${path}`, {
+      method: 'POST',
+      body: JSON.stringify(body),
+      headers: { 'content-type': 'application/json', 'x-api-key': h.ws.public_key },
+    });
     return { status: res.status, body: (await res.json()) as any };
   };
   const putPart = async (url: string, body: Buffer) => {
-    const res = await fetch(url, { method: 'PUT', body: new Blob([new Uint8Array(body)]), headers: { 'content-type': 'application/octet-stream' } });
+    const res = await fetch(url, {
+      method: 'PUT',
+      body: new Blob([new Uint8Array(body)]),
+      headers: { 'content-type': 'application/octet-stream' },
+    });
     const text = await res.text();
     return { status: res.status, code: /<Code>([^<]*)<\/Code>/.exec(text)?.[1] };
   };
@@ -84,7 +92,9 @@ describe('S3 multipart: part PUTs after complete', { skip }, () => {
     const res = await fetch(`${base}${new URL(record.url).pathname}`);
     try {
       const body = Buffer.from(await res.arrayBuffer());
-      return res.ok ? { status: res.status, length: body.length, sha: sha(body) } : { status: res.status, error: JSON.parse(body.toString()).errorCode };
+      return res.ok
+        ? { status: res.status, length: body.length, sha: sha(body) }
+        : { status: res.status, error: JSON.parse(body.toString()).errorCode };
     } catch (err) {
       return { status: res.status, error: `body cut short (${(err as Error).message})` };
     }
@@ -120,13 +130,24 @@ describe('S3 multipart: part PUTs after complete', { skip }, () => {
 
   /** Start, both parts, complete: the session, the record and the object's storage key. */
   async function completed(data: Buffer) {
-    const s = (await post('/api/v1/multipart/start', { file_name: `late-${randomBytes(4).toString('hex')}.bin`, size: data.length, format: 'application/octet-stream' })).body;
+    const s = (
+      await post('/api/v1/multipart/start', {
+        file_name: `late-${randomBytes(4).toString('hex')}.bin`,
+        size: data.length,
+        format: 'application/octet-stream',
+      })
+    ).body;
     assert.equal(s.part_size, PART);
     assert.equal(s.parts.length, 2);
-    for (let n = 1; n <= 2; n++) assert.equal((await putPart(s.parts[n - 1], data.subarray((n - 1) * PART, n * PART))).status, 200);
+    for (let n = 1; n <= 2; n++)
+      assert.equal((await putPart(s.parts[n - 1], data.subarray((n - 1) * PART, n * PART))).status, 200);
     const done = await post('/api/v1/multipart/complete', { session_id: s.session_id });
     assert.equal(done.status, 200, JSON.stringify(done.body));
-    const row = await h.services.db.kysely.selectFrom('multipart_sessions').select('storage_key').where('id', '=', s.session_id).executeTakeFirstOrThrow();
+    const row = await h.services.db.kysely
+      .selectFrom('multipart_sessions')
+      .select('storage_key')
+      .where('id', '=', s.session_id)
+      .executeTakeFirstOrThrow();
     return { s, record: done.body, key: row.storage_key };
   }
 
@@ -137,7 +158,10 @@ describe('S3 multipart: part PUTs after complete', { skip }, () => {
     if (config.driver !== 's3') throw new Error('expected S3 storage');
     bucket = config.s3.bucket;
     // Swift answers /info with its capabilities (s3api among them); S3 proper has no such path.
-    const info = await fetch(new URL('/info', config.s3.endpoint)).then((r) => (r.ok ? (r.json() as Promise<Record<string, unknown>>) : {}), () => ({}));
+    const info = await fetch(new URL('/info', config.s3.endpoint)).then(
+      (r) => (r.ok ? (r.json() as Promise<Record<string, unknown>>) : {}),
+      () => ({}),
+    );
     swift = 'swift' in info && 's3api' in info;
     h = await makeHarness('sqlite', { config: { storage: config } });
     storage = h.services.storage as S3Storage;
@@ -162,7 +186,10 @@ describe('S3 multipart: part PUTs after complete', { skip }, () => {
     const afterFirst = { put: firstPart, served: await served(record), direct: await direct(key) };
     report('late PUT of part 1 (random bytes)', H, afterFirst);
     // The original bytes back: the manifest's MD5s match again.
-    const restored = [await putPart(s.parts[0], data.subarray(0, PART)), await putPart(s.parts[1], data.subarray(PART))];
+    const restored = [
+      await putPart(s.parts[0], data.subarray(0, PART)),
+      await putPart(s.parts[1], data.subarray(PART)),
+    ];
     const afterRestore = { put: restored, served: await served(record), direct: await direct(key) };
     report('original bytes PUT back', H, afterRestore);
 
@@ -175,7 +202,10 @@ describe('S3 multipart: part PUTs after complete', { skip }, () => {
       assert.deepEqual(firstPart, { status: 200, code: undefined });
       assert.deepEqual(afterFirst.served, { status: 500, error: 'INTERNAL_ERROR' });
       assert.deepEqual(afterFirst.direct, { status: 409, error: 'BrokenMPU' });
-      assert.deepEqual(restored.map((r) => r.status), [200, 200]);
+      assert.deepEqual(
+        restored.map((r) => r.status),
+        [200, 200],
+      );
       assert.deepEqual(afterRestore.served, whole(H));
       assert.deepEqual(afterRestore.direct, whole(H));
     } else {
@@ -191,7 +221,10 @@ describe('S3 multipart: part PUTs after complete', { skip }, () => {
     const rest = randomBytes(SIZE - COLLIDE_A.length);
     const data = Buffer.concat([COLLIDE_A, rest]);
     const forged = Buffer.concat([COLLIDE_B, rest]);
-    assert.equal(createHash('md5').update(data.subarray(0, PART)).digest('hex'), createHash('md5').update(forged.subarray(0, PART)).digest('hex'));
+    assert.equal(
+      createHash('md5').update(data.subarray(0, PART)).digest('hex'),
+      createHash('md5').update(forged.subarray(0, PART)).digest('hex'),
+    );
     const H = sha(data);
     const { s, record, key } = await completed(data);
     assert.equal(record.hash, H);
@@ -199,7 +232,11 @@ describe('S3 multipart: part PUTs after complete', { skip }, () => {
 
     const put = await putPart(s.parts[0], forged.subarray(0, PART));
     const facts = { put, served: await served(record), direct: await direct(key) };
-    report('late PUT of part 1 (MD5-colliding bytes)', H, { ...facts, recordHash: record.hash, forgedHash: sha(forged) });
+    report('late PUT of part 1 (MD5-colliding bytes)', H, {
+      ...facts,
+      recordHash: record.hash,
+      forgedHash: sha(forged),
+    });
     if (swift) {
       assert.deepEqual(put, { status: 200, code: undefined });
       // The limit: other bytes, complete and with a 200, while the record says H.
@@ -218,13 +255,23 @@ describe('S3 multipart: part PUTs after complete', { skip }, () => {
   test('a part PUT in flight while complete runs lands after it', async () => {
     const data = randomBytes(SIZE);
     const H = sha(data);
-    const s = (await post('/api/v1/multipart/start', { file_name: `inflight-${randomBytes(4).toString('hex')}.bin`, size: SIZE, format: 'application/octet-stream' })).body;
-    for (let n = 1; n <= 2; n++) assert.equal((await putPart(s.parts[n - 1], data.subarray((n - 1) * PART, n * PART))).status, 200);
+    const s = (
+      await post('/api/v1/multipart/start', {
+        file_name: `inflight-${randomBytes(4).toString('hex')}.bin`,
+        size: SIZE,
+        format: 'application/octet-stream',
+      })
+    ).body;
+    for (let n = 1; n <= 2; n++)
+      assert.equal((await putPart(s.parts[n - 1], data.subarray((n - 1) * PART, n * PART))).status, 200);
 
     // Part 1 again, other bytes: half sent before complete, the rest after it has answered.
     const other = randomBytes(PART);
     const url = new URL(s.parts[0]);
-    const req = http.request(url, { method: 'PUT', headers: { 'content-length': String(PART), 'content-type': 'application/octet-stream' } });
+    const req = http.request(url, {
+      method: 'PUT',
+      headers: { 'content-length': String(PART), 'content-type': 'application/octet-stream' },
+    });
     const answered = new Promise<{ status: number; code?: string }>((resolve, reject) => {
       req.on('response', (res) => {
         let text = '';
@@ -240,7 +287,13 @@ describe('S3 multipart: part PUTs after complete', { skip }, () => {
     const done = await post('/api/v1/multipart/complete', { session_id: s.session_id });
     assert.equal(done.status, 200, JSON.stringify(done.body));
     assert.equal(done.body.hash, H, 'complete used the part as it was before the PUT in flight');
-    const key = (await h.services.db.kysely.selectFrom('multipart_sessions').select('storage_key').where('id', '=', s.session_id).executeTakeFirstOrThrow()).storage_key;
+    const key = (
+      await h.services.db.kysely
+        .selectFrom('multipart_sessions')
+        .select('storage_key')
+        .where('id', '=', s.session_id)
+        .executeTakeFirstOrThrow()
+    ).storage_key;
     const before = { served: await served(done.body), direct: await direct(key) };
     req.end(other.subarray(PART / 2));
     const put = await answered;

@@ -30,7 +30,12 @@ describe('SDK', () => {
 
   test('direct, remote and automatic uploads return full records', async () => {
     const data = randomBytes(50_000);
-    const r = await pub.upload(new Blob([data]), 'a.bin', { folder: 'sdk', tags: ['x', 'y'], metadata: { k: 1 }, customId: 'c1' });
+    const r = await pub.upload(new Blob([data]), 'a.bin', {
+      folder: 'sdk',
+      tags: ['x', 'y'],
+      metadata: { k: 1 },
+      customId: 'c1',
+    });
     assert.equal(r.hash, sha(data));
     assert.equal(r.path, '/sdk/a.bin');
     assert.deepEqual(r.tags, ['x', 'y']);
@@ -44,7 +49,9 @@ describe('SDK', () => {
       await origin.close();
     }
     const progress: number[] = [];
-    const small = await pub.uploadFile(new Blob([randomBytes(1000)]), 'small.bin', { onProgress: (p) => progress.push(p.loaded) });
+    const small = await pub.uploadFile(new Blob([randomBytes(1000)]), 'small.bin', {
+      onProgress: (p) => progress.push(p.loaded),
+    });
     assert.equal(small.upload_source, 'direct');
     assert.deepEqual(progress, [1000]);
   });
@@ -57,12 +64,21 @@ describe('SDK', () => {
       const { blob, name } = await fileFromPath(join(dir, 'big.bin'));
       const seen: number[] = [];
       let session: string | undefined;
-      const r = await pub.uploadFile(blob, name, { multipartThreshold: MiB, parallel: 3, onProgress: (p) => seen.push(p.loaded), onSession: (s) => (session = s.session_id) });
+      const r = await pub.uploadFile(blob, name, {
+        multipartThreshold: MiB,
+        parallel: 3,
+        onProgress: (p) => seen.push(p.loaded),
+        onSession: (s) => (session = s.session_id),
+      });
       assert.equal(r.upload_source, 'multipart');
       assert.equal(r.hash, sha(data));
       assert.ok(session);
       assert.equal(seen.at(-1), data.length);
-      assert.deepEqual(seen, [...seen].sort((a, b) => a - b), 'progress only grows');
+      assert.deepEqual(
+        seen,
+        [...seen].sort((a, b) => a - b),
+        'progress only grows',
+      );
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
@@ -91,7 +107,10 @@ describe('SDK', () => {
     );
     assert.equal(puts.length, 2);
     const status = await client.multipartStatus(saved.session_id);
-    assert.deepEqual(status.uploaded_parts.map((p) => p.part_number), [1, 2]);
+    assert.deepEqual(
+      status.uploaded_parts.map((p) => p.part_number),
+      [1, 2],
+    );
     puts.length = 0;
     const r = await client.uploadMultipart(new Blob([data]), 'resumable.bin', { resume: saved });
     assert.equal(r.hash, sha(data));
@@ -104,7 +123,11 @@ describe('SDK', () => {
     let calls = 0;
     const flaky: typeof fetch = async (input, init) => {
       calls++;
-      if (calls <= 2) return new Response(JSON.stringify({ success: false, error: 'Too many requests', message: 'slow down', retryAfterSeconds: 1 }), { status: 429, headers: { 'retry-after': '1' } });
+      if (calls <= 2)
+        return new Response(
+          JSON.stringify({ success: false, error: 'Too many requests', message: 'slow down', retryAfterSeconds: 1 }),
+          { status: 429, headers: { 'retry-after': '1' } },
+        );
       return fetch(input, init);
     };
     const client = new Stowage({ baseUrl: base, apiKey: h.ws.private_key, fetch: flaky, retryDelayMs: 10 });
@@ -118,7 +141,10 @@ describe('SDK', () => {
       refused++;
       throw new TypeError('fetch failed');
     };
-    await assert.rejects(new Stowage({ baseUrl: base, apiKey: 'x', fetch: down, retries: 2, retryDelayMs: 5 }).listFiles(), /fetch failed/);
+    await assert.rejects(
+      new Stowage({ baseUrl: base, apiKey: 'x', fetch: down, retries: 2, retryDelayMs: 5 }).listFiles(),
+      /fetch failed/,
+    );
     assert.equal(refused, 3, 'one try and two retries');
   });
 
@@ -128,11 +154,19 @@ describe('SDK', () => {
       const res = await fetch(input, init);
       if (url.endsWith('/api/v1/uploads')) {
         const r = (await res.json()) as any;
-        return new Response(JSON.stringify({ success: true, data: { file_no: r.file_no, name: r.name, url: r.url, path: r.path, format: r.format, file_size: r.size } }), { status: 200 });
+        return new Response(
+          JSON.stringify({
+            success: true,
+            data: { file_no: r.file_no, name: r.name, url: r.url, path: r.path, format: r.format, file_size: r.size },
+          }),
+          { status: 200 },
+        );
       }
       if (url.endsWith('/api/v1/multipart/start')) {
         const s = (await res.json()) as any;
-        return new Response(JSON.stringify({ session_id: s.session_id, part_size: s.part_size, parts: s.parts }), { status: 200 });
+        return new Response(JSON.stringify({ session_id: s.session_id, part_size: s.part_size, parts: s.parts }), {
+          status: 200,
+        });
       }
       return res;
     };
@@ -153,8 +187,14 @@ describe('SDK', () => {
     assert.equal((await priv.renameFile(f.file_no, 'moved.bin')).name, 'moved.bin');
     assert.equal((await priv.getFile(f.file_no)).name, 'moved.bin');
     const listed = await priv.listFiles({ folder_no: folder.folder_no });
-    assert.deepEqual(listed.files.map((x) => x.file_no), [f.file_no]);
-    assert.equal((await priv.listFolders()).folders.some((x) => x.folder_no === folder.folder_no), true);
+    assert.deepEqual(
+      listed.files.map((x) => x.file_no),
+      [f.file_no],
+    );
+    assert.equal(
+      (await priv.listFolders()).folders.some((x) => x.folder_no === folder.folder_no),
+      true,
+    );
     assert.equal((await priv.renameFolder(folder.folder_no, 'renamed')).path, 'renamed');
     const signed = await priv.signedUrl(f.file_no, { expires_in: 60 });
     assert.match(signed.url, /signature=/);
@@ -168,7 +208,11 @@ describe('SDK', () => {
     assert.equal(gone.status, 404);
     assert.equal(gone.errorCode, 'FILE_NOT_FOUND');
 
-    const src = await priv.createSource({ name: 'sdk-src', type: 'image_source', configuration: { base_url: 'https://example.com/img' } });
+    const src = await priv.createSource({
+      name: 'sdk-src',
+      type: 'image_source',
+      configuration: { base_url: 'https://example.com/img' },
+    });
     assert.equal((await priv.getSource(src.id)).name, 'sdk-src');
     assert.equal((await priv.updateSource(src.id, { is_active: false })).is_active, false);
     assert.equal((await priv.listSources({ search: 'sdk' })).sources.length, 1);
@@ -205,10 +249,21 @@ describe('SDK: upload tokens and workspace settings', () => {
 
   test('generateToken, then uploadWithToken: byte-exact, any Unicode name, and single use', async () => {
     const before = Math.floor(Date.now() / 1000);
-    const t = await priv.generateToken({ fileName: 'default.txt', folder: 'tok', tags: ['a'], maxFileSize: 1000, ttlSeconds: 120, metadata: { k: 1 }, customId: 'tok-1' });
+    const t = await priv.generateToken({
+      fileName: 'default.txt',
+      folder: 'tok',
+      tags: ['a'],
+      maxFileSize: 1000,
+      ttlSeconds: 120,
+      metadata: { k: 1 },
+      customId: 'tok-1',
+    });
     assert.equal(t.upload_url, `${h.config.publicUrl}/api/v1/uploads/${t.token}`);
     assert.equal(t.workspace_id, h.ws.workspace_id);
-    assert.ok(t.expire_at >= before + 119 && t.expire_at <= before + 122, `expire_at ${t.expire_at} is about 120 s away`);
+    assert.ok(
+      t.expire_at >= before + 119 && t.expire_at <= before + 122,
+      `expire_at ${t.expire_at} is about 120 s away`,
+    );
     assert.equal(t.policy.file_name, 'default.txt');
     assert.equal(t.policy.folder, 'tok');
     assert.deepEqual(t.policy.tags, ['a']);
@@ -218,7 +273,10 @@ describe('SDK: upload tokens and workspace settings', () => {
     const data = Buffer.from(`hello ☕ ${randomBytes(16).toString('hex')}\n`);
     const progress: number[] = [];
     const name = 'café ☕.txt';
-    const r = await uploadWithToken(here(t.upload_url), new Blob([data], { type: 'text/plain' }), { fileName: name, onProgress: (p) => progress.push(p.loaded) });
+    const r = await uploadWithToken(here(t.upload_url), new Blob([data], { type: 'text/plain' }), {
+      fileName: name,
+      onProgress: (p) => progress.push(p.loaded),
+    });
     assert.equal(r.name, name);
     assert.equal(r.path, `/tok/${name}`);
     assert.equal(r.hash, sha(data));
@@ -245,16 +303,30 @@ describe('SDK: upload tokens and workspace settings', () => {
     const file = () => new Blob([Buffer.from('0123456789ab')], { type: 'text/plain' });
     const noFolder = await priv.generateToken({ fileName: 'o.txt', folder: 'fixed', allowOverride: { tags: true } });
     assert.deepEqual(noFolder.policy.allow_override, { folder: false, tags: true, transform: false });
-    await assert.rejects(priv.uploadWithToken(noFolder.token, file(), { folder: 'elsewhere' }), refusal(403, 'OVERRIDE_NOT_ALLOWED'));
+    await assert.rejects(
+      priv.uploadWithToken(noFolder.token, file(), { folder: 'elsewhere' }),
+      refusal(403, 'OVERRIDE_NOT_ALLOWED'),
+    );
     const noTransform = await priv.generateToken({ fileName: 'o.txt', allowOverride: { folder: true, tags: true } });
-    await assert.rejects(priv.uploadWithToken(noTransform.token, file(), { transform: 'w_10' }), refusal(403, 'OVERRIDE_NOT_ALLOWED'));
-    const tagsOk = await priv.generateToken({ fileName: 'o.txt', folder: 'fixed', tags: ['policy'], allowOverride: { tags: true } });
+    await assert.rejects(
+      priv.uploadWithToken(noTransform.token, file(), { transform: 'w_10' }),
+      refusal(403, 'OVERRIDE_NOT_ALLOWED'),
+    );
+    const tagsOk = await priv.generateToken({
+      fileName: 'o.txt',
+      folder: 'fixed',
+      tags: ['policy'],
+      allowOverride: { tags: true },
+    });
     const r = await priv.uploadWithToken(tagsOk.token, file(), { tags: ['x', 'y'] });
     assert.deepEqual(r.tags, ['x', 'y']);
     assert.equal(r.path, '/fixed/o.txt');
 
     const small = await priv.generateToken({ fileName: 'big.bin', maxFileSize: 10 });
-    await assert.rejects(priv.uploadWithToken(small.token, new Blob([randomBytes(11)])), refusal(413, 'FILE_TOO_LARGE'));
+    await assert.rejects(
+      priv.uploadWithToken(small.token, new Blob([randomBytes(11)])),
+      refusal(413, 'FILE_TOO_LARGE'),
+    );
     await assert.rejects(uploadWithToken('not-a-token', file(), { baseUrl: base }), refusal(401, 'TOKEN_INVALID'));
     await assert.rejects(uploadWithToken('not-a-token', file()), TypeError, 'a bare token needs baseUrl');
   });
@@ -264,10 +336,15 @@ describe('SDK: upload tokens and workspace settings', () => {
     const url = here(t.upload_url);
     const file = new Blob([randomBytes(100)]);
     let calls = 0;
-    const answer = (status: number, headers: Record<string, string> = {}) => async () => {
-      calls++;
-      return new Response(JSON.stringify({ success: false, error: 'x', errorCode: 'X', message: 'x' }), { status, headers });
-    };
+    const answer =
+      (status: number, headers: Record<string, string> = {}) =>
+      async () => {
+        calls++;
+        return new Response(JSON.stringify({ success: false, error: 'x', errorCode: 'X', message: 'x' }), {
+          status,
+          headers,
+        });
+      };
     await assert.rejects(uploadWithToken(url, file, { fetch: answer(500) }), refusal(500, 'X'));
     assert.equal(calls, 1, '500: not retried');
     calls = 0;
@@ -283,7 +360,11 @@ describe('SDK: upload tokens and workspace settings', () => {
     calls = 0;
     const busyOnce: typeof fetch = async (input, init) => {
       calls++;
-      if (calls === 1) return new Response('{"success":false,"error":"Too many requests","errorCode":"RATE_LIMITED"}', { status: 429, headers: { 'retry-after': '0' } });
+      if (calls === 1)
+        return new Response('{"success":false,"error":"Too many requests","errorCode":"RATE_LIMITED"}', {
+          status: 429,
+          headers: { 'retry-after': '0' },
+        });
       return fetch(input, init);
     };
     const r = await uploadWithToken(url, file, { fetch: busyOnce });
@@ -296,21 +377,38 @@ describe('SDK: upload tokens and workspace settings', () => {
     assert.equal(w.workspace_id, h.ws.workspace_id);
     assert.deepEqual([w.allowed_origins, w.webhook_origins], [[], []]);
     assert.equal(typeof w.used_bytes, 'number');
-    const set = await priv.updateWorkspace({ allowedOrigins: ['https://shop.example.com', 'https://*.example.com'], webhookOrigins: ['https://hooks.example.com'] });
+    const set = await priv.updateWorkspace({
+      allowedOrigins: ['https://shop.example.com', 'https://*.example.com'],
+      webhookOrigins: ['https://hooks.example.com'],
+    });
     assert.deepEqual(set.allowed_origins, ['https://shop.example.com', 'https://*.example.com']);
     assert.deepEqual(set.webhook_origins, ['https://hooks.example.com']);
     assert.deepEqual(await priv.getWorkspace(), set);
     const partial = await priv.updateWorkspace({ webhookOrigins: [] });
     assert.deepEqual(partial.webhook_origins, []);
     assert.deepEqual(partial.allowed_origins, set.allowed_origins, 'a list left out is kept');
-    await assert.rejects(priv.updateWorkspace({ allowedOrigins: ['not an origin'] }), (e: unknown) => e instanceof StowageError && e.status === 400);
-    await assert.rejects(new Stowage({ baseUrl: base, apiKey: h.ws.public_key }).getWorkspace(), (e: unknown) => e instanceof StowageError && e.status === 403);
+    await assert.rejects(
+      priv.updateWorkspace({ allowedOrigins: ['not an origin'] }),
+      (e: unknown) => e instanceof StowageError && e.status === 400,
+    );
+    await assert.rejects(
+      new Stowage({ baseUrl: base, apiKey: h.ws.public_key }).getWorkspace(),
+      (e: unknown) => e instanceof StowageError && e.status === 403,
+    );
 
-    const fromPage = (origin: string): typeof fetch => (input, init) => fetch(input, { ...init, headers: { ...(init?.headers as Record<string, string>), origin } });
+    const fromPage =
+      (origin: string): typeof fetch =>
+      (input, init) =>
+        fetch(input, { ...init, headers: { ...(init?.headers as Record<string, string>), origin } });
     const refused = await priv.generateToken({ fileName: 'page.txt' });
-    await assert.rejects(uploadWithToken(here(refused.upload_url), new Blob(['x']), { fetch: fromPage('https://evil.test') }), refusal(403, 'ORIGIN_NOT_ALLOWED'));
+    await assert.rejects(
+      uploadWithToken(here(refused.upload_url), new Blob(['x']), { fetch: fromPage('https://evil.test') }),
+      refusal(403, 'ORIGIN_NOT_ALLOWED'),
+    );
     const allowed = await priv.generateToken({ fileName: 'page.txt' });
-    const r = await uploadWithToken(here(allowed.upload_url), new Blob(['x']), { fetch: fromPage('https://a.example.com') });
+    const r = await uploadWithToken(here(allowed.upload_url), new Blob(['x']), {
+      fetch: fromPage('https://a.example.com'),
+    });
     assert.equal(r.name, 'page.txt');
     assert.deepEqual((await priv.updateWorkspace({ allowedOrigins: [] })).allowed_origins, []);
   });

@@ -12,10 +12,19 @@ import { runCli, startServer } from './helpers/process.ts';
 /** A direct upload sent slowly: `chunks` pieces of 64 KiB, `gapMs` apart. */
 function slowUpload(url: string, key: string, name: string, chunks: number, gapMs: number): Promise<number | string> {
   const boundary = '----slow';
-  const head = Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="file_name"\r\n\r\n${name}\r\n--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="${name}"\r\n\r\n`);
+  const head = Buffer.from(
+    `--${boundary}\r\nContent-Disposition: form-data; name="file_name"\r\n\r\n${name}\r\n--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="${name}"\r\n\r\n`,
+  );
   const tail = Buffer.from(`\r\n--${boundary}--\r\n`);
   return new Promise((resolve) => {
-    const req = http.request(`${url}/api/v1/uploads`, { method: 'POST', headers: { 'x-api-key': key, 'content-type': `multipart/form-data; boundary=${boundary}`, 'content-length': head.length + chunks * 65536 + tail.length } });
+    const req = http.request(`${url}/api/v1/uploads`, {
+      method: 'POST',
+      headers: {
+        'x-api-key': key,
+        'content-type': `multipart/form-data; boundary=${boundary}`,
+        'content-length': head.length + chunks * 65536 + tail.length,
+      },
+    });
     req.on('response', (res) => {
       res.resume();
       res.on('end', () => resolve(res.statusCode ?? 0));
@@ -38,7 +47,11 @@ describe('graceful shutdown', () => {
   after(() => rmSync(dir, { recursive: true, force: true }));
 
   test('SIGTERM: readiness 503 at once, the upload in flight finishes (201), exit 0', async () => {
-    const env = { STOWAGE_DATA_DIR: join(dir, 'a'), STOWAGE_SHUTDOWN_DELAY_MS: '800', STOWAGE_SHUTDOWN_TIMEOUT_MS: '10000' };
+    const env = {
+      STOWAGE_DATA_DIR: join(dir, 'a'),
+      STOWAGE_SHUTDOWN_DELAY_MS: '800',
+      STOWAGE_SHUTDOWN_TIMEOUT_MS: '10000',
+    };
     const ws = JSON.parse((await runCli(['workspace', 'create', '--name', 'S', '--json'], env)).stdout);
     const server = await startServer(env);
     const upload = slowUpload(server.url, ws.public_key, 'inflight.bin', 30, 60);
@@ -52,8 +65,13 @@ describe('graceful shutdown', () => {
     assert.equal(await exited, 0);
     const again = await startServer(env);
     try {
-      const files = await fetch(`${again.url}/api/v1/files`, { headers: { 'x-api-key': ws.private_key } }).then((r) => r.json() as any);
-      assert.deepEqual(files.files.map((f: any) => f.name), ['inflight.bin']);
+      const files = await fetch(`${again.url}/api/v1/files`, { headers: { 'x-api-key': ws.private_key } }).then(
+        (r) => r.json() as any,
+      );
+      assert.deepEqual(
+        files.files.map((f: any) => f.name),
+        ['inflight.bin'],
+      );
       assert.equal(files.files[0].size, 30 * 65536);
     } finally {
       await again.stop('SIGKILL');

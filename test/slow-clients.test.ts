@@ -55,7 +55,8 @@ function connect(port: number): Raw {
 /** The documented error shape `{success:false, error, errorCode, message}`. */
 function assertErrorShape(body: any): void {
   assert.equal(body.success, false);
-  for (const k of ['error', 'errorCode', 'message']) assert.equal(typeof body[k], 'string', `${k} in ${JSON.stringify(body)}`);
+  for (const k of ['error', 'errorCode', 'message'])
+    assert.equal(typeof body[k], 'string', `${k} in ${JSON.stringify(body)}`);
 }
 
 /** The JSON body of a raw HTTP answer. */
@@ -63,7 +64,11 @@ const bodyOf = (answer: string) => JSON.parse(answer.slice(answer.indexOf('\r\n\
 const statusOf = (answer: string) => Number(/^HTTP\/1\.1 (\d{3})/.exec(answer)?.[1]);
 
 /** A direct upload's request head and form, split so that the file can be sent as slowly as wanted. */
-function uploadRequest(auth: string, name: string, file: Buffer): { head: string; preamble: string; file: Buffer; tail: string } {
+function uploadRequest(
+  auth: string,
+  name: string,
+  file: Buffer,
+): { head: string; preamble: string; file: Buffer; tail: string } {
   const b = 'slowboundary';
   const preamble = `--${b}\r\nContent-Disposition: form-data; name="file_name"\r\n\r\n${name}\r\n--${b}\r\nContent-Disposition: form-data; name="file"; filename="${name}"\r\nContent-Type: application/octet-stream\r\n\r\n`;
   const tail = `\r\n--${b}--\r\n`;
@@ -76,9 +81,21 @@ test('timeouts and the cap are read and checked like every variable; a bad value
   const dir = mkdtempSync(join(tmpdir(), 'stowage-slowcfg-'));
   try {
     const c = loadConfig({ STOWAGE_DATA_DIR: dir });
-    assert.deepEqual([c.bodyIdleTimeoutMs, c.headersTimeoutMs, c.keepAliveTimeoutMs, c.maxConcurrentUploads], [60_000, 30_000, 72_000, 32]);
-    const set = loadConfig({ STOWAGE_DATA_DIR: dir, STOWAGE_BODY_IDLE_TIMEOUT_MS: '0', STOWAGE_MAX_CONCURRENT_UPLOADS: '0', STOWAGE_HEADERS_TIMEOUT_MS: '5000', STOWAGE_KEEP_ALIVE_TIMEOUT_MS: '65000' });
-    assert.deepEqual([set.bodyIdleTimeoutMs, set.headersTimeoutMs, set.keepAliveTimeoutMs, set.maxConcurrentUploads], [0, 5000, 65_000, 0]);
+    assert.deepEqual(
+      [c.bodyIdleTimeoutMs, c.headersTimeoutMs, c.keepAliveTimeoutMs, c.maxConcurrentUploads],
+      [60_000, 30_000, 72_000, 32],
+    );
+    const set = loadConfig({
+      STOWAGE_DATA_DIR: dir,
+      STOWAGE_BODY_IDLE_TIMEOUT_MS: '0',
+      STOWAGE_MAX_CONCURRENT_UPLOADS: '0',
+      STOWAGE_HEADERS_TIMEOUT_MS: '5000',
+      STOWAGE_KEEP_ALIVE_TIMEOUT_MS: '65000',
+    });
+    assert.deepEqual(
+      [set.bodyIdleTimeoutMs, set.headersTimeoutMs, set.keepAliveTimeoutMs, set.maxConcurrentUploads],
+      [0, 5000, 65_000, 0],
+    );
     for (const [name, bad] of [
       ['STOWAGE_BODY_IDLE_TIMEOUT_MS', '10'],
       ['STOWAGE_BODY_IDLE_TIMEOUT_MS', '1m'],
@@ -115,7 +132,8 @@ describe('slow and stalled clients', () => {
   let port: number;
   const tmpFiles = () => readdirSync(join(h.config.dataDir, 'storage', 'tmp'));
   const intents = async () => (await h.services.db.kysely.selectFrom('storage_intents').selectAll().execute()).length;
-  const filesNamed = async (name: string) => (await h.services.db.kysely.selectFrom('files').select('id').where('name', '=', name).execute()).length;
+  const filesNamed = async (name: string) =>
+    (await h.services.db.kysely.selectFrom('files').select('id').where('name', '=', name).execute()).length;
   const connections = () => new Promise<number>((r) => h.app.server.getConnections((_e, n) => r(n)));
   /** Others meanwhile: each answered, and fast. */
   const others = async (n = 10) => {
@@ -195,12 +213,18 @@ describe('slow and stalled clients', () => {
     const start = await fetch(`${base}/api/v1/multipart/start`, {
       method: 'POST',
       headers: { ...h.auth, 'content-type': 'application/json' },
-      body: JSON.stringify({ file_name: 'stalled-part.bin', size: 6 * 1024 * 1024, format: 'application/octet-stream' }),
+      body: JSON.stringify({
+        file_name: 'stalled-part.bin',
+        size: 6 * 1024 * 1024,
+        format: 'application/octet-stream',
+      }),
     });
     const s = (await start.json()) as { session_id: string; parts: string[] };
     const url = new URL(s.parts[0]);
     const client = connect(port);
-    client.write(`PUT ${url.pathname}${url.search} HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\nContent-Length: ${6 * 1024 * 1024}\r\n\r\n`);
+    client.write(
+      `PUT ${url.pathname}${url.search} HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\nContent-Length: ${6 * 1024 * 1024}\r\n\r\n`,
+    );
     client.write(randomBytes(2 * 1024 * 1024));
     await until('the part holds its slot', () => h.app.uploadSlots.inUse(h.ws.workspace_id) === 1);
     const ms = await client.closed;
@@ -245,7 +269,7 @@ describe('slow and stalled clients', () => {
     }
   });
 
-  test('the idle timer is the client\'s: an answer that takes longer than the idle time once the body is in is not cut', async () => {
+  test("the idle timer is the client's: an answer that takes longer than the idle time once the body is in is not cut", async () => {
     // A JSON body that arrives at once, then a slow origin behind a remote upload: no byte flows
     // on the client's connection for longer than the idle time while the server works.
     const origin = http.createServer((_req, res) => {
@@ -275,7 +299,16 @@ describe('slow and stalled clients', () => {
 
 /** A harness whose outbound guard lets remote uploads reach loopback (for slow origins). */
 async function makeRemoteHarness(config: Partial<Config> = {}) {
-  const h = await makeHarness('sqlite', { config: { outboundAllow: ['127.0.0.0/8'], remoteTimeoutMs: 20_000, outboundTimeoutMs: 20_000, headersTimeoutMs: 1000, bodyIdleTimeoutMs: 1000, ...config } });
+  const h = await makeHarness('sqlite', {
+    config: {
+      outboundAllow: ['127.0.0.0/8'],
+      remoteTimeoutMs: 20_000,
+      outboundTimeoutMs: 20_000,
+      headersTimeoutMs: 1000,
+      bodyIdleTimeoutMs: 1000,
+      ...config,
+    },
+  });
   const base = await h.app.listen({ host: '127.0.0.1', port: 0 });
   return { h, base, port: Number(new URL(base).port) };
 }
@@ -352,7 +385,10 @@ describe('concurrent uploads per workspace (STOWAGE_MAX_CONCURRENT_UPLOADS)', ()
       }
       await until(`round ${round}: every slot free`, () => h.app.uploadSlots.inUse() === 0);
     }
-    await until('no intent left', async () => (await h.services.db.kysely.selectFrom('storage_intents').selectAll().execute()).length === 0);
+    await until(
+      'no intent left',
+      async () => (await h.services.db.kysely.selectFrom('storage_intents').selectAll().execute()).length === 0,
+    );
     assert.deepEqual(readdirSync(join(h.config.dataDir, 'storage', 'tmp')), []);
     // And uploads are taken again.
     const form = new FormData();
@@ -399,7 +435,16 @@ describe('concurrent uploads per workspace (STOWAGE_MAX_CONCURRENT_UPLOADS)', ()
     const form = new FormData();
     form.append('file_name', 'other.txt');
     form.append('file', new Blob(['other']));
-    assert.equal((await fetch(`${base}/api/v1/uploads`, { method: 'POST', headers: { authorization: `Bearer ${other.private_key}` }, body: form })).status, 201);
+    assert.equal(
+      (
+        await fetch(`${base}/api/v1/uploads`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${other.private_key}` },
+          body: form,
+        })
+      ).status,
+      201,
+    );
     // Everything finishes; every slot comes back.
     for (const release of held.splice(0)) release();
     for (const r of await Promise.all(remotes)) assert.equal(r.status, 201);
@@ -412,27 +457,24 @@ describe('concurrent uploads per workspace (STOWAGE_MAX_CONCURRENT_UPLOADS)', ()
     for (const c of [part, extraPart, direct.client, extraDirect.client]) c.socket.destroy();
   });
 
-  test(
-    'token uploads count too, once the token names the workspace; a refused token stays unused',
-    async () => {
-      const minted = await fetch(`${base}/api/v1/generate-token`, {
-        method: 'POST',
-        headers: { ...h.auth, 'content-type': 'application/json' },
-        body: JSON.stringify({ file_name: 'token.txt' }),
-      });
-      const { token } = (await minted.json()) as { token: string };
-      const uploads = Array.from({ length: CAP }, (_, i) => slowUpload(`tok-hold-${i}.bin`));
-      try {
-        await until(`${CAP} slots taken`, () => inUse() === CAP);
-        const refused = await fetch(`${base}/api/v1/uploads/${token}`, { method: 'POST', body: 'token bytes' });
-        assert.equal(refused.status, 429);
-        assert.equal(refused.headers.get('retry-after'), '5');
-      } finally {
-        for (const u of uploads) u.client.socket.destroy();
-      }
-      await until('every slot is free', () => h.app.uploadSlots.inUse() === 0);
-      const res = await fetch(`${base}/api/v1/uploads/${token}`, { method: 'POST', body: 'token bytes' });
-      assert.equal(res.status, 201, 'the refused token was not spent');
-    },
-  );
+  test('token uploads count too, once the token names the workspace; a refused token stays unused', async () => {
+    const minted = await fetch(`${base}/api/v1/generate-token`, {
+      method: 'POST',
+      headers: { ...h.auth, 'content-type': 'application/json' },
+      body: JSON.stringify({ file_name: 'token.txt' }),
+    });
+    const { token } = (await minted.json()) as { token: string };
+    const uploads = Array.from({ length: CAP }, (_, i) => slowUpload(`tok-hold-${i}.bin`));
+    try {
+      await until(`${CAP} slots taken`, () => inUse() === CAP);
+      const refused = await fetch(`${base}/api/v1/uploads/${token}`, { method: 'POST', body: 'token bytes' });
+      assert.equal(refused.status, 429);
+      assert.equal(refused.headers.get('retry-after'), '5');
+    } finally {
+      for (const u of uploads) u.client.socket.destroy();
+    }
+    await until('every slot is free', () => h.app.uploadSlots.inUse() === 0);
+    const res = await fetch(`${base}/api/v1/uploads/${token}`, { method: 'POST', body: 'token bytes' });
+    assert.equal(res.status, 201, 'the refused token was not spent');
+  });
 });

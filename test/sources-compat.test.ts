@@ -54,7 +54,19 @@ const REFUSED_NAMES = [
   'accept-encoding',
 ];
 /** Not RFC 7230 tokens. */
-const NOT_TOKENS = ['', ' ', 'bad header', 'x-a:1', 'x-a\r\nx-evil: 1', 'x\u0000y', 'x-é', 'x-a,x-b', '(comment)', 'a/b', 'x'.repeat(101)];
+const NOT_TOKENS = [
+  '',
+  ' ',
+  'bad header',
+  'x-a:1',
+  'x-a\r\nx-evil: 1',
+  'x\u0000y',
+  'x-é',
+  'x-a,x-b',
+  '(comment)',
+  'a/b',
+  'x'.repeat(101),
+];
 
 describe('image_source as the hosted docs describe it', () => {
   let h: Harness;
@@ -80,7 +92,8 @@ describe('image_source as the hosted docs describe it', () => {
       req.on('error', reject);
       req.end();
     });
-  const create = (name: string, configuration: Record<string, unknown>) => call(h.app, 'POST', '/api/v1/sources', { body: { name, type: 'image_source', configuration }, headers: h.auth });
+  const create = (name: string, configuration: Record<string, unknown>) =>
+    call(h.app, 'POST', '/api/v1/sources', { body: { name, type: 'image_source', configuration }, headers: h.auth });
   const source = async (name: string, configuration: Record<string, unknown>) => {
     const res = await create(name, configuration);
     assert.equal(res.status, 201, res.raw);
@@ -90,7 +103,11 @@ describe('image_source as the hosted docs describe it', () => {
   /** The source with a named canonical header and a forward list, made by the first test that needs it. */
   let namedMade: Promise<unknown> | undefined;
   const named = (path: string) => {
-    namedMade ??= source('named', { base_url: `http://${hostPort}/named`, canonical_header: 'X-Original-Host', forward_header: ['X-Shop-Token', 'Accept-Language'] });
+    namedMade ??= source('named', {
+      base_url: `http://${hostPort}/named`,
+      canonical_header: 'X-Original-Host',
+      forward_header: ['X-Shop-Token', 'Accept-Language'],
+    });
     return namedMade.then(() => at('named', path));
   };
 
@@ -103,11 +120,18 @@ describe('image_source as the hosted docs describe it', () => {
       if (!url.pathname.endsWith('.jpg')) return void res.writeHead(404).end();
       const width = Number(url.searchParams.get('width') ?? 400);
       const colour = url.searchParams.get('v') === '2' ? '#2050c0' : '#c05020';
-      const body = await sharp({ create: { width, height: Math.round((width * 3) / 4), channels: 3, background: colour } }).jpeg().toBuffer();
+      const body = await sharp({
+        create: { width, height: Math.round((width * 3) / 4), channels: 3, background: colour },
+      })
+        .jpeg()
+        .toBuffer();
       res.writeHead(200, { 'content-type': 'image/jpeg' }).end(body);
     });
     hostPort = `origin.test:${origin.port}`;
-    h = await makeHarness('sqlite', { config: { outboundAllow: ['origin.test', '127.0.0.1'] }, services: { resolver } });
+    h = await makeHarness('sqlite', {
+      config: { outboundAllow: ['origin.test', '127.0.0.1'] },
+      services: { resolver },
+    });
     base = await h.app.listen({ host: '127.0.0.1', port: 0 });
     await source('shop', { base_url: `http://${hostPort}/store` });
     await source('linked', { base_url: `http://${hostPort}/linked`, canonical_header: true, forward_header: true });
@@ -129,7 +153,11 @@ describe('image_source as the hosted docs describe it', () => {
       const small = await get(at('shop', 'w_100/cdn/shop/files/product.jpg?v=123&width=360'));
       assert.equal(small.status, 200);
       assert.equal((await sharp(small.body).metadata()).width, 100);
-      assert.equal(hits.at(-1)!.url, '/store/cdn/shop/files/product.jpg?v=123&width=360', 'the transform is Stowage\'s, the query the origin\'s');
+      assert.equal(
+        hits.at(-1)!.url,
+        '/store/cdn/shop/files/product.jpg?v=123&width=360',
+        "the transform is Stowage's, the query the origin's",
+      );
     });
 
     test('is part of the rendition cache key: two query strings, two origin fetches; the same one, one', async () => {
@@ -141,14 +169,20 @@ describe('image_source as the hosted docs describe it', () => {
       assert.deepEqual([v1.status, v2.status, none.status], [200, 200, 200]);
       assert.equal(hitsAt('/store/cdn/shop/files/keyed.jpg').length, before + 3, 'each query string fetched once');
       assert.notDeepEqual(v1.body, v2.body, '?v=2 is not answered from the ?v=1 rendition');
-      const [c1, c2] = await Promise.all([v1, v2].map(async (r) => (await sharp(r.body).stats()).channels.map((c) => Math.round(c.mean))));
+      const [c1, c2] = await Promise.all(
+        [v1, v2].map(async (r) => (await sharp(r.body).stats()).channels.map((c) => Math.round(c.mean))),
+      );
       assert.ok(c1[0] > c1[2] && c2[2] > c2[0], 'each rendition is of its own origin answer');
       assert.notEqual(v1.headers.get('etag'), v2.headers.get('etag'));
 
       const again = await get(at('shop', `${path}?v=1`));
       assert.deepEqual(again.body, v1.body);
       assert.equal(await get(at('shop', `${path}?v=2`)).then((r) => r.status), 200);
-      assert.equal(hitsAt('/store/cdn/shop/files/keyed.jpg').length, before + 3, 'the same query strings were served from the cache');
+      assert.equal(
+        hitsAt('/store/cdn/shop/files/keyed.jpg').length,
+        before + 3,
+        'the same query strings were served from the cache',
+      );
     });
 
     test('characters a URL query may not hold are percent-encoded, the rest passes untouched', async () => {
@@ -156,10 +190,13 @@ describe('image_source as the hosted docs describe it', () => {
       assert.equal(res.status, 200, res.body.toString());
       assert.equal(hits.at(-1)!.url, '/linked/odd.jpg?a=%22%3Cb%3E%22%7C%5E%60%7B%7D&c=%20d&e=%25zz&f=x/y?z');
       // The canonical link carries the same text: nothing can close its <…>.
-      assert.equal(res.headers.link, `<http://${hostPort}/linked/odd.jpg?a=%22%3Cb%3E%22%7C%5E%60%7B%7D&c=%20d&e=%25zz&f=x/y?z>; rel="canonical"`);
+      assert.equal(
+        res.headers.link,
+        `<http://${hostPort}/linked/odd.jpg?a=%22%3Cb%3E%22%7C%5E%60%7B%7D&c=%20d&e=%25zz&f=x/y?z>; rel="canonical"`,
+      );
     });
 
-    test('a source URL has no Stowage parameters: expires and signature are the origin\'s, never checked or dropped', async () => {
+    test("a source URL has no Stowage parameters: expires and signature are the origin's, never checked or dropped", async () => {
       const res = await get(at('shop', 'signed.jpg?expires=1&signature=abc&width=80'));
       assert.equal(res.status, 200, 'no signature check on a source URL');
       assert.equal(hits.at(-1)!.url, '/store/signed.jpg?expires=1&signature=abc&width=80');
@@ -170,7 +207,7 @@ describe('image_source as the hosted docs describe it', () => {
   });
 
   describe('canonical_header', () => {
-    test('default (x-forwarded-host): the client\'s forwarded host is passed to the origin, lower-cased, the first of a list', async () => {
+    test("default (x-forwarded-host): the client's forwarded host is passed to the origin, lower-cased, the first of a list", async () => {
       const res = await get(at('shop', 'host.jpg'), { 'x-forwarded-host': 'Shop.Example.COM:8443, proxy.internal' });
       assert.equal(res.status, 200);
       assert.equal(hits.at(-1)!.headers['x-forwarded-host'], 'shop.example.com:8443');
@@ -180,14 +217,21 @@ describe('image_source as the hosted docs describe it', () => {
       assert.equal(hits.at(-1)!.headers['x-forwarded-host'], undefined, 'nothing sent when the client sent nothing');
       for (const bad of ['evil.example.com/path', 'a b', 'user@host', '"quoted"', '[zz::1', 'x'.repeat(300)]) {
         await get(at('shop', 'host.jpg'), { 'x-forwarded-host': bad });
-        assert.equal(hits.at(-1)!.headers['x-forwarded-host'], undefined, `a value that is not a host is not passed on: ${bad.slice(0, 30)}`);
+        assert.equal(
+          hits.at(-1)!.headers['x-forwarded-host'],
+          undefined,
+          `a value that is not a host is not passed on: ${bad.slice(0, 30)}`,
+        );
       }
       await get(at('shop', 'host.jpg'), { 'x-forwarded-host': '[2001:db8::1]:443' });
       assert.equal(hits.at(-1)!.headers['x-forwarded-host'], '[2001:db8::1]:443');
     });
 
     test('a named header: that header (not x-forwarded-host) reaches the origin; the host is part of the rendition cache key', async () => {
-      const res = await get(await named('n.jpg'), { 'x-original-host': 'cdn.example.com', 'x-forwarded-host': 'other.example.com' });
+      const res = await get(await named('n.jpg'), {
+        'x-original-host': 'cdn.example.com',
+        'x-forwarded-host': 'other.example.com',
+      });
       assert.equal(res.status, 200);
       const hit = hits.at(-1)!;
       assert.equal(hit.url, '/named/n.jpg');
@@ -214,10 +258,21 @@ describe('image_source as the hosted docs describe it', () => {
   });
 
   describe('forward_header', () => {
-    const credentials = { authorization: 'Bearer stw_sk_secret', 'x-api-key': 'stw_sk_secret', cookie: 'session=1', 'proxy-authorization': 'Basic eA==' };
+    const credentials = {
+      authorization: 'Bearer stw_sk_secret',
+      'x-api-key': 'stw_sk_secret',
+      cookie: 'session=1',
+      'proxy-authorization': 'Basic eA==',
+    };
 
     test('a list: exactly the named headers reach the origin, never credentials; the answer varies on them', async () => {
-      const res = await get(await named('f.jpg'), { 'x-shop-token': 'tok-1', 'accept-language': 'de', 'user-agent': 'client-ua', referer: 'https://x.example/', ...credentials });
+      const res = await get(await named('f.jpg'), {
+        'x-shop-token': 'tok-1',
+        'accept-language': 'de',
+        'user-agent': 'client-ua',
+        referer: 'https://x.example/',
+        ...credentials,
+      });
       assert.equal(res.status, 200);
       const sent = hits.at(-1)!.headers;
       assert.equal(sent['x-shop-token'], 'tok-1');
@@ -226,10 +281,11 @@ describe('image_source as the hosted docs describe it', () => {
       assert.equal(sent.referer, undefined);
       for (const name of Object.keys(credentials)) assert.equal(sent[name], undefined, name);
       const vary = (res.headers.get('vary') ?? '').split(',').map((v) => v.trim());
-      for (const name of ['x-shop-token', 'accept-language', 'x-original-host']) assert.ok(vary.includes(name), `Vary: ${name}`);
+      for (const name of ['x-shop-token', 'accept-language', 'x-original-host'])
+        assert.ok(vary.includes(name), `Vary: ${name}`);
     });
 
-    test('the forwarded values are part of the rendition cache key: one token\'s answer is never served for another', async () => {
+    test("the forwarded values are part of the rendition cache key: one token's answer is never served for another", async () => {
       const before = hitsAt('/named/t.jpg').length;
       const a = await get(await named('w_30/t.jpg'), { 'x-shop-token': 'tok-a' });
       const b = await get(await named('w_30/t.jpg'), { 'x-shop-token': 'tok-b' });
@@ -238,13 +294,27 @@ describe('image_source as the hosted docs describe it', () => {
       assert.equal(hitsAt('/named/t.jpg').length, before + 3);
       await get(await named('w_30/t.jpg'), { 'x-shop-token': 'tok-a' });
       assert.equal(hitsAt('/named/t.jpg').length, before + 3, 'the same token hit the cache');
-      assert.equal(hitsAt('/named/t.jpg').at(-1)!.headers['x-shop-token'], undefined, 'the last fetch was the one without a token');
+      assert.equal(
+        hitsAt('/named/t.jpg').at(-1)!.headers['x-shop-token'],
+        undefined,
+        'the last fetch was the one without a token',
+      );
     });
 
     test('true keeps its meaning (Accept, Accept-Language, User-Agent, Referer); false passes nothing', async () => {
-      await get(at('linked', 'b.jpg'), { accept: 'image/webp', 'accept-language': 'fr', 'user-agent': 'client-ua', referer: 'https://x.example/', 'x-shop-token': 't', ...credentials });
+      await get(at('linked', 'b.jpg'), {
+        accept: 'image/webp',
+        'accept-language': 'fr',
+        'user-agent': 'client-ua',
+        referer: 'https://x.example/',
+        'x-shop-token': 't',
+        ...credentials,
+      });
       const sent = hits.at(-1)!.headers;
-      assert.deepEqual([sent.accept, sent['accept-language'], sent['user-agent'], sent.referer], ['image/webp', 'fr', 'client-ua', 'https://x.example/']);
+      assert.deepEqual(
+        [sent.accept, sent['accept-language'], sent['user-agent'], sent.referer],
+        ['image/webp', 'fr', 'client-ua', 'https://x.example/'],
+      );
       assert.equal(sent['x-shop-token'], undefined);
       for (const name of Object.keys(credentials)) assert.equal(sent[name], undefined, name);
       await get(at('off', 'b.jpg'), { 'accept-language': 'fr', 'user-agent': 'client-ua', ...credentials });
@@ -255,9 +325,21 @@ describe('image_source as the hosted docs describe it', () => {
 
     test('a stored name that may not be forwarded is still never sent (rows written by hand or by an older version)', async () => {
       const created = await source('legacy-row', { base_url: `http://${hostPort}/legacy` });
-      const row = await h.services.db.kysely.selectFrom('sources').select('configuration').where('id', '=', created.id).executeTakeFirstOrThrow();
-      const config = { ...JSON.parse(row.configuration), forward_header: ['authorization', 'cookie', 'x-ok'], canonical_header: 'host' };
-      await h.services.db.kysely.updateTable('sources').set({ configuration: JSON.stringify(config) }).where('id', '=', created.id).execute();
+      const row = await h.services.db.kysely
+        .selectFrom('sources')
+        .select('configuration')
+        .where('id', '=', created.id)
+        .executeTakeFirstOrThrow();
+      const config = {
+        ...JSON.parse(row.configuration),
+        forward_header: ['authorization', 'cookie', 'x-ok'],
+        canonical_header: 'host',
+      };
+      await h.services.db.kysely
+        .updateTable('sources')
+        .set({ configuration: JSON.stringify(config) })
+        .where('id', '=', created.id)
+        .execute();
       await get(at('legacy-row', 'x.jpg'), { ...credentials, 'x-ok': 'yes' });
       const sent = hits.at(-1)!.headers;
       assert.equal(sent['x-ok'], 'yes');
@@ -269,7 +351,11 @@ describe('image_source as the hosted docs describe it', () => {
 
   describe('configuration', () => {
     test('header names are stored lower-cased; a list is de-duplicated; the booleans are still accepted; GET shows what is stored', async () => {
-      const res = await create('shapes', { base_url: 'https://images.example.com', canonical_header: 'X-Forwarded-Host', forward_header: ['X-Shop-Token', 'x-shop-token', 'Accept'] });
+      const res = await create('shapes', {
+        base_url: 'https://images.example.com',
+        canonical_header: 'X-Forwarded-Host',
+        forward_header: ['X-Shop-Token', 'x-shop-token', 'Accept'],
+      });
       assert.equal(res.status, 201, res.raw);
       assert.equal(res.body.data.configuration.canonical_header, 'x-forwarded-host');
       assert.deepEqual(res.body.data.configuration.forward_header, ['x-shop-token', 'accept']);
@@ -279,19 +365,38 @@ describe('image_source as the hosted docs describe it', () => {
       const listed = await call(h.app, 'GET', '/api/v1/sources?search=shapes', { headers: h.auth });
       assert.deepEqual(listed.body.sources[0].configuration.forward_header, ['x-shop-token', 'accept']);
 
-      for (const [canonical_header, forward_header] of [[true, false], [false, true], ['x-a', []]] as const) {
-        const ok = await create(`shapes-${String(canonical_header)}`, { base_url: 'https://images.example.com', canonical_header, forward_header });
+      for (const [canonical_header, forward_header] of [
+        [true, false],
+        [false, true],
+        ['x-a', []],
+      ] as const) {
+        const ok = await create(`shapes-${String(canonical_header)}`, {
+          base_url: 'https://images.example.com',
+          canonical_header,
+          forward_header,
+        });
         assert.equal(ok.status, 201, ok.raw);
-        assert.deepEqual([ok.body.data.configuration.canonical_header, ok.body.data.configuration.forward_header], [canonical_header, forward_header]);
+        assert.deepEqual(
+          [ok.body.data.configuration.canonical_header, ok.body.data.configuration.forward_header],
+          [canonical_header, forward_header],
+        );
       }
     });
 
     test('PATCH: a name or list replaces a boolean and back; null removes it (the default applies again)', async () => {
-      const { id } = await source('patchable', { base_url: 'https://images.example.com', canonical_header: true, forward_header: true });
-      const patch = (configuration: Record<string, unknown>) => call(h.app, 'PATCH', `/api/v1/sources/${id}`, { body: { configuration }, headers: h.auth });
+      const { id } = await source('patchable', {
+        base_url: 'https://images.example.com',
+        canonical_header: true,
+        forward_header: true,
+      });
+      const patch = (configuration: Record<string, unknown>) =>
+        call(h.app, 'PATCH', `/api/v1/sources/${id}`, { body: { configuration }, headers: h.auth });
       let res = await patch({ canonical_header: 'X-Site', forward_header: ['X-Shop-Token'] });
       assert.equal(res.status, 200, res.raw);
-      assert.deepEqual([res.body.data.configuration.canonical_header, res.body.data.configuration.forward_header], ['x-site', ['x-shop-token']]);
+      assert.deepEqual(
+        [res.body.data.configuration.canonical_header, res.body.data.configuration.forward_header],
+        ['x-site', ['x-shop-token']],
+      );
       res = await patch({ forward_header: false });
       assert.equal(res.body.data.configuration.forward_header, false);
       res = await patch({ canonical_header: null, forward_header: null });
@@ -322,13 +427,28 @@ describe('image_source as the hosted docs describe it', () => {
       for (const [label, extra] of cases) {
         const created = await create('refused', { base_url: 'https://images.example.com', ...extra });
         assert.equal(created.status, 400, `create, ${label}: ${created.raw}`);
-        assert.deepEqual([created.body.error, created.body.message], [INVALID.error, INVALID.message], `create, ${label}`);
-        const patched = await call(h.app, 'PATCH', `/api/v1/sources/${id}`, { body: { configuration: extra }, headers: h.auth });
+        assert.deepEqual(
+          [created.body.error, created.body.message],
+          [INVALID.error, INVALID.message],
+          `create, ${label}`,
+        );
+        const patched = await call(h.app, 'PATCH', `/api/v1/sources/${id}`, {
+          body: { configuration: extra },
+          headers: h.auth,
+        });
         assert.equal(patched.status, 400, `PATCH, ${label}: ${patched.raw}`);
-        assert.deepEqual([patched.body.error, patched.body.message], [INVALID.error, INVALID.message], `PATCH, ${label}`);
+        assert.deepEqual(
+          [patched.body.error, patched.body.message],
+          [INVALID.error, INVALID.message],
+          `PATCH, ${label}`,
+        );
       }
       assert.equal(await total(), count, 'nothing created');
-      assert.deepEqual((await call(h.app, 'GET', `/api/v1/sources/${id}`, { headers: h.auth })).body.data, before, 'nothing changed');
+      assert.deepEqual(
+        (await call(h.app, 'GET', `/api/v1/sources/${id}`, { headers: h.auth })).body.data,
+        before,
+        'nothing changed',
+      );
       assert.ok(!h.logs.join('\n').includes('x-evil'), 'refused values are never logged');
     });
 
@@ -337,7 +457,8 @@ describe('image_source as the hosted docs describe it', () => {
       const text = JSON.stringify(doc.paths['/api/v1/sources']) + JSON.stringify(doc.components.schemas.Source);
       assert.match(text, /x-forwarded-host/);
       assert.match(text, /forward_header/);
-      const data = doc.paths['/api/v1/sources/{sourceId}'].get.responses['200'].content['application/json'].schema.properties.data;
+      const data =
+        doc.paths['/api/v1/sources/{sourceId}'].get.responses['200'].content['application/json'].schema.properties.data;
       const source = data.$ref ? doc.components.schemas[data.$ref.split('/').pop()] : data;
       const shown = source.properties.configuration;
       assert.ok(JSON.stringify(shown).includes('"array"'), 'configuration values may be lists');

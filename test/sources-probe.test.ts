@@ -16,7 +16,10 @@ const azure = externalService('STOWAGE_TEST_AZURE_CONNECTION_STRING', 'Azurite (
 
 async function probe(h: Harness, type: string, configuration: Record<string, unknown>) {
   const name = `probe-${Math.random().toString(36).slice(2, 10)}`;
-  const created = await call(h.app, 'POST', '/api/v1/sources', { body: { name, type, configuration }, headers: h.auth });
+  const created = await call(h.app, 'POST', '/api/v1/sources', {
+    body: { name, type, configuration },
+    headers: h.auth,
+  });
   assert.equal(created.status, 201, JSON.stringify(created.body));
   const res = await call(h.app, 'POST', `/api/v1/sources/${created.body.data.id}/test`, { headers: h.auth });
   assert.equal(res.status, 200);
@@ -40,7 +43,12 @@ describe('source test: image_source', () => {
     });
     h = await makeHarness('sqlite', {
       config: { outboundAllow: ['127.0.0.1', 'allowed.test'] },
-      services: { resolver: async (host) => (host === 'allowed.test' || host === 'public.test' ? [{ address: '127.0.0.1', family: 4 }] : Promise.reject(Object.assign(new Error('nx'), { code: 'ENOTFOUND' }))) },
+      services: {
+        resolver: async (host) =>
+          host === 'allowed.test' || host === 'public.test'
+            ? [{ address: '127.0.0.1', family: 4 }]
+            : Promise.reject(Object.assign(new Error('nx'), { code: 'ENOTFOUND' })),
+      },
     });
     strict = await makeHarness('sqlite', {
       config: { outboundAllow: ['allowed.test'] },
@@ -59,15 +67,30 @@ describe('source test: image_source', () => {
   });
 
   test('a 5xx origin, a closed port and an unknown host are not ok, each with its reason', async () => {
-    assert.deepEqual((await probe(h, 'image_source', { base_url: `${origin.url}/broken` })).error, 'origin answered HTTP 503');
-    assert.equal((await probe(h, 'image_source', { base_url: `http://127.0.0.1:${await closedPort()}` })).error, 'connection refused');
-    assert.match((await probe(h, 'image_source', { base_url: 'http://nowhere.invalid' })).error!, /could not be resolved/);
+    assert.deepEqual(
+      (await probe(h, 'image_source', { base_url: `${origin.url}/broken` })).error,
+      'origin answered HTTP 503',
+    );
+    assert.equal(
+      (await probe(h, 'image_source', { base_url: `http://127.0.0.1:${await closedPort()}` })).error,
+      'connection refused',
+    );
+    assert.match(
+      (await probe(h, 'image_source', { base_url: 'http://nowhere.invalid' })).error!,
+      /could not be resolved/,
+    );
   });
 
   test('loopback is refused unless the operator allows it, by literal address and by name', async () => {
     assert.match((await probe(strict, 'image_source', { base_url: origin.url })).error!, /address refused/);
-    assert.match((await probe(strict, 'image_source', { base_url: `http://public.test:${origin.port}` })).error!, /address refused/);
-    assert.match((await probe(strict, 'image_source', { base_url: `http://[::1]:${origin.port}` })).error!, /address refused/);
+    assert.match(
+      (await probe(strict, 'image_source', { base_url: `http://public.test:${origin.port}` })).error!,
+      /address refused/,
+    );
+    assert.match(
+      (await probe(strict, 'image_source', { base_url: `http://[::1]:${origin.port}` })).error!,
+      /address refused/,
+    );
   });
 
   test('a redirect from an allowed host to a private address is refused', async () => {
@@ -172,7 +195,13 @@ describe('source test: SDK connections go only to checked addresses (DNS rebindi
   after(() => h?.close());
 
   test('s3: the endpoint rebinding to loopback is refused at connect time', async () => {
-    const r = await probe(h, 's3', { endpoint: 'http://s3.rebind.test:18080', region: 'us-east-1', bucket: 'media-bucket', access_key: 'a', secret_key: 'b' });
+    const r = await probe(h, 's3', {
+      endpoint: 'http://s3.rebind.test:18080',
+      region: 'us-east-1',
+      bucket: 'media-bucket',
+      access_key: 'a',
+      secret_key: 'b',
+    });
     assert.equal(r.ok, false);
     assert.match(r.error!, /address refused/);
     assert.ok((calls.get('s3.rebind.test') ?? 0) >= 2, 'the connection asked the guard again');
@@ -194,8 +223,17 @@ describe('source test: SDK connections go only to checked addresses (DNS rebindi
 });
 
 describe('source test: google_cloud (a local stub of the GCS JSON API: no emulator runs here)', () => {
-  const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048, privateKeyEncoding: { type: 'pkcs8', format: 'pem' }, publicKeyEncoding: { type: 'spki', format: 'pem' } });
-  const account = JSON.stringify({ type: 'service_account', project_id: 'demo', client_email: 'svc@demo.iam.gserviceaccount.com', private_key: privateKey });
+  const { privateKey } = generateKeyPairSync('rsa', {
+    modulusLength: 2048,
+    privateKeyEncoding: { type: 'pkcs8', format: 'pem' },
+    publicKeyEncoding: { type: 'spki', format: 'pem' },
+  });
+  const account = JSON.stringify({
+    type: 'service_account',
+    project_id: 'demo',
+    client_email: 'svc@demo.iam.gserviceaccount.com',
+    private_key: privateKey,
+  });
   let stub: Awaited<ReturnType<typeof localServer>>;
   let h: Harness;
   let offline: Harness;
@@ -205,14 +243,20 @@ describe('source test: google_cloud (a local stub of the GCS JSON API: no emulat
       seen.push(`${req.method} ${req.url}`);
       const m = /^\/storage\/v1\/b\/([^/?]+)/.exec(req.url ?? '');
       if (m && m[1] === 'media-bucket') {
-        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ kind: 'storage#bucket', name: 'media-bucket' }));
+        res
+          .writeHead(200, { 'content-type': 'application/json' })
+          .end(JSON.stringify({ kind: 'storage#bucket', name: 'media-bucket' }));
       } else {
-        res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { code: 404, message: 'Not Found' } }));
+        res
+          .writeHead(404, { 'content-type': 'application/json' })
+          .end(JSON.stringify({ error: { code: 404, message: 'Not Found' } }));
       }
     });
     h = await makeHarness('sqlite', { config: { gcsApiEndpoint: stub.url } });
     // No network: Google's host does not resolve here, as on any offline machine.
-    offline = await makeHarness('sqlite', { services: { resolver: async () => Promise.reject(Object.assign(new Error('offline'), { code: 'ENOTFOUND' })) } });
+    offline = await makeHarness('sqlite', {
+      services: { resolver: async () => Promise.reject(Object.assign(new Error('offline'), { code: 'ENOTFOUND' })) },
+    });
   });
   after(async () => {
     await h?.close();
@@ -233,6 +277,9 @@ describe('source test: google_cloud (a local stub of the GCS JSON API: no emulat
   test('Google unreachable: says the key was checked locally and what could not be', async () => {
     const r = await probe(offline, 'google_cloud', { service_account_json: account, bucket_name: 'media-bucket' });
     assert.equal(r.ok, false);
-    assert.match(r.error!, /service account key is valid \(checked by signing locally\), but Google Cloud Storage could not be reached/);
+    assert.match(
+      r.error!,
+      /service account key is valid \(checked by signing locally\), but Google Cloud Storage could not be reached/,
+    );
   });
 });

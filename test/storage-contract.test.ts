@@ -10,7 +10,12 @@ import { after, before, describe, test } from 'node:test';
 import { xxh3 } from '@node-rs/xxhash';
 import { CreateBucketCommand, UploadPartCommand } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
-import { type MultipartStorage, ObjectNotFoundError, type StorageDriver, supportsMultipart } from '../src/storage/driver.ts';
+import {
+  type MultipartStorage,
+  ObjectNotFoundError,
+  type StorageDriver,
+  supportsMultipart,
+} from '../src/storage/driver.ts';
 import { LocalStorage, PartLengthError } from '../src/storage/local.ts';
 import { S3Storage } from '../src/storage/s3.ts';
 import { externalService } from './helpers/services.ts';
@@ -37,13 +42,29 @@ function chunked(data: Buffer, failAfter?: number): Readable {
   });
 }
 
-async function uploadPart(d: StorageDriver & MultipartStorage, key: string, uploadId: string, n: number, body: Buffer, declared = body.length) {
+async function uploadPart(
+  d: StorageDriver & MultipartStorage,
+  key: string,
+  uploadId: string,
+  n: number,
+  body: Buffer,
+  declared = body.length,
+) {
   if (d.presignParts) {
     // Parts 1..n are signed together, as a start does, so that for n > 1 the URL comes from
     // the batch path rather than from getSignedUrl.
-    const urls = await d.presignParts(key, uploadId, Array.from({ length: n }, (_, i) => ({ partNumber: i + 1, length: declared })), 300);
+    const urls = await d.presignParts(
+      key,
+      uploadId,
+      Array.from({ length: n }, (_, i) => ({ partNumber: i + 1, length: declared })),
+      300,
+    );
     const url = urls[n - 1];
-    const res = await fetch(url, { method: 'PUT', body: new Blob([new Uint8Array(body)]), headers: { 'content-type': 'application/octet-stream' } });
+    const res = await fetch(url, {
+      method: 'PUT',
+      body: new Blob([new Uint8Array(body)]),
+      headers: { 'content-type': 'application/octet-stream' },
+    });
     await res.arrayBuffer();
     if (!res.ok) throw Object.assign(new Error(`part ${n}: HTTP ${res.status}`), { status: res.status });
     return;
@@ -51,7 +72,11 @@ async function uploadPart(d: StorageDriver & MultipartStorage, key: string, uplo
   return d.writePart!(key, uploadId, n, Readable.from([body]), declared);
 }
 
-const drivers: { name: string; skip: string | false; make: () => Promise<{ driver: StorageDriver; cleanup(): Promise<void> }> }[] = [
+const drivers: {
+  name: string;
+  skip: string | false;
+  make: () => Promise<{ driver: StorageDriver; cleanup(): Promise<void> }>;
+}[] = [
   {
     name: 'local',
     skip: false,
@@ -154,20 +179,41 @@ for (const spec of drivers) {
         const m = d;
         const data = randomBytes(2 * partSize + 4321);
         const key = 'mp/file.bin';
-        const id = await m.createMultipart(key, { size: data.length, partSize, contentType: 'application/octet-stream' });
+        const id = await m.createMultipart(key, {
+          size: data.length,
+          partSize,
+          contentType: 'application/octet-stream',
+        });
         const part = (n: number) => data.subarray((n - 1) * partSize, Math.min(n * partSize, data.length));
         await uploadPart(m, key, id, 3, part(3));
         await uploadPart(m, key, id, 1, randomBytes(partSize)); // wrong bytes first...
         await uploadPart(m, key, id, 1, part(1)); // ...then replaced
-        assert.deepEqual((await m.listParts(key, id)).map((p) => p.partNumber), [1, 3]);
+        assert.deepEqual(
+          (await m.listParts(key, id)).map((p) => p.partNumber),
+          [1, 3],
+        );
         assert.equal(await d.stat(key), null, 'nothing visible before complete');
         await uploadPart(m, key, id, 2, part(2));
         const parts = await m.listParts(key, id);
-        assert.deepEqual(parts.map((p) => [p.partNumber, p.size]), [[1, partSize], [2, partSize], [3, 4321]]);
+        assert.deepEqual(
+          parts.map((p) => [p.partNumber, p.size]),
+          [
+            [1, partSize],
+            [2, partSize],
+            [3, 4321],
+          ],
+        );
         // Quoted content hashes: local storage XXH3-64 (16 hex digits), S3 MD5 (32).
-        assert.ok(parts.every((p) => (d.name === 'local' ? /^"[0-9a-f]{16}"$/ : /^"[0-9a-f]{32}"$/).test(p.etag)), JSON.stringify(parts));
+        assert.ok(
+          parts.every((p) => (d.name === 'local' ? /^"[0-9a-f]{16}"$/ : /^"[0-9a-f]{32}"$/).test(p.etag)),
+          JSON.stringify(parts),
+        );
         assert.notEqual(parts[0].etag, parts[1].etag);
-        if (d.name === 'local') assert.deepEqual(parts.map((p) => p.etag), [1, 2, 3].map((n) => `"${xxh3.xxh64(part(n)).toString(16).padStart(16, '0')}"`));
+        if (d.name === 'local')
+          assert.deepEqual(
+            parts.map((p) => p.etag),
+            [1, 2, 3].map((n) => `"${xxh3.xxh64(part(n)).toString(16).padStart(16, '0')}"`),
+          );
         await m.completeMultipart(key, id, parts);
         assert.equal(sha(await readAll(await d.get(key))), sha(data));
       });
@@ -187,15 +233,28 @@ for (const spec of drivers) {
           const key = 'mp/batch_file-1.v2.bin';
           const id = await m.createMultipart(key, { contentType: 'application/octet-stream' });
           const signingDate = new Date(Date.now() - 60_000);
-          const parts = [1, 2, 3].map((partNumber) => ({ partNumber, length: partNumber < 3 ? partSize : partSize - 7 }));
+          const parts = [1, 2, 3].map((partNumber) => ({
+            partNumber,
+            length: partNumber < 3 ? partSize : partSize - 7,
+          }));
           const urls = await m.presignParts(key, id, parts, 900, signingDate);
           const expected = await Promise.all(
             parts.map((p) =>
-              getSignedUrl(m.client, new UploadPartCommand({ Bucket: (m as any).bucket, Key: key, UploadId: id, PartNumber: p.partNumber, ContentLength: p.length }), {
-                expiresIn: 900,
-                signableHeaders: new Set(['content-length']),
-                signingDate,
-              }),
+              getSignedUrl(
+                m.client,
+                new UploadPartCommand({
+                  Bucket: (m as any).bucket,
+                  Key: key,
+                  UploadId: id,
+                  PartNumber: p.partNumber,
+                  ContentLength: p.length,
+                }),
+                {
+                  expiresIn: 900,
+                  signableHeaders: new Set(['content-length']),
+                  signingDate,
+                },
+              ),
             ),
           );
           assert.deepEqual(urls, expected);
@@ -225,8 +284,14 @@ for (const spec of drivers) {
         if (!supportsMultipart(d)) return t.skip('driver has no multipart');
         const key = 'mp/len.bin';
         const id = await d.createMultipart(key, { size: 2 * partSize, partSize });
-        await assert.rejects(uploadPart(d, key, id, 1, randomBytes(partSize - 10), partSize), (e: any) => e instanceof PartLengthError || e.status === 403 || e.status === 400);
-        await assert.rejects(uploadPart(d, key, id, 2, randomBytes(partSize + 10), partSize), (e: any) => e instanceof PartLengthError || e.status === 403 || e.status === 400);
+        await assert.rejects(
+          uploadPart(d, key, id, 1, randomBytes(partSize - 10), partSize),
+          (e: any) => e instanceof PartLengthError || e.status === 403 || e.status === 400,
+        );
+        await assert.rejects(
+          uploadPart(d, key, id, 2, randomBytes(partSize + 10), partSize),
+          (e: any) => e instanceof PartLengthError || e.status === 403 || e.status === 400,
+        );
         assert.deepEqual(await d.listParts(key, id), []);
         await d.abortMultipart(key, id);
       });

@@ -16,8 +16,10 @@ import { type Harness, makeHarness } from './helpers/harness.ts';
 const B = 'stowageTruncated7MA4YWxk';
 const FILE_DATA = randomBytes(256 * 1024);
 const fileHead = `--${B}\r\nContent-Disposition: form-data; name="file"; filename="a.bin"\r\nContent-Type: application/octet-stream\r\n\r\n`;
-const field = (name: string, value: string) => `--${B}\r\nContent-Disposition: form-data; name="${name}"\r\n\r\n${value}\r\n`;
-const bin = (...parts: (string | Buffer)[]) => Buffer.concat(parts.map((p) => (typeof p === 'string' ? Buffer.from(p, 'latin1') : p)));
+const field = (name: string, value: string) =>
+  `--${B}\r\nContent-Disposition: form-data; name="${name}"\r\n\r\n${value}\r\n`;
+const bin = (...parts: (string | Buffer)[]) =>
+  Buffer.concat(parts.map((p) => (typeof p === 'string' ? Buffer.from(p, 'latin1') : p)));
 /** A file part with its bytes and the CRLF that ends them (the next boundary follows). */
 const filePart = () => bin(fileHead, FILE_DATA, '\r\n');
 
@@ -27,11 +29,25 @@ const TRUNCATED: Record<string, Buffer> = {
   'inside the file part, sent after file_name': bin(field('file_name', 'x.bin'), fileHead, FILE_DATA),
   'inside the file part, at the CR of its delimiter': bin(field('file_name', 'x.bin'), fileHead, FILE_DATA, '\r'),
   'inside the headers of the first part': bin(`--${B}\r\nContent-Disposition: form-da`),
-  'inside the headers of the file part': bin(field('file_name', 'x.bin'), `--${B}\r\nContent-Disposition: form-data; name="file"; file`),
-  'inside the headers of a part after the file': bin(field('file_name', 'x.bin'), filePart(), `--${B}\r\nContent-Disposition: form-data; na`),
+  'inside the headers of the file part': bin(
+    field('file_name', 'x.bin'),
+    `--${B}\r\nContent-Disposition: form-data; name="file"; file`,
+  ),
+  'inside the headers of a part after the file': bin(
+    field('file_name', 'x.bin'),
+    filePart(),
+    `--${B}\r\nContent-Disposition: form-data; na`,
+  ),
   'inside a field before the file': bin(`--${B}\r\nContent-Disposition: form-data; name="file_name"\r\n\r\nx.b`),
-  'inside file_name, sent after the file': bin(filePart(), `--${B}\r\nContent-Disposition: form-data; name="file_name"\r\n\r\nx.b`),
-  'inside a field after the file and file_name': bin(field('file_name', 'x.bin'), filePart(), `--${B}\r\nContent-Disposition: form-data; name="folder"\r\n\r\nmedia/20`),
+  'inside file_name, sent after the file': bin(
+    filePart(),
+    `--${B}\r\nContent-Disposition: form-data; name="file_name"\r\n\r\nx.b`,
+  ),
+  'inside a field after the file and file_name': bin(
+    field('file_name', 'x.bin'),
+    filePart(),
+    `--${B}\r\nContent-Disposition: form-data; name="folder"\r\n\r\nmedia/20`,
+  ),
   'after a complete field, before its boundary': bin(filePart(), field('file_name', 'x.bin')),
   'right after a boundary': bin(field('file_name', 'x.bin'), filePart(), `--${B}\r\n`),
   'right after a boundary, before its CRLF': bin(field('file_name', 'x.bin'), filePart(), `--${B}`),
@@ -84,7 +100,11 @@ describe('direct upload forms that end early', () => {
       });
       socket.on('connect', async () => {
         socket.write(head(body.length + (opts.cut ? 4096 : 0)));
-        const pieces = [body.subarray(0, Math.floor(body.length / 3)), body.subarray(Math.floor(body.length / 3), body.length - 7), body.subarray(body.length - 7)];
+        const pieces = [
+          body.subarray(0, Math.floor(body.length / 3)),
+          body.subarray(Math.floor(body.length / 3), body.length - 7),
+          body.subarray(body.length - 7),
+        ];
         for (const p of pieces) {
           await new Promise((r) => setTimeout(r, 25));
           if (!socket.destroyed) socket.write(p);
@@ -97,10 +117,22 @@ describe('direct upload forms that end early', () => {
   /** Every table and every stored byte a refused upload could have touched. */
   async function stored() {
     const db = h.services.db.kysely;
-    const count = async (table: 'files' | 'blobs' | 'storage_intents' | 'webhook_deliveries') => Number((await db.selectFrom(table).select((eb) => eb.fn.countAll().as('n')).executeTakeFirstOrThrow()).n);
+    const count = async (table: 'files' | 'blobs' | 'storage_intents' | 'webhook_deliveries') =>
+      Number(
+        (
+          await db
+            .selectFrom(table)
+            .select((eb) => eb.fn.countAll().as('n'))
+            .executeTakeFirstOrThrow()
+        ).n,
+      );
     const objects: string[] = [];
     for await (const o of h.services.storage.list('')) objects.push(o.key);
-    const ws = (await db.selectFrom('workspaces').selectAll().where('id', '=', h.ws.workspace_id).executeTakeFirstOrThrow()) as Record<string, unknown>;
+    const ws = (await db
+      .selectFrom('workspaces')
+      .selectAll()
+      .where('id', '=', h.ws.workspace_id)
+      .executeTakeFirstOrThrow()) as Record<string, unknown>;
     const tmp = readdirSync(join(h.config.dataDir, 'storage', 'tmp')).filter((n) => !n.startsWith('.ready-'));
     return {
       files: await count('files'),
@@ -113,11 +145,20 @@ describe('direct upload forms that end early', () => {
       reserved_bytes: Number(ws.reserved_bytes ?? 0),
     };
   }
-  const NOTHING = { files: 0, blobs: 0, intents: 0, webhooks: 0, objects: [], tmp: [], used_bytes: 0, reserved_bytes: 0 };
+  const NOTHING = {
+    files: 0,
+    blobs: 0,
+    intents: 0,
+    webhooks: 0,
+    objects: [],
+    tmp: [],
+    used_bytes: 0,
+    reserved_bytes: 0,
+  };
 
   /** Waits until nothing is stored (cleanup after a cut connection runs after the socket closed). */
   async function settlesToNothing(what: string) {
-    let last;
+    let last: unknown;
     for (let i = 0; i < 100; i++) {
       // Listing races the server deleting what it staged: a vanished object means "look again".
       last = await stored().catch((err) => ({ listing: String(err) }));
@@ -156,7 +197,11 @@ describe('direct upload forms that end early', () => {
   }
 
   test('a body shorter than its Content-Length, then closed: nothing stored, and the server goes on', async () => {
-    for (const [what, body] of [...Object.entries(TRUNCATED), ['the whole form', COMPLETE] as const, ['the whole form, file first', COMPLETE_FILE_FIRST] as const]) {
+    for (const [what, body] of [
+      ...Object.entries(TRUNCATED),
+      ['the whole form', COMPLETE] as const,
+      ['the whole form, file first', COMPLETE_FILE_FIRST] as const,
+    ]) {
       const res = await send(body, { cut: true });
       assert.equal(res.status, 0, `${what}: a cut request gets no answer, got ${res.raw.slice(0, 200)}`);
       await settlesToNothing(`${what}, cut`);

@@ -20,27 +20,59 @@ for (const dialect of DIALECTS) {
     after(() => h?.close());
 
     const mint = async (body: Record<string, unknown>, key = h.ws.private_key) => {
-      const res = await fetch(`${base}/api/v1/generate-token`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+      const res = await fetch(`${base}/api/v1/generate-token`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
       return { status: res.status, body: (await res.json()) as any };
     };
     const send = async (token: string, data: BodyInit | null, headers: Record<string, string> = {}) => {
-      const res = await fetch(`${base}/api/v1/uploads/${token}`, { method: 'POST', body: data, headers: { 'content-type': 'application/octet-stream', ...headers }, duplex: 'half' } as RequestInit);
+      const res = await fetch(`${base}/api/v1/uploads/${token}`, {
+        method: 'POST',
+        body: data,
+        headers: { 'content-type': 'application/octet-stream', ...headers },
+        duplex: 'half',
+      } as RequestInit);
       return { status: res.status, body: (await res.json()) as any, headers: res.headers };
     };
     const bytesOf = async (fileNo: string) => {
-      const row = await h.services.db.kysely.selectFrom('files').innerJoin('blobs', 'blobs.id', 'files.blob_id').select('blobs.storage_key').where('files.file_no', '=', fileNo).executeTakeFirstOrThrow();
+      const row = await h.services.db.kysely
+        .selectFrom('files')
+        .innerJoin('blobs', 'blobs.id', 'files.blob_id')
+        .select('blobs.storage_key')
+        .where('files.file_no', '=', fileNo)
+        .executeTakeFirstOrThrow();
       const chunks: Buffer[] = [];
       for await (const c of await h.services.storage.get(row.storage_key)) chunks.push(c as Buffer);
       return Buffer.concat(chunks);
     };
-    const tokenRow = async (token: string) => h.services.db.kysely.selectFrom('upload_tokens').selectAll().where('id', '=', token.slice(7, 29)).executeTakeFirstOrThrow();
+    const tokenRow = async (token: string) =>
+      h.services.db.kysely
+        .selectFrom('upload_tokens')
+        .selectAll()
+        .where('id', '=', token.slice(7, 29))
+        .executeTakeFirstOrThrow();
 
     test('generate-token: 201 with the documented fields; the policy echoes the request; defaults 5 MiB and 300 s', async () => {
       const before = Math.floor(Date.now() / 1000);
-      const res = await mint({ file_name: 'avatar.jpg', folder: 'user-uploads/avatars/', tags: ['user-upload', 'avatar'], allow_override: { tags: true } });
+      const res = await mint({
+        file_name: 'avatar.jpg',
+        folder: 'user-uploads/avatars/',
+        tags: ['user-upload', 'avatar'],
+        allow_override: { tags: true },
+      });
       assert.equal(res.status, 201, JSON.stringify(res.body));
       const t = res.body;
-      assert.deepEqual(Object.keys(t).sort(), ['expire_at', 'policy', 'public_key', 'signature', 'token', 'upload_url', 'workspace_id']);
+      assert.deepEqual(Object.keys(t).sort(), [
+        'expire_at',
+        'policy',
+        'public_key',
+        'signature',
+        'token',
+        'upload_url',
+        'workspace_id',
+      ]);
       assert.match(t.token, /^stw_ut_[0-9A-Za-z]{22}\.[A-Za-z0-9_-]{43}$/);
       assert.ok(t.token.endsWith(`.${t.signature}`));
       assert.equal(t.workspace_id, h.ws.workspace_id);
@@ -48,16 +80,37 @@ for (const dialect of DIALECTS) {
       assert.ok(t.expire_at >= before + 300 && t.expire_at <= before + 302);
       assert.match(t.public_key, /^stw_pk_…/, 'a hint of the public key, never a key');
       assert.ok(!JSON.stringify(t).includes(h.ws.private_key) && !JSON.stringify(t).includes(h.ws.public_key));
-      assert.deepEqual(t.policy, { file_name: 'avatar.jpg', folder: 'user-uploads/avatars', tags: ['user-upload', 'avatar'], max_file_size: 5 * 1024 * 1024, transform: null, allow_override: { folder: false, tags: true, transform: false } });
+      assert.deepEqual(t.policy, {
+        file_name: 'avatar.jpg',
+        folder: 'user-uploads/avatars',
+        tags: ['user-upload', 'avatar'],
+        max_file_size: 5 * 1024 * 1024,
+        transform: null,
+        allow_override: { folder: false, tags: true, transform: false },
+      });
     });
 
     test('generate-token refuses a public key (403), no key (401) and a bad policy (400), minting nothing', async () => {
       const count = async () => (await h.services.db.kysely.selectFrom('upload_tokens').select('id').execute()).length;
       const n = await count();
       assert.equal((await mint({ file_name: 'x.txt' }, h.ws.public_key)).status, 403);
-      const none = await fetch(`${base}/api/v1/generate-token`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"file_name":"x"}' });
+      const none = await fetch(`${base}/api/v1/generate-token`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: '{"file_name":"x"}',
+      });
       assert.equal(none.status, 401);
-      for (const bad of [{}, { file_name: '' }, { file_name: '../etc/passwd' }, { file_name: 'a.txt', transform: 'w_nope' }, { file_name: 'a.txt', max_file_size: 0 }, { file_name: 'a.txt', ttl_seconds: -5 }, { file_name: 'a.txt', folder: 'a//b' }, { file_name: 'a.txt', metadata: 'x' }, { file_name: 'a.txt', allow_override: { folder: 'yes' } }]) {
+      for (const bad of [
+        {},
+        { file_name: '' },
+        { file_name: '../etc/passwd' },
+        { file_name: 'a.txt', transform: 'w_nope' },
+        { file_name: 'a.txt', max_file_size: 0 },
+        { file_name: 'a.txt', ttl_seconds: -5 },
+        { file_name: 'a.txt', folder: 'a//b' },
+        { file_name: 'a.txt', metadata: 'x' },
+        { file_name: 'a.txt', allow_override: { folder: 'yes' } },
+      ]) {
         const res = await mint(bad);
         assert.equal(res.status, 400, `${JSON.stringify(bad)} → ${JSON.stringify(res.body)}`);
         assert.equal(res.body.success, false);
@@ -66,13 +119,21 @@ for (const dialect of DIALECTS) {
     });
 
     test('the raw body is stored byte-exact under the policy; the answer has both documented shapes', async () => {
-      const t = (await mint({ file_name: 'default.bin', folder: 'tokens', tags: ['t1'], metadata: { user: 42 }, custom_id: 'u-42' })).body;
+      const t = (
+        await mint({
+          file_name: 'default.bin',
+          folder: 'tokens',
+          tags: ['t1'],
+          metadata: { user: 42 },
+          custom_id: 'u-42',
+        })
+      ).body;
       const data = randomBytes(300_000);
       const res = await send(t.token, data, { 'content-length': String(data.length) });
       assert.equal(res.status, 201, JSON.stringify(res.body));
       assert.equal(res.body.success, true);
       for (const r of [res.body, res.body.data]) {
-        assert.equal(r.name, 'default.bin', 'the token\'s file_name when none is sent');
+        assert.equal(r.name, 'default.bin', "the token's file_name when none is sent");
         assert.equal(r.path, '/tokens/default.bin');
         assert.equal(r.file_size, data.length);
         assert.equal(r.size, data.length);
@@ -90,15 +151,24 @@ for (const dialect of DIALECTS) {
     });
 
     test('the name comes from X-File-Name (percent-encoded UTF-8), else Content-Disposition, and is checked', async () => {
-      const a = await send((await mint({ file_name: 'x.txt' })).body.token, 'a', { 'x-file-name': encodeURIComponent('café ☕ 50% off.txt') });
+      const a = await send((await mint({ file_name: 'x.txt' })).body.token, 'a', {
+        'x-file-name': encodeURIComponent('café ☕ 50% off.txt'),
+      });
       assert.equal(a.status, 201, JSON.stringify(a.body));
       assert.equal(a.body.data.name, 'café ☕ 50% off.txt');
-      const b = await send((await mint({ file_name: 'x.txt' })).body.token, 'b', { 'content-disposition': "attachment; filename*=UTF-8''r%C3%A9sum%C3%A9.pdf" });
+      const b = await send((await mint({ file_name: 'x.txt' })).body.token, 'b', {
+        'content-disposition': "attachment; filename*=UTF-8''r%C3%A9sum%C3%A9.pdf",
+      });
       assert.equal(b.body.data.name, 'résumé.pdf');
       const raw = await send((await mint({ file_name: 'x.txt' })).body.token, 'c', { 'x-file-name': '100% real.txt' });
       assert.equal(raw.body.data.name, '100% real.txt', 'not valid percent-encoding: taken as sent');
       const t = (await mint({ file_name: 'x.txt' })).body.token;
-      for (const name of [encodeURIComponent('../../etc/passwd'), encodeURIComponent('a/b.txt'), encodeURIComponent('bad\u0000.txt'), encodeURIComponent('x'.repeat(300))]) {
+      for (const name of [
+        encodeURIComponent('../../etc/passwd'),
+        encodeURIComponent('a/b.txt'),
+        encodeURIComponent('bad\u0000.txt'),
+        encodeURIComponent('x'.repeat(300)),
+      ]) {
         const res = await send(t, 'x', { 'x-file-name': name });
         assert.equal(res.status, 400, `${name}: ${JSON.stringify(res.body)}`);
       }
@@ -107,14 +177,25 @@ for (const dialect of DIALECTS) {
 
     test('overrides: refused (403) unless allow_override says so, then applied', async () => {
       const strict = (await mint({ file_name: 'o.txt', folder: 'fixed', tags: ['fixed'] })).body.token;
-      for (const [h1, v] of [['x-folder', 'elsewhere'], ['x-tags', 'mine'], ['x-transform', 'w_10']]) {
+      for (const [h1, v] of [
+        ['x-folder', 'elsewhere'],
+        ['x-tags', 'mine'],
+        ['x-transform', 'w_10'],
+      ]) {
         const res = await send(strict, 'o', { [h1]: v });
         assert.equal(res.status, 403, `${h1}: ${JSON.stringify(res.body)}`);
         assert.equal(res.body.errorCode, 'OVERRIDE_NOT_ALLOWED');
       }
       const ok = await send(strict, 'o');
       assert.equal(ok.body.data.path, '/fixed/o.txt');
-      const open = (await mint({ file_name: 'o.txt', folder: 'fixed', tags: ['fixed'], allow_override: { folder: true, tags: true } })).body.token;
+      const open = (
+        await mint({
+          file_name: 'o.txt',
+          folder: 'fixed',
+          tags: ['fixed'],
+          allow_override: { folder: true, tags: true },
+        })
+      ).body.token;
       const res = await send(open, 'o2', { 'x-folder': 'chosen/sub', 'x-tags': 'a, b' });
       assert.equal(res.status, 201, JSON.stringify(res.body));
       assert.equal(res.body.data.path, '/chosen/sub/o.txt');
@@ -154,13 +235,25 @@ for (const dialect of DIALECTS) {
       assert.equal((await send(t, 'first')).status, 201);
       const again = await send(t, 'second');
       assert.equal(again.status, 401);
-      assert.deepEqual({ error: again.body.error, message: again.body.message, errorCode: again.body.errorCode, success: again.body.success }, { error: 'Unauthorized', message: 'Invalid or expired token', errorCode: 'TOKEN_USED', success: false });
+      assert.deepEqual(
+        {
+          error: again.body.error,
+          message: again.body.message,
+          errorCode: again.body.errorCode,
+          success: again.body.success,
+        },
+        { error: 'Unauthorized', message: 'Invalid or expired token', errorCode: 'TOKEN_USED', success: false },
+      );
 
       const race = (await mint({ file_name: 'race.txt' })).body.token;
       const results = await Promise.all(Array.from({ length: 10 }, (_, i) => send(race, randomBytes(50_000 + i))));
       const statuses = results.map((r) => r.status).sort();
       assert.deepEqual(statuses, [201, 401, 401, 401, 401, 401, 401, 401, 401, 401], JSON.stringify(statuses));
-      const files = await h.services.db.kysely.selectFrom('files').select('id').where('name', 'like', 'race%').execute();
+      const files = await h.services.db.kysely
+        .selectFrom('files')
+        .select('id')
+        .where('name', 'like', 'race%')
+        .execute();
       assert.equal(files.length, 1, 'one file');
     });
 
@@ -181,7 +274,11 @@ for (const dialect of DIALECTS) {
         assert.equal(res.body.errorCode, code);
         assert.equal(res.body.message, 'Invalid or expired token');
       }
-      await h.services.db.kysely.updateTable('upload_tokens').set({ expire_at: Math.floor(Date.now() / 1000) - 1 }).where('id', '=', id).execute();
+      await h.services.db.kysely
+        .updateTable('upload_tokens')
+        .set({ expire_at: Math.floor(Date.now() / 1000) - 1 })
+        .where('id', '=', id)
+        .execute();
       const expired = await send(t, 'x');
       assert.equal(expired.status, 401);
       assert.equal(expired.body.errorCode, 'TOKEN_EXPIRED');
@@ -193,7 +290,11 @@ for (const dialect of DIALECTS) {
       const revoked = await send(r, 'x');
       assert.equal(revoked.status, 401);
       assert.equal(revoked.body.errorCode, 'TOKEN_INVALID');
-      assert.equal((await h.services.db.kysely.selectFrom('files').select('id').where('name', 'in', ['f.txt', 'r.txt']).execute()).length, 0);
+      assert.equal(
+        (await h.services.db.kysely.selectFrom('files').select('id').where('name', 'in', ['f.txt', 'r.txt']).execute())
+          .length,
+        0,
+      );
     });
 
     test('a token never replaces: an existing name gets a new unique name', async () => {
@@ -207,7 +308,11 @@ for (const dialect of DIALECTS) {
     test('a token held by an upload that died (no heartbeat) is given back by the sweeper; a live one is not', async () => {
       const t = (await mint({ file_name: 'dead.txt' })).body.token;
       const id = t.slice(7, 29);
-      await h.services.db.kysely.updateTable('upload_tokens').set({ state: 'uploading', used_at: new Date(Date.now() - 60_000).toISOString() }).where('id', '=', id).execute();
+      await h.services.db.kysely
+        .updateTable('upload_tokens')
+        .set({ state: 'uploading', used_at: new Date(Date.now() - 60_000).toISOString() })
+        .where('id', '=', id)
+        .execute();
       assert.equal((await send(t, 'x')).status, 401, 'held by the dead upload');
       await h.services.tokens.sweep(120_000);
       assert.equal((await tokenRow(t)).state, 'uploading', 'within the grace period it may still be alive');
@@ -218,7 +323,10 @@ for (const dialect of DIALECTS) {
 
     test('override headers are percent-decoded UTF-8 like the name', async () => {
       const t = (await mint({ file_name: 'u.txt', allow_override: { folder: true, tags: true } })).body.token;
-      const res = await send(t, 'u', { 'x-folder': encodeURIComponent('médias/été'), 'x-tags': encodeURIComponent('café,日本') });
+      const res = await send(t, 'u', {
+        'x-folder': encodeURIComponent('médias/été'),
+        'x-tags': encodeURIComponent('café,日本'),
+      });
       assert.equal(res.status, 201, JSON.stringify(res.body));
       assert.equal(res.body.data.path, '/médias/été/u.txt');
       assert.deepEqual(res.body.data.tags, ['café', '日本']);
@@ -226,9 +334,17 @@ for (const dialect of DIALECTS) {
 
     test('tokens a day past expiry are swept', async () => {
       const t = (await mint({ file_name: 's.txt' })).body.token;
-      await h.services.db.kysely.updateTable('upload_tokens').set({ expire_at: Math.floor(Date.now() / 1000) - 2 * 86400 }).where('id', '=', t.slice(7, 29)).execute();
+      await h.services.db.kysely
+        .updateTable('upload_tokens')
+        .set({ expire_at: Math.floor(Date.now() / 1000) - 2 * 86400 })
+        .where('id', '=', t.slice(7, 29))
+        .execute();
       assert.ok((await h.services.tokens.sweep()) >= 1);
-      assert.equal((await h.services.db.kysely.selectFrom('upload_tokens').select('id').where('id', '=', t.slice(7, 29)).execute()).length, 0);
+      assert.equal(
+        (await h.services.db.kysely.selectFrom('upload_tokens').select('id').where('id', '=', t.slice(7, 29)).execute())
+          .length,
+        0,
+      );
     });
   });
 }

@@ -14,7 +14,17 @@ import { freshS3Storage, UPLOAD_MATRIX } from './helpers/storage.ts';
 
 const MiB = 1024 * 1024;
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
-const SESSION_FIELDS = ['expire_at', 'min_part_size', 'part_size', 'parts', 'policy', 'public_key', 'session_id', 'uuid', 'workspace_id'];
+const SESSION_FIELDS = [
+  'expire_at',
+  'min_part_size',
+  'part_size',
+  'parts',
+  'policy',
+  'public_key',
+  'session_id',
+  'uuid',
+  'workspace_id',
+];
 
 test('part size: 8 MiB, growing in whole MiB so that no file needs over 10,000 parts', () => {
   assert.equal(partSizeFor(1), 8 * MiB);
@@ -32,11 +42,20 @@ for (const combo of UPLOAD_MATRIX) {
     let h: Harness;
     let base: string;
     const post = async (path: string, body: unknown, key = h.ws.public_key) => {
-      const res = await fetch(`${base}${path}`, { method: 'POST', body: JSON.stringify(body), headers: { 'content-type': 'application/json', 'x-api-key': key } });
+      const res = await fetch(`${base}${path}`, {
+        method: 'POST',
+        body: JSON.stringify(body),
+        headers: { 'content-type': 'application/json', 'x-api-key': key },
+      });
       return { status: res.status, body: (await res.json()) as any };
     };
-    const start = (body: Record<string, unknown>, key?: string) => post('/api/v1/multipart/start', { format: 'application/octet-stream', ...body }, key);
-    const put = async (url: string, body: Buffer, headers: Record<string, string> = { 'content-type': 'application/octet-stream' }) => {
+    const start = (body: Record<string, unknown>, key?: string) =>
+      post('/api/v1/multipart/start', { format: 'application/octet-stream', ...body }, key);
+    const put = async (
+      url: string,
+      body: Buffer,
+      headers: Record<string, string> = { 'content-type': 'application/octet-stream' },
+    ) => {
       const res = await fetch(url, { method: 'PUT', body: new Blob([new Uint8Array(body)]), headers });
       return { status: res.status, etag: res.headers.get('etag'), text: await res.text() };
     };
@@ -56,7 +75,12 @@ for (const combo of UPLOAD_MATRIX) {
     after(() => h?.close());
 
     test('start answers 201 with exactly the session of 2.1; policy echoes; ttl is clamped', async () => {
-      const res = await start({ file_name: 'clip.mp4', size: 20 * MiB + 5, format: 'video/mp4', ttl_seconds: 9007199254740991 });
+      const res = await start({
+        file_name: 'clip.mp4',
+        size: 20 * MiB + 5,
+        format: 'video/mp4',
+        ttl_seconds: 9007199254740991,
+      });
       assert.equal(res.status, 201, JSON.stringify(res.body));
       const s = res.body;
       assert.deepEqual(Object.keys(s).sort(), SESSION_FIELDS);
@@ -70,22 +94,42 @@ for (const combo of UPLOAD_MATRIX) {
       assert.match(s.uuid, /^[0-9a-f-]{36}$/);
       const week = Math.floor(Date.now() / 1000) + 7 * 24 * 3600;
       assert.ok(s.expire_at <= week + 2 && s.expire_at >= week - 5, 'clamped to the maximum, and says so');
-      const small = await start({ file_name: 'tiny.txt', size: 10, folder: 'a/b', tags: 'x,y', ttl_seconds: 60 }, h.ws.private_key);
+      const small = await start(
+        { file_name: 'tiny.txt', size: 10, folder: 'a/b', tags: 'x,y', ttl_seconds: 60 },
+        h.ws.private_key,
+      );
       assert.equal(small.body.parts.length, 1);
-      assert.deepEqual(small.body.policy, { folder: 'a/b', tags: ['x', 'y'], size: 10, format: 'application/octet-stream' });
+      assert.deepEqual(small.body.policy, {
+        folder: 'a/b',
+        tags: ['x', 'y'],
+        size: 10,
+        format: 'application/octet-stream',
+      });
       assert.ok(!small.body.public_key.includes(h.ws.private_key.slice(7, 20)), 'a private key is never echoed');
       assert.match(small.body.public_key, /^stw_pk_…/);
     });
 
     test('parts in order: complete returns the record, byte-exact; completing again returns the same record', async () => {
       const data = randomBytes(17 * MiB + 333);
-      const s = (await start({ file_name: 'in-order.bin', size: data.length, folder: 'mp', tags: ['t1'], metadata: { k: 'v' }, custom_id: 'c-1' })).body;
+      const s = (
+        await start({
+          file_name: 'in-order.bin',
+          size: data.length,
+          folder: 'mp',
+          tags: ['t1'],
+          metadata: { k: 'v' },
+          custom_id: 'c-1',
+        })
+      ).body;
       for (let n = 1; n <= s.parts.length; n++) {
         const r = await put(s.parts[n - 1], slice(data, s.part_size, n));
         assert.equal(r.status, 200, r.text);
         // A content hash of the part: local storage, XXH3-64; S3, its MD5.
         const part = slice(data, s.part_size, n);
-        const expected = combo.storage === 'local' ? xxh3.xxh64(part).toString(16).padStart(16, '0') : createHash('md5').update(part).digest('hex');
+        const expected =
+          combo.storage === 'local'
+            ? xxh3.xxh64(part).toString(16).padStart(16, '0')
+            : createHash('md5').update(part).digest('hex');
         assert.equal(r.etag, `"${expected}"`, `part ${n}`);
       }
       const done = await post('/api/v1/multipart/complete', { session_id: s.session_id, uuid: s.uuid });
@@ -98,7 +142,11 @@ for (const combo of UPLOAD_MATRIX) {
       assert.deepEqual(r.tags, ['t1']);
       assert.deepEqual(r.metadata, { k: 'v' });
       assert.equal(r.custom_id, 'c-1');
-      const blob = await h.services.db.kysely.selectFrom('blobs').selectAll().where('sha256', '=', r.hash).executeTakeFirstOrThrow();
+      const blob = await h.services.db.kysely
+        .selectFrom('blobs')
+        .selectAll()
+        .where('sha256', '=', r.hash)
+        .executeTakeFirstOrThrow();
       const stored = createHash('sha256');
       for await (const c of await h.services.storage.get(blob.storage_key)) stored.update(c as Buffer);
       assert.equal(stored.digest('hex'), sha(data));
@@ -132,11 +180,17 @@ for (const combo of UPLOAD_MATRIX) {
       assert.match(early.body.message, /Missing parts: 2, 4$/);
       const status = await get(`/api/v1/multipart/${s.session_id}`);
       assert.equal(status.status, 200);
-      assert.deepEqual(status.body.data.uploaded_parts.map((p: any) => p.part_number), [1, 3]);
+      assert.deepEqual(
+        status.body.data.uploaded_parts.map((p: any) => p.part_number),
+        [1, 3],
+      );
       assert.equal(status.body.data.status, 'active');
       await put(s.parts[1], slice(data, s.part_size, 2));
       await put(s.parts[3], slice(data, s.part_size, 4));
-      const wrongEtag = await post('/api/v1/multipart/complete', { session_id: s.session_id, parts: [{ part_number: 1, etag: '"0000"' }] });
+      const wrongEtag = await post('/api/v1/multipart/complete', {
+        session_id: s.session_id,
+        parts: [{ part_number: 1, etag: '"0000"' }],
+      });
       assert.equal(wrongEtag.status, 409);
       const done = await post('/api/v1/multipart/complete', { session_id: s.session_id });
       assert.equal(done.body.hash, sha(data));
@@ -147,40 +201,88 @@ for (const combo of UPLOAD_MATRIX) {
       const s = (await start({ file_name: 'orphan-complete.bin', size: data.length })).body;
       for (const n of [1, 2]) assert.equal((await put(s.parts[n - 1], slice(data, s.part_size, n))).status, 200);
       // What a crash leaves: the session claimed, the object assembled, no record written.
-      const row = await h.services.db.kysely.selectFrom('multipart_sessions').selectAll().where('id', '=', s.session_id).executeTakeFirstOrThrow();
+      const row = await h.services.db.kysely
+        .selectFrom('multipart_sessions')
+        .selectAll()
+        .where('id', '=', s.session_id)
+        .executeTakeFirstOrThrow();
       const storage = h.services.storage as StorageDriver & MultipartStorage;
-      await storage.completeMultipart(row.storage_key, row.upload_id, await storage.listParts(row.storage_key, row.upload_id));
-      await h.services.db.kysely.updateTable('multipart_sessions').set({ status: 'completing', updated_at: new Date(Date.now() - 10 * 60_000).toISOString() }).where('id', '=', s.session_id).execute();
+      await storage.completeMultipart(
+        row.storage_key,
+        row.upload_id,
+        await storage.listParts(row.storage_key, row.upload_id),
+      );
+      await h.services.db.kysely
+        .updateTable('multipart_sessions')
+        .set({ status: 'completing', updated_at: new Date(Date.now() - 10 * 60_000).toISOString() })
+        .where('id', '=', s.session_id)
+        .execute();
       const swept = await h.services.multipart.sweep();
       assert.ok(swept.finished >= 1, JSON.stringify(swept));
-      const after = await h.services.db.kysely.selectFrom('multipart_sessions').selectAll().where('id', '=', s.session_id).executeTakeFirstOrThrow();
+      const after = await h.services.db.kysely
+        .selectFrom('multipart_sessions')
+        .selectAll()
+        .where('id', '=', s.session_id)
+        .executeTakeFirstOrThrow();
       assert.equal(after.status, 'completed');
       const done = await post('/api/v1/multipart/complete', { session_id: s.session_id });
       assert.equal(done.status, 200);
       assert.equal(done.body.hash, sha(data));
-      assert.equal((await h.services.db.kysely.selectFrom('storage_intents').selectAll().where('storage_key', '=', row.storage_key).execute()).length, 0, 'its intent is gone');
+      assert.equal(
+        (
+          await h.services.db.kysely
+            .selectFrom('storage_intents')
+            .selectAll()
+            .where('storage_key', '=', row.storage_key)
+            .execute()
+        ).length,
+        0,
+        'its intent is gone',
+      );
     });
 
     test('two completers writing the record at once: one record, and the bytes stay', async () => {
       const data = randomBytes(6 * MiB + 11);
       const s = (await start({ file_name: 'raced.bin', size: data.length })).body;
       assert.equal((await put(s.parts[0], data)).status, 200);
-      const row = await h.services.db.kysely.selectFrom('multipart_sessions').selectAll().where('id', '=', s.session_id).executeTakeFirstOrThrow();
+      const row = await h.services.db.kysely
+        .selectFrom('multipart_sessions')
+        .selectAll()
+        .where('id', '=', s.session_id)
+        .executeTakeFirstOrThrow();
       const storage = h.services.storage as StorageDriver & MultipartStorage;
-      await storage.completeMultipart(row.storage_key, row.upload_id, await storage.listParts(row.storage_key, row.upload_id));
-      await h.services.db.kysely.updateTable('multipart_sessions').set({ status: 'completing' }).where('id', '=', s.session_id).execute();
+      await storage.completeMultipart(
+        row.storage_key,
+        row.upload_id,
+        await storage.listParts(row.storage_key, row.upload_id),
+      );
+      await h.services.db.kysely
+        .updateTable('multipart_sessions')
+        .set({ status: 'completing' })
+        .where('id', '=', s.session_id)
+        .execute();
       const record = (h.services.multipart as any).record.bind(h.services.multipart);
-      const [a, b] = await Promise.all([record({ ...row, status: 'completing' }), record({ ...row, status: 'completing' })]);
+      const [a, b] = await Promise.all([
+        record({ ...row, status: 'completing' }),
+        record({ ...row, status: 'completing' }),
+      ]);
       assert.equal(a.file_no, b.file_no);
       assert.equal(a.hash, sha(data));
-      assert.equal((await h.services.db.kysely.selectFrom('files').selectAll().where('name', '=', 'raced.bin').execute()).length, 1);
-      assert.ok(await storage.stat(row.storage_key), 'the loser did not delete the winner\'s bytes');
+      assert.equal(
+        (await h.services.db.kysely.selectFrom('files').selectAll().where('name', '=', 'raced.bin').execute()).length,
+        1,
+      );
+      assert.ok(await storage.stat(row.storage_key), "the loser did not delete the winner's bytes");
     });
 
     test('expired: complete is 410, and the sweeper frees the parts', async () => {
       const s = (await start({ file_name: 'late.bin', size: 6 * MiB })).body;
       await put(s.parts[0], randomBytes(6 * MiB));
-      await h.services.db.kysely.updateTable('multipart_sessions').set({ expire_at: Math.floor(Date.now() / 1000) - 10 }).where('id', '=', s.session_id).execute();
+      await h.services.db.kysely
+        .updateTable('multipart_sessions')
+        .set({ expire_at: Math.floor(Date.now() / 1000) - 10 })
+        .where('id', '=', s.session_id)
+        .execute();
       const res = await post('/api/v1/multipart/complete', { session_id: s.session_id });
       assert.equal(res.status, 410);
       assert.equal(res.body.errorCode, 'SESSION_EXPIRED');
@@ -189,11 +291,26 @@ for (const combo of UPLOAD_MATRIX) {
       const before = hashes.size;
       const swept = await h.services.multipart.sweep();
       assert.ok(swept.expired >= 1);
-      if (combo.storage === 'local') assert.ok(hashes.size < before, 'the running hash of the expired session is dropped');
-      const row = await h.services.db.kysely.selectFrom('multipart_sessions').selectAll().where('id', '=', s.session_id).executeTakeFirstOrThrow();
+      if (combo.storage === 'local')
+        assert.ok(hashes.size < before, 'the running hash of the expired session is dropped');
+      const row = await h.services.db.kysely
+        .selectFrom('multipart_sessions')
+        .selectAll()
+        .where('id', '=', s.session_id)
+        .executeTakeFirstOrThrow();
       assert.equal(row.status, 'expired');
-      await assert.rejects((h.services.storage as StorageDriver & MultipartStorage).listParts(row.storage_key, row.upload_id), 'parts are gone');
-      assert.equal(await h.services.db.kysely.selectFrom('storage_intents').select('storage_key').where('storage_key', '=', row.storage_key).executeTakeFirst(), undefined);
+      await assert.rejects(
+        (h.services.storage as StorageDriver & MultipartStorage).listParts(row.storage_key, row.upload_id),
+        'parts are gone',
+      );
+      assert.equal(
+        await h.services.db.kysely
+          .selectFrom('storage_intents')
+          .select('storage_key')
+          .where('storage_key', '=', row.storage_key)
+          .executeTakeFirst(),
+        undefined,
+      );
     });
 
     test('abort frees the parts; afterwards parts, complete and abort answer 404', async () => {
@@ -201,9 +318,15 @@ for (const combo of UPLOAD_MATRIX) {
       await put(s.parts[0], randomBytes(6 * MiB));
       const res = await get(`/api/v1/multipart/${s.session_id}`, h.ws.public_key, 'DELETE');
       assert.deepEqual(res.body, { success: true });
-      const row = await h.services.db.kysely.selectFrom('multipart_sessions').selectAll().where('id', '=', s.session_id).executeTakeFirstOrThrow();
+      const row = await h.services.db.kysely
+        .selectFrom('multipart_sessions')
+        .selectAll()
+        .where('id', '=', s.session_id)
+        .executeTakeFirstOrThrow();
       assert.equal(row.status, 'aborted');
-      await assert.rejects((h.services.storage as StorageDriver & MultipartStorage).listParts(row.storage_key, row.upload_id));
+      await assert.rejects(
+        (h.services.storage as StorageDriver & MultipartStorage).listParts(row.storage_key, row.upload_id),
+      );
       assert.equal((await post('/api/v1/multipart/complete', { session_id: s.session_id })).status, 404);
       if (combo.storage === 'local') assert.equal((await put(s.parts[0], randomBytes(6 * MiB))).status, 404);
     });
@@ -212,7 +335,10 @@ for (const combo of UPLOAD_MATRIX) {
       const other = await h.services.workspaces.create('Other');
       const s = (await start({ file_name: 'mine.bin', size: 10 })).body;
       await put(s.parts[0], randomBytes(10));
-      assert.equal((await post('/api/v1/multipart/complete', { session_id: s.session_id }, other.private_key)).status, 404);
+      assert.equal(
+        (await post('/api/v1/multipart/complete', { session_id: s.session_id }, other.private_key)).status,
+        404,
+      );
       assert.equal((await get(`/api/v1/multipart/${s.session_id}`, other.public_key)).status, 404);
       assert.equal((await get(`/api/v1/multipart/${s.session_id}`, other.public_key, 'DELETE')).status, 404);
       assert.equal((await post('/api/v1/multipart/complete', { session_id: s.session_id })).status, 200);
@@ -232,7 +358,8 @@ for (const combo of UPLOAD_MATRIX) {
         { file_name: 'x', size: 10, folder: 'a/../b' },
         { file_name: 'x', size: 10, format: '' },
       ];
-      const sessions = async () => (await h.services.db.kysely.selectFrom('multipart_sessions').select('id').execute()).length;
+      const sessions = async () =>
+        (await h.services.db.kysely.selectFrom('multipart_sessions').select('id').execute()).length;
       const before = await sessions();
       for (const body of bad) {
         const res = await start(body);
@@ -240,17 +367,29 @@ for (const combo of UPLOAD_MATRIX) {
         assert.equal(res.body.success, false);
         assert.equal(typeof res.body.error, 'string');
       }
-      assert.equal((await post('/api/v1/multipart/start', { file_name: 'x', size: 10 })).status, 400, 'format is required');
+      assert.equal(
+        (await post('/api/v1/multipart/start', { file_name: 'x', size: 10 })).status,
+        400,
+        'format is required',
+      );
       const db = h.services.db.kysely;
       await db.updateTable('workspaces').set({ max_file_size: 1000 }).where('id', '=', h.ws.workspace_id).execute();
       const big = await start({ file_name: 'big.bin', size: 1001 });
       assert.equal(big.status, 413);
-      await db.updateTable('workspaces').set({ max_file_size: null, quota_bytes: 1 }).where('id', '=', h.ws.workspace_id).execute();
+      await db
+        .updateTable('workspaces')
+        .set({ max_file_size: null, quota_bytes: 1 })
+        .where('id', '=', h.ws.workspace_id)
+        .execute();
       const over = await start({ file_name: 'over.bin', size: 10 * MiB });
       assert.equal(over.status, 402);
       assert.equal(over.body.errorCode, 'STORAGE_LIMIT_EXCEEDED');
       await db.updateTable('workspaces').set({ quota_bytes: null }).where('id', '=', h.ws.workspace_id).execute();
-      const res = await fetch(`${base}/api/v1/multipart/start`, { method: 'POST', body: '{}', headers: { 'content-type': 'application/json' } });
+      const res = await fetch(`${base}/api/v1/multipart/start`, {
+        method: 'POST',
+        body: '{}',
+        headers: { 'content-type': 'application/json' },
+      });
       assert.equal(res.status, 401);
       assert.equal(await sessions(), before, 'no refused start left a session');
     });
@@ -264,7 +403,10 @@ for (const combo of UPLOAD_MATRIX) {
         tampered.searchParams.set('length', String(5 * MiB));
         assert.equal((await put(tampered.toString(), part.subarray(0, 5 * MiB))).status, 403);
         const sig = new URL(url);
-        sig.searchParams.set('signature', sig.searchParams.get('signature')!.replace(/^./, (c) => (c === 'A' ? 'B' : 'A')));
+        sig.searchParams.set(
+          'signature',
+          sig.searchParams.get('signature')!.replace(/^./, (c) => (c === 'A' ? 'B' : 'A')),
+        );
         assert.equal((await put(sig.toString(), part)).status, 403);
         const otherPart = new URL(url.toString().replace('/parts/1?', '/parts/2?'));
         assert.equal((await put(otherPart.toString(), part)).status, 403);
@@ -279,7 +421,11 @@ for (const combo of UPLOAD_MATRIX) {
         assert.equal((await put(s.parts[0], part, {})).status, 400);
         assert.equal((await put(s.parts[0], part.subarray(0, 100))).status, 400);
         assert.equal((await put(s.parts[0], Buffer.concat([part, Buffer.alloc(10)]))).status, 400);
-        assert.deepEqual((await get(`/api/v1/multipart/${s.session_id}`)).body.data.uploaded_parts, [], 'nothing was recorded');
+        assert.deepEqual(
+          (await get(`/api/v1/multipart/${s.session_id}`)).body.data.uploaded_parts,
+          [],
+          'nothing was recorded',
+        );
         assert.equal((await put(s.parts[0], part)).status, 200);
       });
 
@@ -298,9 +444,12 @@ for (const combo of UPLOAD_MATRIX) {
             const numbers = s.parts.map((_: string, i: number) => i + 1);
             if (order === 'parallel') {
               const queue = [...numbers];
-              await Promise.all([1, 2, 3, 4].map(async () => {
-                for (let n = queue.shift(); n !== undefined; n = queue.shift()) assert.equal((await put(s.parts[n - 1], slice(data, s.part_size, n))).status, 200);
-              }));
+              await Promise.all(
+                [1, 2, 3, 4].map(async () => {
+                  for (let n = queue.shift(); n !== undefined; n = queue.shift())
+                    assert.equal((await put(s.parts[n - 1], slice(data, s.part_size, n))).status, 200);
+                }),
+              );
             } else {
               for (const n of numbers) await put(s.parts[n - 1], slice(data, s.part_size, n));
               if (order === 'reupload') await put(s.parts[1], slice(data, s.part_size, 2));
@@ -312,7 +461,11 @@ for (const combo of UPLOAD_MATRIX) {
           };
           assert.equal(await upload('sequential'), 0, 'in order: no re-read');
           assert.equal(await upload('parallel'), 0, '4 in flight: no re-read at complete');
-          assert.equal(await upload('reupload'), 1, 'a re-uploaded part: the file is read once, and the hash is still right');
+          assert.equal(
+            await upload('reupload'),
+            1,
+            'a re-uploaded part: the file is read once, and the hash is still right',
+          );
         } finally {
           storage.get = original;
         }
@@ -330,7 +483,11 @@ for (const combo of UPLOAD_MATRIX) {
           const rewritten = s.parts.map((u: string) => u.replace(/^https?:\/\/[^/]+/, base2));
           await put(rewritten[1], slice(data, s.part_size, 2));
           await put(rewritten[2], slice(data, s.part_size, 3));
-          const res = await fetch(`${base2}/api/v1/multipart/complete`, { method: 'POST', body: JSON.stringify({ session_id: s.session_id }), headers: { 'content-type': 'application/json', 'x-api-key': h.ws.public_key } });
+          const res = await fetch(`${base2}/api/v1/multipart/complete`, {
+            method: 'POST',
+            body: JSON.stringify({ session_id: s.session_id }),
+            headers: { 'content-type': 'application/json', 'x-api-key': h.ws.public_key },
+          });
           const record = (await res.json()) as any;
           assert.equal(res.status, 200);
           assert.equal(record.hash, sha(data));
@@ -355,9 +512,17 @@ for (const combo of UPLOAD_MATRIX) {
       const keys: string[] = [];
       for await (const o of h.services.storage.list('')) keys.push(o.key);
       assert.deepEqual(keys.sort(), blobs.map((b) => b.storage_key).sort());
-      const active = await db.selectFrom('multipart_sessions').select('storage_key').where('status', '=', 'active').execute();
+      const active = await db
+        .selectFrom('multipart_sessions')
+        .select('storage_key')
+        .where('status', '=', 'active')
+        .execute();
       const intents = await db.selectFrom('storage_intents').select('storage_key').execute();
-      assert.deepEqual(intents.map((i) => i.storage_key).sort(), active.map((a) => a.storage_key).sort(), 'only live sessions hold intents');
+      assert.deepEqual(
+        intents.map((i) => i.storage_key).sort(),
+        active.map((a) => a.storage_key).sort(),
+        'only live sessions hold intents',
+      );
     });
   });
 }

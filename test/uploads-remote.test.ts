@@ -58,23 +58,38 @@ describe('remote URL upload', () => {
   let h: Harness;
   let origin: Awaited<ReturnType<typeof localServer>>;
   const payload = randomBytes(2 * 1024 * 1024 + 99);
-  const remote = (body: Record<string, unknown>) => call(h.app, 'POST', '/api/v1/uploads/remote', { body, headers: { 'x-api-key': h.ws.public_key } });
+  const remote = (body: Record<string, unknown>) =>
+    call(h.app, 'POST', '/api/v1/uploads/remote', { body, headers: { 'x-api-key': h.ws.public_key } });
 
   before(async () => {
     origin = await localServer((req, res) => {
       const url = new URL(req.url!, 'http://x');
-      if (url.pathname === '/assets/photo%20one.bin' || url.pathname === '/assets/file.bin') res.writeHead(200, { 'content-type': 'application/octet-stream' }).end(payload);
-      else if (url.pathname === '/redirect-ok') res.writeHead(302, { location: `http://files.test:${origin.port}/assets/file.bin` }).end();
-      else if (url.pathname === '/redirect-private') res.writeHead(302, { location: `http://127.0.0.1:${origin.port}/assets/file.bin` }).end();
-      else if (url.pathname === '/redirect-meta') res.writeHead(301, { location: 'http://169.254.169.254/latest/meta-data/' }).end();
-      else if (url.pathname.startsWith('/redirect-v6/')) res.writeHead(302, { location: REDIRECT_V6[Number(url.pathname.slice(13))].replace('PORT', String(origin.port)) }).end();
+      if (url.pathname === '/assets/photo%20one.bin' || url.pathname === '/assets/file.bin')
+        res.writeHead(200, { 'content-type': 'application/octet-stream' }).end(payload);
+      else if (url.pathname === '/redirect-ok')
+        res.writeHead(302, { location: `http://files.test:${origin.port}/assets/file.bin` }).end();
+      else if (url.pathname === '/redirect-private')
+        res.writeHead(302, { location: `http://127.0.0.1:${origin.port}/assets/file.bin` }).end();
+      else if (url.pathname === '/redirect-meta')
+        res.writeHead(301, { location: 'http://169.254.169.254/latest/meta-data/' }).end();
+      else if (url.pathname.startsWith('/redirect-v6/'))
+        res
+          .writeHead(302, {
+            location: REDIRECT_V6[Number(url.pathname.slice(13))].replace('PORT', String(origin.port)),
+          })
+          .end();
       else if (url.pathname === '/loop') res.writeHead(302, { location: '/loop' }).end();
-      else if (url.pathname === '/slow') res.writeHead(200).write('a'); // never ends
-      else if (url.pathname === '/huge') res.writeHead(200, { 'content-length': String(10 * 1024 * 1024) }).end(Buffer.alloc(10 * 1024 * 1024));
+      else if (url.pathname === '/slow')
+        res.writeHead(200).write('a'); // never ends
+      else if (url.pathname === '/huge')
+        res.writeHead(200, { 'content-length': String(10 * 1024 * 1024) }).end(Buffer.alloc(10 * 1024 * 1024));
       else res.writeHead(404).end('nope');
     });
     // The operator allows exactly one host name; its address is loopback, which nothing else may reach.
-    h = await makeHarness('sqlite', { config: { outboundAllow: ['files.test'], remoteTimeoutMs: 1500, outboundTimeoutMs: 1500 }, services: { resolver } });
+    h = await makeHarness('sqlite', {
+      config: { outboundAllow: ['files.test'], remoteTimeoutMs: 1500, outboundTimeoutMs: 1500 },
+      services: { resolver },
+    });
   });
   after(async () => {
     await h?.close();
@@ -82,7 +97,12 @@ describe('remote URL upload', () => {
   });
 
   test('fetches, streams and stores the file byte-exact; the name comes from the URL', async () => {
-    const res = await remote({ remote_url: `http://files.test:${origin.port}/assets/photo%20one.bin`, folder: 'imports', tags: 'a,b', metadata: '{"from":"web"}' });
+    const res = await remote({
+      remote_url: `http://files.test:${origin.port}/assets/photo%20one.bin`,
+      folder: 'imports',
+      tags: 'a,b',
+      metadata: '{"from":"web"}',
+    });
     assert.equal(res.status, 201, JSON.stringify(res.body));
     assert.equal(res.body.hash, sha(payload));
     assert.equal(res.body.size, payload.length);
@@ -94,7 +114,12 @@ describe('remote URL upload', () => {
   });
 
   test('file_name, random_prefix and a redirect between allowed hosts', async () => {
-    const res = await remote({ remote_url: `http://files.test:${origin.port}/redirect-ok`, file_name: 'named.bin', random_prefix: 'true', metadata: { a: 1 } });
+    const res = await remote({
+      remote_url: `http://files.test:${origin.port}/redirect-ok`,
+      file_name: 'named.bin',
+      random_prefix: 'true',
+      metadata: { a: 1 },
+    });
     assert.equal(res.status, 201, JSON.stringify(res.body));
     assert.match(res.body.name, /^named_[0-9A-Za-z]{8}\.bin$/);
     assert.equal(res.body.hash, sha(payload));
@@ -155,18 +180,29 @@ describe('remote URL upload', () => {
     const wrong: string[] = [];
     for (let i = 0; i < REDIRECT_V6.length; i++) {
       const res = await remote({ remote_url: `http://files.test:${origin.port}/redirect-v6/${i}` });
-      if (res.status !== 400 || res.body.errorCode !== 'URL_REFUSED') wrong.push(`${REDIRECT_V6[i]}: ${res.status} ${res.body.message}`);
+      if (res.status !== 400 || res.body.errorCode !== 'URL_REFUSED')
+        wrong.push(`${REDIRECT_V6[i]}: ${res.status} ${res.body.message}`);
     }
     assert.deepEqual(wrong, []);
   });
 
   test('bad URLs are 400; failures of the remote side are 502', async () => {
-    for (const remote_url of ['not a url', 'ftp://files.test/x', 'file:///etc/passwd', 'http://user:pw@files.test/x', 'javascript:alert(1)']) {
+    for (const remote_url of [
+      'not a url',
+      'ftp://files.test/x',
+      'file:///etc/passwd',
+      'http://user:pw@files.test/x',
+      'javascript:alert(1)',
+    ]) {
       const res = await remote({ remote_url });
       assert.equal(res.status, 400, remote_url);
     }
     assert.equal((await remote({})).status, 400);
-    for (const [path, why] of [['/missing', /HTTP 404/], ['/loop', /redirected too many/], ['/slow', /did not answer in time|could not be reached/]] as const) {
+    for (const [path, why] of [
+      ['/missing', /HTTP 404/],
+      ['/loop', /redirected too many/],
+      ['/slow', /did not answer in time|could not be reached/],
+    ] as const) {
       const res = await remote({ remote_url: `http://files.test:${origin.port}${path}`, file_name: 'x.bin' });
       assert.equal(res.status, 502, path);
       assert.equal(res.body.errorCode, 'REMOTE_FAILED');
@@ -176,14 +212,22 @@ describe('remote URL upload', () => {
   });
 
   test('size limits apply: a declared or streamed size over the maximum is 413', async () => {
-    await h.services.db.kysely.updateTable('workspaces').set({ max_file_size: 1024 * 1024 }).where('id', '=', h.ws.workspace_id).execute();
+    await h.services.db.kysely
+      .updateTable('workspaces')
+      .set({ max_file_size: 1024 * 1024 })
+      .where('id', '=', h.ws.workspace_id)
+      .execute();
     try {
       const res = await remote({ remote_url: `http://files.test:${origin.port}/huge` });
       assert.equal(res.status, 413);
       const streamed = await remote({ remote_url: `http://files.test:${origin.port}/assets/file.bin` });
       assert.equal(streamed.status, 413);
     } finally {
-      await h.services.db.kysely.updateTable('workspaces').set({ max_file_size: null }).where('id', '=', h.ws.workspace_id).execute();
+      await h.services.db.kysely
+        .updateTable('workspaces')
+        .set({ max_file_size: null })
+        .where('id', '=', h.ws.workspace_id)
+        .execute();
     }
   });
 
@@ -204,7 +248,10 @@ describe('remote URL upload into S3 storage', { skip: UPLOAD_MATRIX[2].skip }, (
   const payload = randomBytes(9 * 1024 * 1024 + 5);
   before(async () => {
     origin = await localServer((_req, res) => res.writeHead(200).end(payload));
-    h = await makeHarness('sqlite', { config: { outboundAllow: ['files.test'], storage: await freshS3Storage() }, services: { resolver } });
+    h = await makeHarness('sqlite', {
+      config: { outboundAllow: ['files.test'], storage: await freshS3Storage() },
+      services: { resolver },
+    });
   });
   after(async () => {
     await h?.close();
@@ -212,7 +259,10 @@ describe('remote URL upload into S3 storage', { skip: UPLOAD_MATRIX[2].skip }, (
   });
 
   test('streams into S3 byte-exact', async () => {
-    const res = await call(h.app, 'POST', '/api/v1/uploads/remote', { body: { remote_url: `http://files.test:${origin.port}/big.bin` }, headers: { 'x-api-key': h.ws.public_key } });
+    const res = await call(h.app, 'POST', '/api/v1/uploads/remote', {
+      body: { remote_url: `http://files.test:${origin.port}/big.bin` },
+      headers: { 'x-api-key': h.ws.public_key },
+    });
     assert.equal(res.status, 201, JSON.stringify(res.body));
     assert.equal(res.body.hash, sha(payload));
     const blob = await h.services.db.kysely.selectFrom('blobs').selectAll().executeTakeFirstOrThrow();

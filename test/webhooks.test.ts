@@ -52,7 +52,9 @@ describe('webhooks', () => {
   let h: Harness;
   let base: string;
   before(async () => {
-    h = await makeHarness('sqlite', { config: { outboundAllow: ['127.0.0.1'], webhookRetrySchedule: [1, 1, 1], webhookTimeoutMs: 700 } });
+    h = await makeHarness('sqlite', {
+      config: { outboundAllow: ['127.0.0.1'], webhookRetrySchedule: [1, 1, 1], webhookTimeoutMs: 700 },
+    });
     base = await h.app.listen({ host: '127.0.0.1', port: 0 });
   });
   after(() => h?.close());
@@ -62,7 +64,10 @@ describe('webhooks', () => {
     try {
       const up = await upload(base, h.ws.private_key, `${r.url}/hooks`);
       assert.equal(up.status, 201);
-      await until(() => r.got.length === 1, () => h.services.webhooks.runOnce());
+      await until(
+        () => r.got.length === 1,
+        () => h.services.webhooks.runOnce(),
+      );
       const msg = r.got[0];
       const verified = new Webhook(h.ws.webhook_secret).verify(msg.body, msg.headers) as any;
       assert.equal(verified.type, 'upload.completed');
@@ -70,8 +75,15 @@ describe('webhooks', () => {
       assert.match(verified.id, /^msg_/);
       assert.equal(msg.headers['webhook-id'], verified.id);
       assert.deepEqual(verified.data, up.body.data, 'the record (the upload answer has it flat and in data)');
-      assert.throws(() => new Webhook(Buffer.alloc(32, 1).toString('base64')).verify(msg.body, msg.headers), 'another secret does not verify');
-      assert.throws(() => new Webhook(h.ws.webhook_secret).verify(msg.body.replace('upload.completed', 'upload.deleted'), msg.headers), 'a changed body does not verify');
+      assert.throws(
+        () => new Webhook(Buffer.alloc(32, 1).toString('base64')).verify(msg.body, msg.headers),
+        'another secret does not verify',
+      );
+      assert.throws(
+        () =>
+          new Webhook(h.ws.webhook_secret).verify(msg.body.replace('upload.completed', 'upload.deleted'), msg.headers),
+        'a changed body does not verify',
+      );
     } finally {
       await r.close();
     }
@@ -82,12 +94,20 @@ describe('webhooks', () => {
     try {
       await upload(base, h.ws.private_key, `${r.url}/flaky`);
       const started = Date.now();
-      await until(() => r.got.length === 4, () => h.services.webhooks.runOnce(), 20_000);
+      await until(
+        () => r.got.length === 4,
+        () => h.services.webhooks.runOnce(),
+        20_000,
+      );
       const ids = new Set(r.got.map((g) => g.headers['webhook-id']));
       assert.equal(ids.size, 1, 'the same message id on every attempt');
       assert.ok(Date.now() - started >= 2500, 'attempts were spaced by the schedule');
       for (const g of r.got) new Webhook(h.ws.webhook_secret).verify(g.body, g.headers);
-      const row = await h.services.db.kysely.selectFrom('webhook_deliveries').selectAll().where('id', '=', [...ids][0]).executeTakeFirstOrThrow();
+      const row = await h.services.db.kysely
+        .selectFrom('webhook_deliveries')
+        .selectAll()
+        .where('id', '=', [...ids][0])
+        .executeTakeFirstOrThrow();
       assert.equal(row.status, 'delivered');
       assert.equal(row.attempts, 4);
     } finally {
@@ -99,7 +119,11 @@ describe('webhooks', () => {
     const r = await receiver(() => 'fail');
     try {
       await upload(base, h.ws.private_key, `${r.url}/dead`);
-      await until(async () => (await h.services.webhooks.counts()).failed === 1, () => h.services.webhooks.runOnce(), 20_000);
+      await until(
+        async () => (await h.services.webhooks.counts()).failed === 1,
+        () => h.services.webhooks.runOnce(),
+        20_000,
+      );
       assert.equal(r.got.length, 4, 'one attempt plus one per scheduled retry');
       await new Promise((res) => setTimeout(res, 1200));
       await h.services.webhooks.runOnce();
@@ -124,14 +148,32 @@ describe('webhooks', () => {
       const start = await fetch(`${base}/api/v1/multipart/start`, {
         method: 'POST',
         headers: { 'x-api-key': h.ws.private_key, 'content-type': 'application/json' },
-        body: JSON.stringify({ file_name: 'mp.bin', size: 1000, format: 'application/octet-stream', webhook_url: `${r.url}/multipart` }),
+        body: JSON.stringify({
+          file_name: 'mp.bin',
+          size: 1000,
+          format: 'application/octet-stream',
+          webhook_url: `${r.url}/multipart`,
+        }),
       });
       const session = (await start.json()) as any;
-      await fetch(session.parts[0], { method: 'PUT', body: randomBytes(1000), headers: { 'content-type': 'application/octet-stream' } });
-      const done = await fetch(`${base}/api/v1/multipart/complete`, { method: 'POST', headers: { 'x-api-key': h.ws.private_key, 'content-type': 'application/json' }, body: JSON.stringify({ session_id: session.session_id }) });
+      await fetch(session.parts[0], {
+        method: 'PUT',
+        body: randomBytes(1000),
+        headers: { 'content-type': 'application/octet-stream' },
+      });
+      const done = await fetch(`${base}/api/v1/multipart/complete`, {
+        method: 'POST',
+        headers: { 'x-api-key': h.ws.private_key, 'content-type': 'application/json' },
+        body: JSON.stringify({ session_id: session.session_id }),
+      });
       const mpRecord = ((await done.json()) as any).data; // the answer is the record flat plus success and data
-      await until(() => r.got.length === 2, () => h.services.webhooks.runOnce());
-      const byPath = Object.fromEntries(r.got.map((g) => [g.headers['webhook-id'], new Webhook(h.ws.webhook_secret).verify(g.body, g.headers) as any]));
+      await until(
+        () => r.got.length === 2,
+        () => h.services.webhooks.runOnce(),
+      );
+      const byPath = Object.fromEntries(
+        r.got.map((g) => [g.headers['webhook-id'], new Webhook(h.ws.webhook_secret).verify(g.body, g.headers) as any]),
+      );
       const events = Object.values(byPath);
       assert.deepEqual(events.map((e) => e.data.upload_source).sort(), ['multipart', 'remote']);
       assert.deepEqual(events.find((e) => e.data.upload_source === 'remote').data, remoteRecord);
@@ -152,7 +194,11 @@ describe('webhooks', () => {
         assert.equal(res.body.errorCode, 'URL_REFUSED');
         assert.match(res.body.message, /^webhook_url/);
       }
-      assert.equal((await strict.services.db.kysely.selectFrom('files').select('id').execute()).length, 0, 'refused uploads stored nothing');
+      assert.equal(
+        (await strict.services.db.kysely.selectFrom('files').select('id').execute()).length,
+        0,
+        'refused uploads stored nothing',
+      );
     } finally {
       await strict.close();
     }
@@ -173,9 +219,13 @@ for (const dialect of DIALECTS) {
         // "Restart": two fresh nodes over the same database, working at the same time.
         const nodes = await Promise.all([createServices(h.config), createServices(h.config)]);
         try {
-          if (dialect.name === 'postgres') await Promise.all(nodes.map((n) => n.webhooks.runOnce(5)).concat(nodes.map((n) => n.webhooks.runOnce(5))));
+          if (dialect.name === 'postgres')
+            await Promise.all(nodes.map((n) => n.webhooks.runOnce(5)).concat(nodes.map((n) => n.webhooks.runOnce(5))));
           else for (const n of nodes) await n.webhooks.runOnce(7);
-          await until(async () => (await nodes[0].webhooks.counts()).pending === 0, () => nodes[1].webhooks.runOnce());
+          await until(
+            async () => (await nodes[0].webhooks.counts()).pending === 0,
+            () => nodes[1].webhooks.runOnce(),
+          );
           const ids = r.got.map((g) => g.headers['webhook-id']);
           assert.equal(ids.length, 12);
           assert.equal(new Set(ids).size, 12, 'no delivery was sent twice');

@@ -38,7 +38,10 @@ for (const dialect of DIALECTS) {
         const results =
           dialect.name === 'postgres'
             ? await Promise.all(all.map((n) => n.workspaces.bootstrapIfEmpty()))
-            : await all.reduce(async (acc, n) => [...(await acc), await n.workspaces.bootstrapIfEmpty()], Promise.resolve([] as unknown[]));
+            : await all.reduce(
+                async (acc, n) => [...(await acc), await n.workspaces.bootstrapIfEmpty()],
+                Promise.resolve([] as unknown[]),
+              );
         const created = results.filter(Boolean);
         assert.equal(created.length, 1);
         assert.equal((await s.workspaces.list()).length, 1);
@@ -57,9 +60,16 @@ for (const dialect of DIALECTS) {
       assert.match(w.public_key, /^stw_pk_/);
       assert.match(w.private_key, /^stw_sk_/);
       assert.match(w.webhook_secret, /^whsec_[A-Za-z0-9+/]{43}=$/);
-      const rows = await s.db.kysely.selectFrom('api_keys').selectAll().where('workspace_id', '=', w.workspace_id).execute();
+      const rows = await s.db.kysely
+        .selectFrom('api_keys')
+        .selectAll()
+        .where('workspace_id', '=', w.workspace_id)
+        .execute();
       assert.equal(rows.length, 2);
-      assert.deepEqual(new Set(rows.map((r) => r.key_hash)), new Set([hashApiKey(w.public_key), hashApiKey(w.private_key)]));
+      assert.deepEqual(
+        new Set(rows.map((r) => r.key_hash)),
+        new Set([hashApiKey(w.public_key), hashApiKey(w.private_key)]),
+      );
       assert.equal(await s.workspaces.webhookSecret(w.workspace_id), w.webhook_secret);
       assert.equal((await s.workspaces.authenticate(w.public_key))?.keyType, 'public');
       assert.equal((await s.workspaces.authenticate(w.private_key))?.keyType, 'private');
@@ -82,7 +92,15 @@ for (const dialect of DIALECTS) {
     });
 
     test('malformed and unknown keys authenticate as nobody', async () => {
-      for (const k of [undefined, '', 'x', 'stw_sk_short', `stw_sk_${'A'.repeat(43)}`, `stw_xx_${'A'.repeat(43)}`, "stw_sk_' OR 1=1 --"]) {
+      for (const k of [
+        undefined,
+        '',
+        'x',
+        'stw_sk_short',
+        `stw_sk_${'A'.repeat(43)}`,
+        `stw_xx_${'A'.repeat(43)}`,
+        "stw_sk_' OR 1=1 --",
+      ]) {
         assert.equal(await s.workspaces.authenticate(k), null);
       }
     });

@@ -1,6 +1,20 @@
 // The Stowage client: every endpoint, for Node (>= 20) and browsers, on plain `fetch`.
 import { StowageAbortError, StowageError } from './errors.ts';
-import type { FileRecord, Folder, GenerateTokenOptions, MultipartSession, Progress, SessionStatus, Source, SourceType, TokenUploadOptions, UploadOptions, UploadToken, WorkspaceSettings, WorkspaceSettingsPatch } from './types.ts';
+import type {
+  FileRecord,
+  Folder,
+  GenerateTokenOptions,
+  MultipartSession,
+  Progress,
+  SessionStatus,
+  Source,
+  SourceType,
+  TokenUploadOptions,
+  UploadOptions,
+  UploadToken,
+  WorkspaceSettings,
+  WorkspaceSettingsPatch,
+} from './types.ts';
 
 export interface ClientOptions {
   /** The service's base URL, e.g. https://media.example.com */
@@ -66,16 +80,30 @@ export class Stowage {
   // --- plumbing --------------------------------------------------------------------------
 
   /** One API call with retries for passing failures; answers are unwrapped from `{success,data}`. */
-  async request<T>(method: string, path: string, opts: { json?: unknown; form?: FormData; query?: Record<string, unknown>; signal?: AbortSignal; raw?: boolean } = {}): Promise<T> {
+  async request<T>(
+    method: string,
+    path: string,
+    opts: {
+      json?: unknown;
+      form?: FormData;
+      query?: Record<string, unknown>;
+      signal?: AbortSignal;
+      raw?: boolean;
+    } = {},
+  ): Promise<T> {
     const url = new URL(this.base + path);
-    for (const [k, v] of Object.entries(opts.query ?? {})) if (v !== undefined && v !== null) url.searchParams.set(k, String(v));
+    for (const [k, v] of Object.entries(opts.query ?? {}))
+      if (v !== undefined && v !== null) url.searchParams.set(k, String(v));
     const headers: Record<string, string> = { authorization: `Bearer ${this.options.apiKey}` };
     let body: BodyInit | undefined;
     if (opts.json !== undefined) {
       headers['content-type'] = 'application/json';
       body = JSON.stringify(opts.json);
     } else if (opts.form) body = opts.form;
-    const res = await this.withRetries(() => this.fetchImpl(url, { method, headers, body, signal: opts.signal }), opts.signal);
+    const res = await this.withRetries(
+      () => this.fetchImpl(url, { method, headers, body, signal: opts.signal }),
+      opts.signal,
+    );
     const text = await res.text();
     const parsed = text ? safeJson(text) : undefined;
     if (!res.ok) throw toError(res, parsed);
@@ -113,7 +141,10 @@ export class Stowage {
   }
 
   /** The service downloads `remoteUrl` itself. */
-  uploadFromUrl(remoteUrl: string, opts: UploadOptions & RequestOptions & { fileName?: string } = {}): Promise<FileRecord> {
+  uploadFromUrl(
+    remoteUrl: string,
+    opts: UploadOptions & RequestOptions & { fileName?: string } = {},
+  ): Promise<FileRecord> {
     return this.request<FileRecord>('POST', '/api/v1/uploads/remote', {
       json: {
         remote_url: remoteUrl,
@@ -130,17 +161,40 @@ export class Stowage {
     });
   }
 
-  startMultipart(input: { file_name: string; size: number; format: string; folder?: string; tags?: string[]; metadata?: Json; custom_id?: string; random_prefix?: boolean; ttl_seconds?: number; webhook_url?: string }, opts: RequestOptions = {}): Promise<MultipartSession> {
+  startMultipart(
+    input: {
+      file_name: string;
+      size: number;
+      format: string;
+      folder?: string;
+      tags?: string[];
+      metadata?: Json;
+      custom_id?: string;
+      random_prefix?: boolean;
+      ttl_seconds?: number;
+      webhook_url?: string;
+    },
+    opts: RequestOptions = {},
+  ): Promise<MultipartSession> {
     // Either documented answer (200 with the short shape, 201 with the full one) is fine.
-    return this.request<MultipartSession>('POST', '/api/v1/multipart/start', { json: input, signal: opts.signal, raw: true });
+    return this.request<MultipartSession>('POST', '/api/v1/multipart/start', {
+      json: input,
+      signal: opts.signal,
+      raw: true,
+    });
   }
 
   multipartStatus(sessionId: string, opts: RequestOptions = {}): Promise<SessionStatus> {
-    return this.request<SessionStatus>('GET', `/api/v1/multipart/${encodeURIComponent(sessionId)}`, { signal: opts.signal });
+    return this.request<SessionStatus>('GET', `/api/v1/multipart/${encodeURIComponent(sessionId)}`, {
+      signal: opts.signal,
+    });
   }
 
   completeMultipart(sessionId: string, opts: RequestOptions & { uuid?: string } = {}): Promise<FileRecord> {
-    return this.request<FileRecord>('POST', '/api/v1/multipart/complete', { json: { session_id: sessionId, uuid: opts.uuid }, signal: opts.signal });
+    return this.request<FileRecord>('POST', '/api/v1/multipart/complete', {
+      json: { session_id: sessionId, uuid: opts.uuid },
+      signal: opts.signal,
+    });
   }
 
   async abortMultipart(sessionId: string, opts: RequestOptions = {}): Promise<void> {
@@ -161,8 +215,13 @@ export class Stowage {
         throw err;
       });
       if (status?.status === 'completed') return this.completeMultipart(session.session_id, opts);
-      if (!status || status.status !== 'active') session = undefined;
-      else done = new Set(status.uploaded_parts.filter((p) => p.size === partLength(session!, file.size, p.part_number)).map((p) => p.part_number));
+      if (status?.status !== 'active') session = undefined;
+      else
+        done = new Set(
+          status.uploaded_parts
+            .filter((p) => p.size === partLength(session!, file.size, p.part_number))
+            .map((p) => p.part_number),
+        );
     }
     if (!session) {
       session = await this.startMultipart(
@@ -191,7 +250,16 @@ export class Stowage {
       for (let job = queue.shift(); job; job = queue.shift()) {
         const start = (job.n - 1) * s.part_size;
         const chunk = file.slice(start, Math.min(start + s.part_size, total));
-        const res = await this.withRetries(() => this.fetchImpl(job.url, { method: 'PUT', body: chunk, headers: { 'content-type': 'application/octet-stream' }, signal: opts.signal }), opts.signal);
+        const res = await this.withRetries(
+          () =>
+            this.fetchImpl(job.url, {
+              method: 'PUT',
+              body: chunk,
+              headers: { 'content-type': 'application/octet-stream' },
+              signal: opts.signal,
+            }),
+          opts.signal,
+        );
         if (!res.ok) {
           const text = await res.text();
           throw toError(res, text ? safeJson(text) : undefined, `part ${job.n}`);
@@ -244,7 +312,11 @@ export class Stowage {
    * `uploadWithToken` against this client's service (a bare token or an `upload_url`); the
    * client's key is not sent. Not retried, except after 429/503 with Retry-After.
    */
-  uploadWithToken(tokenOrUploadUrl: string, file: Blob, opts: Omit<TokenUploadOptions, 'baseUrl' | 'fetch'> = {}): Promise<FileRecord> {
+  uploadWithToken(
+    tokenOrUploadUrl: string,
+    file: Blob,
+    opts: Omit<TokenUploadOptions, 'baseUrl' | 'fetch'> = {},
+  ): Promise<FileRecord> {
     return sendWithToken(tokenOrUploadUrl, file, { ...opts, baseUrl: this.base }, this.fetchImpl, this.retryPolicy());
   }
 
@@ -255,14 +327,31 @@ export class Stowage {
 
   /** Changes the lists given; a list left out stays as it is, `[]` (or `null`) empties it. */
   updateWorkspace(patch: WorkspaceSettingsPatch, opts: RequestOptions = {}): Promise<WorkspaceSettings> {
-    return this.request<WorkspaceSettings>('PATCH', '/api/v1/workspace', { json: { allowed_origins: patch.allowedOrigins, webhook_origins: patch.webhookOrigins }, signal: opts.signal });
+    return this.request<WorkspaceSettings>('PATCH', '/api/v1/workspace', {
+      json: { allowed_origins: patch.allowedOrigins, webhook_origins: patch.webhookOrigins },
+      signal: opts.signal,
+    });
   }
 
   // --- files and folders -----------------------------------------------------------------
 
-  async listFiles(query: { page?: number; limit?: number; folder_no?: string; search?: string; tags?: string[] | string; sort?: string; snapshot?: string } = {}, opts: RequestOptions = {}) {
+  async listFiles(
+    query: {
+      page?: number;
+      limit?: number;
+      folder_no?: string;
+      search?: string;
+      tags?: string[] | string;
+      sort?: string;
+      snapshot?: string;
+    } = {},
+    opts: RequestOptions = {},
+  ) {
     const tags = Array.isArray(query.tags) ? query.tags.join(',') : query.tags;
-    return this.request<{ files: FileRecord[]; meta: { page: number; limit: number; total: number; hasNext: boolean; hasPrev: boolean } }>('GET', '/api/v1/files', { query: { ...query, tags }, signal: opts.signal, raw: true });
+    return this.request<{
+      files: FileRecord[];
+      meta: { page: number; limit: number; total: number; hasNext: boolean; hasPrev: boolean };
+    }>('GET', '/api/v1/files', { query: { ...query, tags }, signal: opts.signal, raw: true });
   }
 
   getFile(fileNo: string, opts: RequestOptions = {}): Promise<FileRecord> {
@@ -270,54 +359,111 @@ export class Stowage {
   }
 
   renameFile(fileNo: string, name: string, opts: RequestOptions = {}): Promise<FileRecord> {
-    return this.request<FileRecord>('PATCH', `/api/v1/files/${encodeURIComponent(fileNo)}/rename`, { json: { name }, signal: opts.signal });
+    return this.request<FileRecord>('PATCH', `/api/v1/files/${encodeURIComponent(fileNo)}/rename`, {
+      json: { name },
+      signal: opts.signal,
+    });
   }
 
-  updateFile(fileNo: string, patch: { add_tags?: string[]; remove_tags?: string[]; metadata?: Json; custom_id?: string | null; folder_no?: string | null; is_private?: boolean }, opts: RequestOptions = {}): Promise<FileRecord> {
-    return this.request<FileRecord>('PATCH', `/api/v1/files/${encodeURIComponent(fileNo)}`, { json: patch, signal: opts.signal });
+  updateFile(
+    fileNo: string,
+    patch: {
+      add_tags?: string[];
+      remove_tags?: string[];
+      metadata?: Json;
+      custom_id?: string | null;
+      folder_no?: string | null;
+      is_private?: boolean;
+    },
+    opts: RequestOptions = {},
+  ): Promise<FileRecord> {
+    return this.request<FileRecord>('PATCH', `/api/v1/files/${encodeURIComponent(fileNo)}`, {
+      json: patch,
+      signal: opts.signal,
+    });
   }
 
   async deleteFile(fileNo: string, opts: RequestOptions = {}): Promise<void> {
     await this.request('DELETE', `/api/v1/files/${encodeURIComponent(fileNo)}`, opts);
   }
 
-  signedUrl(fileNo: string, input: { expires_in?: number; transform?: string } = {}, opts: RequestOptions = {}): Promise<{ url: string; expires_at: number }> {
-    return this.request('POST', `/api/v1/files/${encodeURIComponent(fileNo)}/signed-url`, { json: input, signal: opts.signal });
+  signedUrl(
+    fileNo: string,
+    input: { expires_in?: number; transform?: string } = {},
+    opts: RequestOptions = {},
+  ): Promise<{ url: string; expires_at: number }> {
+    return this.request('POST', `/api/v1/files/${encodeURIComponent(fileNo)}/signed-url`, {
+      json: input,
+      signal: opts.signal,
+    });
   }
 
-  listFolders(query: { parent_folder_no?: string; search?: string; page?: number; limit?: number } = {}, opts: RequestOptions = {}) {
-    return this.request<{ folders: Folder[]; meta: { page: number; limit: number; total: number; hasMore: boolean } }>('GET', '/api/v1/folders', { query, signal: opts.signal, raw: true });
+  listFolders(
+    query: { parent_folder_no?: string; search?: string; page?: number; limit?: number } = {},
+    opts: RequestOptions = {},
+  ) {
+    return this.request<{ folders: Folder[]; meta: { page: number; limit: number; total: number; hasMore: boolean } }>(
+      'GET',
+      '/api/v1/folders',
+      { query, signal: opts.signal, raw: true },
+    );
   }
 
   createFolder(name: string, parentFolderNo?: string, opts: RequestOptions = {}): Promise<Folder> {
-    return this.request<Folder>('POST', '/api/v1/folders', { json: { name, parent_folder_no: parentFolderNo }, signal: opts.signal });
+    return this.request<Folder>('POST', '/api/v1/folders', {
+      json: { name, parent_folder_no: parentFolderNo },
+      signal: opts.signal,
+    });
   }
 
   renameFolder(folderNo: string, name: string, opts: RequestOptions = {}): Promise<Folder> {
-    return this.request<Folder>('POST', `/api/v1/folders/rename/${encodeURIComponent(folderNo)}`, { json: { name }, signal: opts.signal });
+    return this.request<Folder>('POST', `/api/v1/folders/rename/${encodeURIComponent(folderNo)}`, {
+      json: { name },
+      signal: opts.signal,
+    });
   }
 
   /** Deletes an empty folder; a folder with files or folders in it needs `recursive: true` (else 409 FOLDER_NOT_EMPTY). */
   async deleteFolder(folderNo: string, opts: RequestOptions & { recursive?: boolean } = {}): Promise<void> {
-    await this.request('DELETE', `/api/v1/folders/${encodeURIComponent(folderNo)}`, { signal: opts.signal, query: opts.recursive ? { recursive: 'true' } : undefined });
+    await this.request('DELETE', `/api/v1/folders/${encodeURIComponent(folderNo)}`, {
+      signal: opts.signal,
+      query: opts.recursive ? { recursive: 'true' } : undefined,
+    });
   }
 
   // --- sources ---------------------------------------------------------------------------
 
-  listSources(query: { page?: number; limit?: number; search?: string; type?: SourceType } = {}, opts: RequestOptions = {}) {
-    return this.request<{ sources: Source[]; meta: { page: number; limit: number; total: number; hasMore: boolean } }>('GET', '/api/v1/sources', { query, signal: opts.signal, raw: true });
+  listSources(
+    query: { page?: number; limit?: number; search?: string; type?: SourceType } = {},
+    opts: RequestOptions = {},
+  ) {
+    return this.request<{ sources: Source[]; meta: { page: number; limit: number; total: number; hasMore: boolean } }>(
+      'GET',
+      '/api/v1/sources',
+      { query, signal: opts.signal, raw: true },
+    );
   }
 
   getSource(id: string, opts: RequestOptions = {}): Promise<Source> {
     return this.request<Source>('GET', `/api/v1/sources/${encodeURIComponent(id)}`, opts);
   }
 
-  createSource(input: { name: string; type: SourceType; configuration: Json }, opts: RequestOptions = {}): Promise<Source> {
+  createSource(
+    input: { name: string; type: SourceType; configuration: Json },
+    opts: RequestOptions = {},
+  ): Promise<Source> {
     return this.request<Source>('POST', '/api/v1/sources', { json: input, signal: opts.signal });
   }
 
-  updateSource(id: string, patch: { name?: string; configuration?: Json; is_active?: boolean }, opts: RequestOptions = {}): Promise<Source> {
-    return this.request<Source>('PATCH', `/api/v1/sources/${encodeURIComponent(id)}`, { json: patch, signal: opts.signal });
+  updateSource(
+    id: string,
+    patch: { name?: string; configuration?: Json; is_active?: boolean },
+    opts: RequestOptions = {},
+  ): Promise<Source> {
+    return this.request<Source>('PATCH', `/api/v1/sources/${encodeURIComponent(id)}`, {
+      json: patch,
+      signal: opts.signal,
+    });
   }
 
   async deleteSource(id: string, opts: RequestOptions = {}): Promise<void> {
@@ -333,7 +479,8 @@ export class Stowage {
     const segments = path.replace(/^\/+/, '').split('/').map(encodeURIComponent);
     // A first folder shaped like transformation tokens ("w_100") would be read as tokens:
     // escaping its first "_" keeps it a folder (the service decodes each segment once).
-    if (!tokens && segments.length > 1 && /^[a-z]{1,6}_[^,]*(,[a-z]{1,6}_[^,]*)*$/.test(segments[0])) segments[0] = segments[0].replace('_', '%5F');
+    if (!tokens && segments.length > 1 && /^[a-z]{1,6}_[^,]*(,[a-z]{1,6}_[^,]*)*$/.test(segments[0]))
+      segments[0] = segments[0].replace('_', '%5F');
     return `${this.base}/${workspaceId}/${tokens ? `${tokens}/` : ''}${segments.join('/')}`;
   }
 }
@@ -348,7 +495,11 @@ interface RetryPolicy {
 
 const passing = (res: Response | undefined) => res === undefined || RETRYABLE.has(res.status);
 
-async function withRetries(send: () => Promise<Response>, policy: RetryPolicy, signal?: AbortSignal): Promise<Response> {
+async function withRetries(
+  send: () => Promise<Response>,
+  policy: RetryPolicy,
+  signal?: AbortSignal,
+): Promise<Response> {
   const retryable = policy.retryable ?? passing;
   for (let attempt = 0; ; attempt++) {
     if (signal?.aborted) throw new StowageAbortError();
@@ -378,7 +529,8 @@ async function withRetries(send: () => Promise<Response>, policy: RetryPolicy, s
  * the answer to an upload that was stored, and a second try would then only get 401
  * TOKEN_USED, so it is thrown as it is, like every other answer.
  */
-const tokenRetryable = (res: Response | undefined) => res !== undefined && (res.status === 429 || res.status === 503) && res.headers.has('retry-after');
+const tokenRetryable = (res: Response | undefined) =>
+  res !== undefined && (res.status === 429 || res.status === 503) && res.headers.has('retry-after');
 
 /**
  * Uploads `file` with an upload token from `generateToken`: no API key, so it is the entry
@@ -388,16 +540,33 @@ const tokenRetryable = (res: Response | undefined) => res !== undefined && (res.
  * `ORIGIN_NOT_ALLOWED`, 413 `FILE_TOO_LARGE`, …). Never retried except after 429/503 with
  * Retry-After (see `tokenRetryable`).
  */
-export function uploadWithToken(tokenOrUploadUrl: string, file: Blob, opts: TokenUploadOptions = {}): Promise<FileRecord> {
-  return sendWithToken(tokenOrUploadUrl, file, opts, opts.fetch ?? globalThis.fetch.bind(globalThis), { retries: 4, retryDelayMs: 300, maxRetryDelayMs: 30_000 });
+export function uploadWithToken(
+  tokenOrUploadUrl: string,
+  file: Blob,
+  opts: TokenUploadOptions = {},
+): Promise<FileRecord> {
+  return sendWithToken(tokenOrUploadUrl, file, opts, opts.fetch ?? globalThis.fetch.bind(globalThis), {
+    retries: 4,
+    retryDelayMs: 300,
+    maxRetryDelayMs: 30_000,
+  });
 }
 
-async function sendWithToken(tokenOrUploadUrl: string, file: Blob, opts: TokenUploadOptions, fetchImpl: typeof fetch, policy: RetryPolicy): Promise<FileRecord> {
+async function sendWithToken(
+  tokenOrUploadUrl: string,
+  file: Blob,
+  opts: TokenUploadOptions,
+  fetchImpl: typeof fetch,
+  policy: RetryPolicy,
+): Promise<FileRecord> {
   let url: string;
   if (/^https?:\/\//i.test(tokenOrUploadUrl)) url = tokenOrUploadUrl;
-  else if (opts.baseUrl) url = `${opts.baseUrl.replace(/\/+$/, '')}/api/v1/uploads/${encodeURIComponent(tokenOrUploadUrl)}`;
-  else throw new TypeError('uploadWithToken: pass the token\'s upload_url, or the token with opts.baseUrl');
-  const headers: Record<string, string> = { 'content-type': opts.contentType || file.type || 'application/octet-stream' };
+  else if (opts.baseUrl)
+    url = `${opts.baseUrl.replace(/\/+$/, '')}/api/v1/uploads/${encodeURIComponent(tokenOrUploadUrl)}`;
+  else throw new TypeError("uploadWithToken: pass the token's upload_url, or the token with opts.baseUrl");
+  const headers: Record<string, string> = {
+    'content-type': opts.contentType || file.type || 'application/octet-stream',
+  };
   // Header values are bytes: names, folders and tags go percent-encoded UTF-8 so that any
   // Unicode text survives (the service decodes each of these headers once).
   if (opts.fileName !== undefined) headers['x-file-name'] = encodeURIComponent(opts.fileName);
@@ -407,7 +576,11 @@ async function sendWithToken(tokenOrUploadUrl: string, file: Blob, opts: TokenUp
   const total = file.size;
   // fetch cannot report upload progress: only the start and the end are known.
   opts.onProgress?.({ loaded: 0, total });
-  const res = await withRetries(() => fetchImpl(url, { method: 'POST', headers, body: file, signal: opts.signal }), { ...policy, retryable: tokenRetryable }, opts.signal);
+  const res = await withRetries(
+    () => fetchImpl(url, { method: 'POST', headers, body: file, signal: opts.signal }),
+    { ...policy, retryable: tokenRetryable },
+    opts.signal,
+  );
   const text = await res.text();
   const parsed = text ? safeJson(text) : undefined;
   if (!res.ok) throw toError(res, parsed);
@@ -421,7 +594,8 @@ function partLength(s: MultipartSession, size: number, n: number): number {
 
 /** `{success:true, data}` → data; anything else as it is. */
 function unwrap(body: unknown): unknown {
-  if (body && typeof body === 'object' && (body as Json).success === true && 'data' in (body as Json)) return (body as Json).data;
+  if (body && typeof body === 'object' && (body as Json).success === true && 'data' in (body as Json))
+    return (body as Json).data;
   return body;
 }
 
@@ -438,7 +612,13 @@ function toError(res: Response, body: unknown, context?: string): StowageError {
   const error = typeof b.error === 'string' ? b.error : res.statusText || `HTTP ${res.status}`;
   const message = typeof b.message === 'string' ? b.message : error;
   const retry = typeof b.retryAfterSeconds === 'number' ? b.retryAfterSeconds : undefined;
-  return new StowageError(res.status, error, typeof b.errorCode === 'string' ? b.errorCode : undefined, context ? `${context}: ${message}` : message, retry);
+  return new StowageError(
+    res.status,
+    error,
+    typeof b.errorCode === 'string' ? b.errorCode : undefined,
+    context ? `${context}: ${message}` : message,
+    retry,
+  );
 }
 
 function retryAfterMs(res: Response): number | undefined {

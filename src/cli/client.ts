@@ -40,13 +40,17 @@ export function exitCodeFor(err: unknown): number {
 function client(io: ClientIo): Stowage {
   const baseUrl = io.env.STOWAGE_URL;
   const apiKey = io.env.STOWAGE_API_KEY;
-  if (!baseUrl || !apiKey) throw new ExitError('set STOWAGE_URL (e.g. http://127.0.0.1:3000) and STOWAGE_API_KEY to use client commands', 78);
+  if (!baseUrl || !apiKey)
+    throw new ExitError('set STOWAGE_URL (e.g. http://127.0.0.1:3000) and STOWAGE_API_KEY to use client commands', 78);
   return new Stowage({ baseUrl, apiKey });
 }
 
 /** Where interrupted multipart uploads are remembered, to be resumed by running the command again. */
 function statePath(io: ClientIo): string {
-  return io.env.STOWAGE_STATE_FILE ?? join(io.env.XDG_STATE_HOME ?? join(homedir(), '.local', 'state'), 'stowage', 'uploads.json');
+  return (
+    io.env.STOWAGE_STATE_FILE ??
+    join(io.env.XDG_STATE_HOME ?? join(homedir(), '.local', 'state'), 'stowage', 'uploads.json')
+  );
 }
 
 type UploadState = Record<string, MultipartSession>;
@@ -83,16 +87,22 @@ function jsonObject(text: string, option: string): Record<string, unknown> {
   } catch {
     throw new ExitError(`${option} must be a JSON object`, 2);
   }
-  if (!value || typeof value !== 'object' || Array.isArray(value)) throw new ExitError(`${option} must be a JSON object`, 2);
+  if (!value || typeof value !== 'object' || Array.isArray(value))
+    throw new ExitError(`${option} must be a JSON object`, 2);
   return value as Record<string, unknown>;
 }
 
 /** "a, b,,c" → ["a","b","c"]; "" → [] (clears a list). */
-const list = (value: string) => value.split(',').map((t) => t.trim()).filter(Boolean);
+const list = (value: string) =>
+  value
+    .split(',')
+    .map((t) => t.trim())
+    .filter(Boolean);
 
 const positiveInt = (value: string) => {
   const n = Number(value);
-  if (!/^\d+$/.test(value.trim()) || !Number.isSafeInteger(n) || n < 1) throw new InvalidArgumentError('must be a whole number of at least 1');
+  if (!/^\d+$/.test(value.trim()) || !Number.isSafeInteger(n) || n < 1)
+    throw new InvalidArgumentError('must be a whole number of at least 1');
   return n;
 };
 
@@ -102,7 +112,10 @@ const overrides = (value: string) => {
   const names = list(value);
   const bad = names.filter((n) => !(OVERRIDABLE as readonly string[]).includes(n));
   if (bad.length) throw new InvalidArgumentError(`unknown ${bad.join(', ')} (use ${OVERRIDABLE.join(', ')})`);
-  return Object.fromEntries(OVERRIDABLE.map((n) => [n, names.includes(n)])) as Record<(typeof OVERRIDABLE)[number], boolean>;
+  return Object.fromEntries(OVERRIDABLE.map((n) => [n, names.includes(n)])) as Record<
+    (typeof OVERRIDABLE)[number],
+    boolean
+  >;
 };
 
 function settingsText(w: WorkspaceSettings): string {
@@ -110,7 +123,10 @@ function settingsText(w: WorkspaceSettings): string {
     ['workspace_id', w.workspace_id],
     ['name', w.name],
     ['allowed_origins', w.allowed_origins.length ? w.allowed_origins.join(', ') : '(any origin)'],
-    ['webhook_origins', w.webhook_origins.length ? w.webhook_origins.join(', ') : '(none: public keys may not set webhook_url)'],
+    [
+      'webhook_origins',
+      w.webhook_origins.length ? w.webhook_origins.join(', ') : '(none: public keys may not set webhook_url)',
+    ],
     ['quota', w.quota_bytes === null ? 'unlimited' : human(w.quota_bytes)],
     ['max_file_size', w.max_file_size === null ? 'service default' : human(w.max_file_size)],
     ['used', human(w.used_bytes)],
@@ -118,75 +134,118 @@ function settingsText(w: WorkspaceSettings): string {
   return rows.map(([k, v]) => `${k.padEnd(16)} ${v}`).join('\n');
 }
 
-export function registerClientCommands(program: Command, io: ClientIo, print: (json: boolean, value: unknown, human: () => string) => void): void {
+export function registerClientCommands(
+  program: Command,
+  io: ClientIo,
+  print: (json: boolean, value: unknown, human: () => string) => void,
+): void {
   program
     .command('upload')
-    .description('Upload files (multipart above --multipart-threshold, resumable: run the same command again after Ctrl-C)')
+    .description(
+      'Upload files (multipart above --multipart-threshold, resumable: run the same command again after Ctrl-C)',
+    )
     .argument('<files...>', 'files to upload')
     .option('--folder <path>', 'destination folder, e.g. photos/2026')
     .option('--tags <list>', 'comma-separated tags')
     .option('--metadata <json>', 'a JSON object stored with each file')
     .option('--random-prefix', 'add a random part to the stored names')
-    .option('--multipart-threshold <bytes>', 'files this large or larger go multipart', (v) => Number(v), 16 * 1024 * 1024)
+    .option(
+      '--multipart-threshold <bytes>',
+      'files this large or larger go multipart',
+      (v) => Number(v),
+      16 * 1024 * 1024,
+    )
     .option('--parallel <n>', 'parts in flight per file', (v) => Number(v), 4)
     .option('--json', 'print one JSON array of file records')
-    .action(async (files: string[], opts: { folder?: string; tags?: string; metadata?: string; randomPrefix?: boolean; multipartThreshold: number; parallel: number; json?: boolean }) => {
-      const api = client(io);
-      const metadata = opts.metadata === undefined ? undefined : jsonObject(opts.metadata, '--metadata');
-      for (const f of files) {
-        try {
-          if (!statSync(f).isFile()) throw new Error();
-        } catch {
-          throw new ExitError(`${f}: no such file`, 2);
-        }
-      }
-      const stateFile = statePath(io);
-      const controller = new AbortController();
-      const onSigint = () => controller.abort();
-      process.once('SIGINT', onSigint);
-      const bars = io.tty && !opts.json ? new cliProgress.MultiBar({ format: '{name} |{bar}| {percentage}% {done}/{size} {speed}/s ETA {eta_formatted}', hideCursor: true, stream: process.stderr }, cliProgress.Presets.shades_classic) : undefined;
-      const records: unknown[] = [];
-      try {
-        for (const path of files) {
-          const { blob, name } = await fileFromPath(path);
-          const st = statSync(path);
-          const key = `${resolve(path)}:${st.size}:${st.mtimeMs}`;
-          const state = readState(stateFile);
-          const started = Date.now();
-          const bar = bars?.create(blob.size, 0, { name: name.slice(0, 30).padEnd(30), size: human(blob.size), done: human(0), speed: human(0) });
-          const record = await api.uploadFile(blob, name, {
-            folder: opts.folder,
-            tags: opts.tags?.split(',').map((t) => t.trim()).filter(Boolean),
-            metadata,
-            randomPrefix: opts.randomPrefix,
-            multipartThreshold: opts.multipartThreshold,
-            parallel: opts.parallel,
-            signal: controller.signal,
-            resume: state[key],
-            onSession: (s) => writeState(stateFile, { ...readState(stateFile), [key]: s }),
-            onProgress: (p) => {
-              const seconds = Math.max(0.001, (Date.now() - started) / 1000);
-              bar?.update(p.loaded, { done: human(p.loaded), speed: human(p.loaded / seconds) });
-            },
-          });
-          const after = readState(stateFile);
-          if (after[key]) {
-            delete after[key];
-            writeState(stateFile, after);
+    .action(
+      async (
+        files: string[],
+        opts: {
+          folder?: string;
+          tags?: string;
+          metadata?: string;
+          randomPrefix?: boolean;
+          multipartThreshold: number;
+          parallel: number;
+          json?: boolean;
+        },
+      ) => {
+        const api = client(io);
+        const metadata = opts.metadata === undefined ? undefined : jsonObject(opts.metadata, '--metadata');
+        for (const f of files) {
+          try {
+            if (!statSync(f).isFile()) throw new Error();
+          } catch {
+            throw new ExitError(`${f}: no such file`, 2);
           }
-          records.push(record);
-          if (!bars && !opts.json) io.out(`${record.name}  ${human(record.size)}  ${record.url}\n`);
         }
-      } catch (err) {
-        if (err instanceof StowageAbortError) throw new ExitError('interrupted; run the same command again to resume', 130);
-        throw err;
-      } finally {
-        bars?.stop();
-        process.off('SIGINT', onSigint);
-      }
-      if (opts.json) io.out(JSON.stringify(records) + '\n');
-      else if (bars) for (const r of records as { name: string; url: string }[]) io.out(`${r.name}  ${r.url}\n`);
-    });
+        const stateFile = statePath(io);
+        const controller = new AbortController();
+        const onSigint = () => controller.abort();
+        process.once('SIGINT', onSigint);
+        const bars =
+          io.tty && !opts.json
+            ? new cliProgress.MultiBar(
+                {
+                  format: '{name} |{bar}| {percentage}% {done}/{size} {speed}/s ETA {eta_formatted}',
+                  hideCursor: true,
+                  stream: process.stderr,
+                },
+                cliProgress.Presets.shades_classic,
+              )
+            : undefined;
+        const records: unknown[] = [];
+        try {
+          for (const path of files) {
+            const { blob, name } = await fileFromPath(path);
+            const st = statSync(path);
+            const key = `${resolve(path)}:${st.size}:${st.mtimeMs}`;
+            const state = readState(stateFile);
+            const started = Date.now();
+            const bar = bars?.create(blob.size, 0, {
+              name: name.slice(0, 30).padEnd(30),
+              size: human(blob.size),
+              done: human(0),
+              speed: human(0),
+            });
+            const record = await api.uploadFile(blob, name, {
+              folder: opts.folder,
+              tags: opts.tags
+                ?.split(',')
+                .map((t) => t.trim())
+                .filter(Boolean),
+              metadata,
+              randomPrefix: opts.randomPrefix,
+              multipartThreshold: opts.multipartThreshold,
+              parallel: opts.parallel,
+              signal: controller.signal,
+              resume: state[key],
+              onSession: (s) => writeState(stateFile, { ...readState(stateFile), [key]: s }),
+              onProgress: (p) => {
+                const seconds = Math.max(0.001, (Date.now() - started) / 1000);
+                bar?.update(p.loaded, { done: human(p.loaded), speed: human(p.loaded / seconds) });
+              },
+            });
+            const after = readState(stateFile);
+            if (after[key]) {
+              delete after[key];
+              writeState(stateFile, after);
+            }
+            records.push(record);
+            if (!bars && !opts.json) io.out(`${record.name}  ${human(record.size)}  ${record.url}\n`);
+          }
+        } catch (err) {
+          if (err instanceof StowageAbortError)
+            throw new ExitError('interrupted; run the same command again to resume', 130);
+          throw err;
+        } finally {
+          bars?.stop();
+          process.off('SIGINT', onSigint);
+        }
+        if (opts.json) io.out(`${JSON.stringify(records)}\n`);
+        else if (bars) for (const r of records as { name: string; url: string }[]) io.out(`${r.name}  ${r.url}\n`);
+      },
+    );
 
   const files = program.command('files').description('List and manage files (private key)');
   files
@@ -198,21 +257,42 @@ export function registerClientCommands(program: Command, io: ClientIo, print: (j
     .option('--page <n>', 'page', (v) => Number(v), 1)
     .option('--limit <n>', 'per page (1-100)', (v) => Number(v), 20)
     .option('--json', 'print JSON')
-    .action(async (opts: { folder?: string; search?: string; tags?: string; page: number; limit: number; json?: boolean }) => {
-      const res = await client(io).listFiles({ folder_no: opts.folder, search: opts.search, tags: opts.tags, page: opts.page, limit: opts.limit });
-      print(Boolean(opts.json), res, () =>
-        res.files.length
-          ? res.files.map((f) => `${f.file_no}  ${human(f.size).padStart(10)}  ${f.created_at}  ${f.path}`).join('\n') + `\n(page ${res.meta.page}, ${res.meta.total} files)`
-          : 'No files.',
-      );
-    });
+    .action(
+      async (opts: {
+        folder?: string;
+        search?: string;
+        tags?: string;
+        page: number;
+        limit: number;
+        json?: boolean;
+      }) => {
+        const res = await client(io).listFiles({
+          folder_no: opts.folder,
+          search: opts.search,
+          tags: opts.tags,
+          page: opts.page,
+          limit: opts.limit,
+        });
+        print(Boolean(opts.json), res, () =>
+          res.files.length
+            ? `${res.files
+                .map((f) => `${f.file_no}  ${human(f.size).padStart(10)}  ${f.created_at}  ${f.path}`)
+                .join('\n')}\n(page ${res.meta.page}, ${res.meta.total} files)`
+            : 'No files.',
+        );
+      },
+    );
   files
     .command('get')
     .argument('<file_no>')
     .option('--json', 'print JSON')
     .action(async (fileNo: string, opts: { json?: boolean }) => {
       const f = await client(io).getFile(fileNo);
-      print(Boolean(opts.json), f, () => Object.entries(f).map(([k, v]) => `${k.padEnd(14)} ${typeof v === 'object' ? JSON.stringify(v) : v}`).join('\n'));
+      print(Boolean(opts.json), f, () =>
+        Object.entries(f)
+          .map(([k, v]) => `${k.padEnd(14)} ${typeof v === 'object' ? JSON.stringify(v) : v}`)
+          .join('\n'),
+      );
     });
   files
     .command('rename')
@@ -249,7 +329,16 @@ export function registerClientCommands(program: Command, io: ClientIo, print: (j
     .option('--json', 'print JSON')
     .action(async (opts: { parent?: string; json?: boolean }) => {
       const res = await client(io).listFolders({ parent_folder_no: opts.parent, limit: 100 });
-      print(Boolean(opts.json), res, () => (res.folders.length ? res.folders.map((f) => `${f.folder_no}  ${String(f.total_items).padStart(6)} files  ${human(f.total_size).padStart(10)}  ${f.path}`).join('\n') : 'No folders.'));
+      print(Boolean(opts.json), res, () =>
+        res.folders.length
+          ? res.folders
+              .map(
+                (f) =>
+                  `${f.folder_no}  ${String(f.total_items).padStart(6)} files  ${human(f.total_size).padStart(10)}  ${f.path}`,
+              )
+              .join('\n')
+          : 'No folders.',
+      );
     });
   folders
     .command('create')
@@ -268,7 +357,9 @@ export function registerClientCommands(program: Command, io: ClientIo, print: (j
     .option('--json', 'print JSON')
     .action(async (folderNo: string, opts: { json?: boolean; recursive?: boolean }) => {
       await client(io).deleteFolder(folderNo, { recursive: opts.recursive });
-      print(Boolean(opts.json), { deleted: folderNo }, () => (opts.recursive ? `Deleted folder ${folderNo} and everything in it` : `Deleted folder ${folderNo}`));
+      print(Boolean(opts.json), { deleted: folderNo }, () =>
+        opts.recursive ? `Deleted folder ${folderNo} and everything in it` : `Deleted folder ${folderNo}`,
+      );
     });
 
   const sources = program.command('sources').description('Manage sources (private key)');
@@ -277,7 +368,13 @@ export function registerClientCommands(program: Command, io: ClientIo, print: (j
     .option('--json', 'print JSON')
     .action(async (opts: { json?: boolean }) => {
       const res = await client(io).listSources({ limit: 100 });
-      print(Boolean(opts.json), res, () => (res.sources.length ? res.sources.map((s) => `${s.id}  ${s.type.padEnd(12)}  ${s.is_active ? 'active  ' : 'inactive'}  ${s.name}`).join('\n') : 'No sources.'));
+      print(Boolean(opts.json), res, () =>
+        res.sources.length
+          ? res.sources
+              .map((s) => `${s.id}  ${s.type.padEnd(12)}  ${s.is_active ? 'active  ' : 'inactive'}  ${s.name}`)
+              .join('\n')
+          : 'No sources.',
+      );
     });
   sources
     .command('add')
@@ -301,7 +398,9 @@ export function registerClientCommands(program: Command, io: ClientIo, print: (j
     .option('--json', 'print JSON')
     .action(async (id: string, opts: { json?: boolean }) => {
       const r = await client(io).testSource(id);
-      print(Boolean(opts.json), r, () => (r.ok ? `ok (${r.latency_ms} ms)` : `failed: ${r.error} (${r.latency_ms} ms)`));
+      print(Boolean(opts.json), r, () =>
+        r.ok ? `ok (${r.latency_ms} ms)` : `failed: ${r.error} (${r.latency_ms} ms)`,
+      );
       if (!r.ok) throw new ExitError('', 1);
     });
   sources
@@ -328,24 +427,47 @@ export function registerClientCommands(program: Command, io: ClientIo, print: (j
     .option('--random-prefix', 'add a random part to the stored name')
     .option('--allow-override <list>', `what the uploader may change: ${OVERRIDABLE.join(',')}`, overrides)
     .option('--json', 'print the whole answer as JSON')
-    .action(async (fileName: string, opts: { folder?: string; tags?: string; transform?: string; maxSize?: number; ttl?: number; metadata?: string; customId?: string; randomPrefix?: boolean; allowOverride?: Record<string, boolean>; json?: boolean }) => {
-      const metadata = opts.metadata === undefined ? undefined : jsonObject(opts.metadata, '--metadata');
-      const t = await client(io).generateToken({
-        fileName,
-        folder: opts.folder,
-        tags: opts.tags === undefined ? undefined : list(opts.tags),
-        transform: opts.transform,
-        maxFileSize: opts.maxSize,
-        ttlSeconds: opts.ttl,
-        metadata,
-        customId: opts.customId,
-        randomPrefix: opts.randomPrefix,
-        allowOverride: opts.allowOverride,
-      });
-      print(Boolean(opts.json), t, () => `${t.upload_url}\nexpires ${new Date(t.expire_at * 1000).toISOString()} (single use, at most ${human(t.policy.max_file_size)})`);
-    });
+    .action(
+      async (
+        fileName: string,
+        opts: {
+          folder?: string;
+          tags?: string;
+          transform?: string;
+          maxSize?: number;
+          ttl?: number;
+          metadata?: string;
+          customId?: string;
+          randomPrefix?: boolean;
+          allowOverride?: Record<string, boolean>;
+          json?: boolean;
+        },
+      ) => {
+        const metadata = opts.metadata === undefined ? undefined : jsonObject(opts.metadata, '--metadata');
+        const t = await client(io).generateToken({
+          fileName,
+          folder: opts.folder,
+          tags: opts.tags === undefined ? undefined : list(opts.tags),
+          transform: opts.transform,
+          maxFileSize: opts.maxSize,
+          ttlSeconds: opts.ttl,
+          metadata,
+          customId: opts.customId,
+          randomPrefix: opts.randomPrefix,
+          allowOverride: opts.allowOverride,
+        });
+        print(
+          Boolean(opts.json),
+          t,
+          () =>
+            `${t.upload_url}\nexpires ${new Date(t.expire_at * 1000).toISOString()} (single use, at most ${human(t.policy.max_file_size)})`,
+        );
+      },
+    );
 
-  const settings = program.command('settings').description("The workspace's browser settings: allowed origins, webhook origins (private key)");
+  const settings = program
+    .command('settings')
+    .description("The workspace's browser settings: allowed origins, webhook origins (private key)");
   settings
     .command('show')
     .option('--json', 'print JSON')
@@ -356,11 +478,18 @@ export function registerClientCommands(program: Command, io: ClientIo, print: (j
   settings
     .command('set')
     .description('Change the lists given ("" empties one)')
-    .option('--allowed-origins <list>', 'comma-separated page origins that may use the public key and upload tokens, e.g. https://shop.example.com,https://*.example.com; "" = any origin')
-    .option('--webhook-origins <list>', 'comma-separated origins a public-key upload may send webhook_url to; "" = none')
+    .option(
+      '--allowed-origins <list>',
+      'comma-separated page origins that may use the public key and upload tokens, e.g. https://shop.example.com,https://*.example.com; "" = any origin',
+    )
+    .option(
+      '--webhook-origins <list>',
+      'comma-separated origins a public-key upload may send webhook_url to; "" = none',
+    )
     .option('--json', 'print JSON')
     .action(async (opts: { allowedOrigins?: string; webhookOrigins?: string; json?: boolean }) => {
-      if (opts.allowedOrigins === undefined && opts.webhookOrigins === undefined) throw new ExitError('give --allowed-origins and/or --webhook-origins', 2);
+      if (opts.allowedOrigins === undefined && opts.webhookOrigins === undefined)
+        throw new ExitError('give --allowed-origins and/or --webhook-origins', 2);
       const w = await client(io).updateWorkspace({
         allowedOrigins: opts.allowedOrigins === undefined ? undefined : list(opts.allowedOrigins),
         webhookOrigins: opts.webhookOrigins === undefined ? undefined : list(opts.webhookOrigins),

@@ -6,17 +6,33 @@ import { ConfigError, loadConfig } from '../config.ts';
 import { AppError } from '../errors.ts';
 import { createServices, type Services } from '../services/container.ts';
 import { S3Storage } from '../storage/s3.ts';
-import { applyBucketCors, type CorsCheck, checkBucketCors, isValidOrigin, stowageCorsRule } from '../storage/s3-cors.ts';
+import {
+  applyBucketCors,
+  type CorsCheck,
+  checkBucketCors,
+  isValidOrigin,
+  stowageCorsRule,
+} from '../storage/s3-cors.ts';
 import { StowageError } from '../../sdk/src/errors.ts';
 import { ExitError, exitCodeFor, registerClientCommands } from './client.ts';
-
 
 interface Io {
   out: (text: string) => void;
   err: (text: string) => void;
 }
 
-const UNITS: Record<string, number> = { '': 1, b: 1, kb: 1e3, mb: 1e6, gb: 1e9, tb: 1e12, kib: 1024, mib: 1024 ** 2, gib: 1024 ** 3, tib: 1024 ** 4 };
+const UNITS: Record<string, number> = {
+  '': 1,
+  b: 1,
+  kb: 1e3,
+  mb: 1e6,
+  gb: 1e9,
+  tb: 1e12,
+  kib: 1024,
+  mib: 1024 ** 2,
+  gib: 1024 ** 3,
+  tib: 1024 ** 4,
+};
 
 /** "10GB", "500MiB", "1048576", or "unlimited" / "default" (no limit of the workspace's own). */
 export function parseSize(value: string): number | 'unlimited' {
@@ -31,9 +47,15 @@ export function parseSize(value: string): number | 'unlimited' {
 
 /** "https://a.example,https://b.example" or "*". */
 const parseOrigins = (value: string): string[] => {
-  const origins = value.split(',').map((o) => o.trim().replace(/\/+$/, '')).filter(Boolean);
+  const origins = value
+    .split(',')
+    .map((o) => o.trim().replace(/\/+$/, ''))
+    .filter(Boolean);
   const bad = origins.find((o) => !isValidOrigin(o));
-  if (origins.length === 0 || bad !== undefined) throw new InvalidArgumentError(`origins are scheme://host[:port] or "*", comma-separated${bad ? ` (got "${bad}")` : ''}`);
+  if (origins.length === 0 || bad !== undefined)
+    throw new InvalidArgumentError(
+      `origins are scheme://host[:port] or "*", comma-separated${bad ? ` (got "${bad}")` : ''}`,
+    );
   return origins;
 };
 
@@ -43,18 +65,23 @@ const keyType = (value: string) => {
 };
 
 /** Runs the CLI with `argv` (without node and script); returns the exit code. */
-export async function runCli(argv: string[], env: Record<string, string | undefined> = process.env, io: Io = defaultIo): Promise<number> {
+export async function runCli(
+  argv: string[],
+  env: Record<string, string | undefined> = process.env,
+  io: Io = defaultIo,
+): Promise<number> {
   let services: Services | undefined;
   const withServices = async <T>(fn: (s: Services) => Promise<T>): Promise<T> => {
     if (!services) services = await createServices(loadConfig(env));
     return fn(services);
   };
-  const print = (json: boolean, value: unknown, human: () => string) => io.out(json ? JSON.stringify(value) + '\n' : human() + '\n');
+  const print = (json: boolean, value: unknown, human: () => string) =>
+    io.out(json ? `${JSON.stringify(value)}\n` : `${human()}\n`);
 
   const program = new Command()
     .name('stowage')
     .description(
-      'Stowage. Admin commands (workspace, key, master-key, storage) act on the database and storage configured by the service\'s variables; ' +
+      "Stowage. Admin commands (workspace, key, master-key, storage) act on the database and storage configured by the service's variables; " +
         'client commands (upload, files, folders, sources, token, settings) talk to the service at STOWAGE_URL with STOWAGE_API_KEY.',
     )
     .exitOverride()
@@ -84,7 +111,9 @@ export async function runCli(argv: string[], env: Record<string, string | undefi
     .option('--json', 'print JSON')
     .action(async (opts: { json?: boolean }) => {
       const list = await withServices((s) => s.workspaces.list());
-      print(Boolean(opts.json), list, () => (list.length ? list.map((w) => `${w.id}  ${w.created_at}  ${w.name}`).join('\n') : 'No workspaces.'));
+      print(Boolean(opts.json), list, () =>
+        list.length ? list.map((w) => `${w.id}  ${w.created_at}  ${w.name}`).join('\n') : 'No workspaces.',
+      );
     });
 
   workspace
@@ -94,16 +123,28 @@ export async function runCli(argv: string[], env: Record<string, string | undefi
     .argument('<quota>', 'e.g. 50GB, 2TiB, or "unlimited"', parseSize)
     .option('--max-file-size <size>', 'e.g. 2GB, or "default" for the server setting', parseSize)
     .option('--json', 'print JSON')
-    .action(async (workspaceId: string, quota: number | 'unlimited', opts: { maxFileSize?: number | 'unlimited'; json?: boolean }) => {
-      // Commander would turn a null from a parser into "": limits travel as 'unlimited' until here.
-      const orNull = (v: number | 'unlimited') => (v === 'unlimited' ? null : v);
-      const limits = await withServices((s) =>
-        s.workspaces.setLimits(workspaceId, { quotaBytes: orNull(quota), maxFileSize: opts.maxFileSize === undefined ? undefined : orNull(opts.maxFileSize) }),
-      );
-      print(Boolean(opts.json), limits, () =>
-        `Workspace ${limits.workspace_id}: quota ${limits.quota_bytes ?? 'unlimited'} bytes (${limits.used_bytes} used), max file size ${limits.max_file_size ?? 'server default'}.`,
-      );
-    });
+    .action(
+      async (
+        workspaceId: string,
+        quota: number | 'unlimited',
+        opts: { maxFileSize?: number | 'unlimited'; json?: boolean },
+      ) => {
+        // Commander would turn a null from a parser into "": limits travel as 'unlimited' until here.
+        const orNull = (v: number | 'unlimited') => (v === 'unlimited' ? null : v);
+        const limits = await withServices((s) =>
+          s.workspaces.setLimits(workspaceId, {
+            quotaBytes: orNull(quota),
+            maxFileSize: opts.maxFileSize === undefined ? undefined : orNull(opts.maxFileSize),
+          }),
+        );
+        print(
+          Boolean(opts.json),
+          limits,
+          () =>
+            `Workspace ${limits.workspace_id}: quota ${limits.quota_bytes ?? 'unlimited'} bytes (${limits.used_bytes} used), max file size ${limits.max_file_size ?? 'server default'}.`,
+        );
+      },
+    );
 
   registerClientCommands(program, { out: io.out, err: io.err, env, tty: Boolean(process.stderr.isTTY) }, print);
 
@@ -116,7 +157,11 @@ export async function runCli(argv: string[], env: Record<string, string | undefi
     .option('--json', 'print JSON')
     .action(async (opts: { workspace: string; type: 'public' | 'private'; json?: boolean }) => {
       const created = await withServices((s) => s.workspaces.createKey(opts.workspace, opts.type));
-      print(Boolean(opts.json), created, () => `Created ${created.type} key ${created.id}. Keep it; it will not be shown again:\n  ${created.key}`);
+      print(
+        Boolean(opts.json),
+        created,
+        () => `Created ${created.type} key ${created.id}. Keep it; it will not be shown again:\n  ${created.key}`,
+      );
     });
   key
     .command('list')
@@ -125,8 +170,16 @@ export async function runCli(argv: string[], env: Record<string, string | undefi
     .option('--json', 'print JSON')
     .action(async (opts: { workspace: string; json?: boolean }) => {
       const keys = await withServices((s) => s.workspaces.listKeys(opts.workspace));
-      print(Boolean(opts.json), keys, () =>
-        keys.map((k) => `${k.id}  ${k.type.padEnd(7)}  ${k.hint}  created ${k.created_at}${k.revoked_at ? `  REVOKED ${k.revoked_at}` : ''}`).join('\n') || 'No keys.',
+      print(
+        Boolean(opts.json),
+        keys,
+        () =>
+          keys
+            .map(
+              (k) =>
+                `${k.id}  ${k.type.padEnd(7)}  ${k.hint}  created ${k.created_at}${k.revoked_at ? `  REVOKED ${k.revoked_at}` : ''}`,
+            )
+            .join('\n') || 'No keys.',
       );
     });
   key
@@ -143,14 +196,24 @@ export async function runCli(argv: string[], env: Record<string, string | undefi
     .command('rotate')
     .description('Issue a new key of the same type and retire this one (after --grace seconds, default at once)')
     .argument('<key_id>', 'id of the key (see key list)')
-    .option('--grace <seconds>', 'how long the old key keeps working', (v) => {
-      if (!/^\d{1,8}$/.test(v)) throw new InvalidArgumentError('must be whole seconds');
-      return Number(v);
-    }, 0)
+    .option(
+      '--grace <seconds>',
+      'how long the old key keeps working',
+      (v) => {
+        if (!/^\d{1,8}$/.test(v)) throw new InvalidArgumentError('must be whole seconds');
+        return Number(v);
+      },
+      0,
+    )
     .option('--json', 'print JSON')
     .action(async (keyId: string, opts: { grace: number; json?: boolean }) => {
       const r = await withServices((s) => s.workspaces.rotateKey(keyId, opts.grace));
-      print(Boolean(opts.json), r, () => `New ${r.new.type} key ${r.new.id}. Keep it; it will not be shown again:\n  ${r.new.key}\nThe old key ${r.old.hint} stops working at ${r.old.revoked_at}.`);
+      print(
+        Boolean(opts.json),
+        r,
+        () =>
+          `New ${r.new.type} key ${r.new.id}. Keep it; it will not be shown again:\n  ${r.new.key}\nThe old key ${r.old.hint} stops working at ${r.old.revoked_at}.`,
+      );
     });
 
   const master = program.command('master-key').description('Rotate the key that encrypts stored secrets');
@@ -158,7 +221,7 @@ export async function runCli(argv: string[], env: Record<string, string | undefi
     .command('generate')
     .description('Print a new random master key (base64), to set as STOWAGE_MASTER_KEY')
     .action(() => {
-      io.out(randomBytes(32).toString('base64') + '\n');
+      io.out(`${randomBytes(32).toString('base64')}\n`);
     });
   master
     .command('rotate')
@@ -167,8 +230,16 @@ export async function runCli(argv: string[], env: Record<string, string | undefi
     )
     .option('--json', 'print JSON')
     .action(async (opts: { json?: boolean }) => {
-      const result = await withServices(async (s) => ({ sources: await s.sources.resealAll(), webhook_secrets: await s.workspaces.resealAll() }));
-      print(Boolean(opts.json), result, () => `Re-encrypted ${result.sources} source secret(s) and ${result.webhook_secrets} webhook secret(s) under the current master key. STOWAGE_MASTER_KEY_PREVIOUS can now be removed.`);
+      const result = await withServices(async (s) => ({
+        sources: await s.sources.resealAll(),
+        webhook_secrets: await s.workspaces.resealAll(),
+      }));
+      print(
+        Boolean(opts.json),
+        result,
+        () =>
+          `Re-encrypted ${result.sources} source secret(s) and ${result.webhook_secrets} webhook secret(s) under the current master key. STOWAGE_MASTER_KEY_PREVIOUS can now be removed.`,
+      );
     });
 
   const storage = program.command('storage').description('Check the file storage (STOWAGE_STORAGE, S3_*)');
@@ -176,14 +247,22 @@ export async function runCli(argv: string[], env: Record<string, string | undefi
     .command('cors')
     .description(
       "Check that the S3 bucket's CORS lets browsers on other origins upload multipart parts (PUT to presigned URLs, ETag exposed); " +
-        'with --apply, add the rule (the bucket\'s other rules are kept). Exit 0 when browsers can upload, 1 otherwise, 78 without S3 storage.',
+        "with --apply, add the rule (the bucket's other rules are kept). Exit 0 when browsers can upload, 1 otherwise, 78 without S3 storage.",
     )
     .option('--apply', 'add the rule to the bucket')
-    .option('--origins <list>', 'comma-separated page origins, e.g. https://a.example,https://b.example (default: any origin)', parseOrigins)
+    .option(
+      '--origins <list>',
+      'comma-separated page origins, e.g. https://a.example,https://b.example (default: any origin)',
+      parseOrigins,
+    )
     .option('--json', 'print JSON')
     .action(async (opts: { apply?: boolean; origins?: string[]; json?: boolean }) => {
       const config = loadConfig(env);
-      if (config.storage.driver !== 's3') throw new ExitError('STOWAGE_STORAGE is not "s3": files are on local disk and part uploads go through the service, so there is no bucket CORS to set', 78);
+      if (config.storage.driver !== 's3')
+        throw new ExitError(
+          'STOWAGE_STORAGE is not "s3": files are on local disk and part uploads go through the service, so there is no bucket CORS to set',
+          78,
+        );
       const s3 = config.storage.s3;
       // The service's own client construction (endpoint, path style, credentials); no database needed.
       const bucketStorage = new S3Storage(s3);
@@ -192,7 +271,7 @@ export async function runCli(argv: string[], env: Record<string, string | undefi
       const explain = (c: CorsCheck): string[] => {
         if (c.status === 'missing') {
           return [
-            "Browsers on other origins cannot upload multipart parts until the bucket has this rule (S3 uses the first matching rule, so it goes first):",
+            'Browsers on other origins cannot upload multipart parts until the bucket has this rule (S3 uses the first matching rule, so it goes first):',
             JSON.stringify(rule, null, 2),
             `Apply it with: stowage storage cors --apply${opts.origins ? ` --origins ${opts.origins.join(',')}` : ' [--origins https://a.example,https://b.example]'}`,
           ];
@@ -205,7 +284,16 @@ export async function runCli(argv: string[], env: Record<string, string | undefi
         }
         return [];
       };
-      const json = (c: CorsCheck) => ({ status: c.status, bucket: c.bucket, origins: c.origins ?? null, detail: c.detail, code: c.code, http_status: c.httpStatus, rules: c.rules, rule });
+      const json = (c: CorsCheck) => ({
+        status: c.status,
+        bucket: c.bucket,
+        origins: c.origins ?? null,
+        detail: c.detail,
+        code: c.code,
+        http_status: c.httpStatus,
+        rules: c.rules,
+        rule,
+      });
       let result: CorsCheck;
       try {
         if (opts.apply) {
@@ -213,14 +301,18 @@ export async function runCli(argv: string[], env: Record<string, string | undefi
           result = r.after;
           print(Boolean(opts.json), { ...json(r.after), applied: r.applied, before: r.before.status }, () =>
             [
-              r.applied ? `Applied the CORS rule to bucket "${s3.bucket}".` : `Nothing applied to bucket "${s3.bucket}".`,
+              r.applied
+                ? `Applied the CORS rule to bucket "${s3.bucket}".`
+                : `Nothing applied to bucket "${s3.bucket}".`,
               `S3 bucket CORS: ${r.after.status}: ${r.after.detail}`,
               ...(r.applied ? [] : explain(r.after)),
             ].join('\n'),
           );
         } else {
           result = await checkBucketCors(bucketStorage.client, s3.bucket, cors);
-          print(Boolean(opts.json), json(result), () => [`S3 bucket CORS: ${result.status}: ${result.detail}`, ...explain(result)].join('\n'));
+          print(Boolean(opts.json), json(result), () =>
+            [`S3 bucket CORS: ${result.status}: ${result.detail}`, ...explain(result)].join('\n'),
+          );
         }
       } finally {
         bucketStorage.destroy();
@@ -265,7 +357,7 @@ const defaultIo: Io = {
 
 const isMain = process.argv[1] && /(cli[\\/]main\.ts|bin[\\/]stowage(\.js)?)$/.test(process.argv[1]);
 if (isMain) {
-  runCli(process.argv.slice(2)).then((code) => {
+  void runCli(process.argv.slice(2)).then((code) => {
     process.exitCode = code;
   });
 }

@@ -22,7 +22,11 @@ export class DeliverySigner {
     return u.toString();
   }
 
-  verify(pathname: string, q: { expires?: string; signature?: string }, nowSeconds: number): 'ok' | 'missing' | 'bad' | 'expired' {
+  verify(
+    pathname: string,
+    q: { expires?: string; signature?: string },
+    nowSeconds: number,
+  ): 'ok' | 'missing' | 'bad' | 'expired' {
     if (!q.expires && !q.signature) return 'missing';
     if (!q.expires || !q.signature || !/^\d{1,12}$/.test(q.expires)) return 'bad';
     const expected = Buffer.from(this.mac(pathname, Number(q.expires)));

@@ -41,7 +41,7 @@ export function keyHint(key: string): string {
 
 /** Standard Webhooks secret: "whsec_" and base64 of 32 random bytes. */
 export function newWebhookSecret(): string {
-  return 'whsec_' + randomBytes(32).toString('base64');
+  return `whsec_${randomBytes(32).toString('base64')}`;
 }
 
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;

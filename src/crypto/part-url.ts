@@ -33,7 +33,10 @@ export class PartUrlSigner {
   }
 
   private mac(sessionId: string, partNumber: number, length: number, expires: number): string {
-    return createHmac('sha256', this.key).update(salt(sessionId, length, expires)).update(int32be(partNumber)).digest('base64url');
+    return createHmac('sha256', this.key)
+      .update(salt(sessionId, length, expires))
+      .update(int32be(partNumber))
+      .digest('base64url');
   }
 
   /**
@@ -42,15 +45,31 @@ export class PartUrlSigner {
    * be confused: the newer one ends in four bytes that are not all digits.
    */
   private legacyMac(sessionId: string, partNumber: number, length: number, expires: number): string {
-    return createHmac('sha256', this.key).update(`${sessionId}\n${partNumber}\n${length}\n${expires}`).digest('base64url');
+    return createHmac('sha256', this.key)
+      .update(`${sessionId}\n${partNumber}\n${length}\n${expires}`)
+      .digest('base64url');
   }
 
-  private format(publicUrl: string, sessionId: string, partNumber: number, length: number, expires: number, sig: string): string {
+  private format(
+    publicUrl: string,
+    sessionId: string,
+    partNumber: number,
+    length: number,
+    expires: number,
+    sig: string,
+  ): string {
     return `${publicUrl}/api/v1/multipart/${sessionId}/parts/${partNumber}?length=${length}&expires=${expires}&signature=${sig}`;
   }
 
   url(publicUrl: string, sessionId: string, partNumber: number, length: number, expires: number): string {
-    return this.format(publicUrl, sessionId, partNumber, length, expires, this.mac(sessionId, partNumber, length, expires));
+    return this.format(
+      publicUrl,
+      sessionId,
+      partNumber,
+      length,
+      expires,
+      this.mac(sessionId, partNumber, length, expires),
+    );
   }
 
   /**
@@ -65,7 +84,16 @@ export class PartUrlSigner {
     if (run > 0) {
       const macs = await pbkdf2Async(this.key, salt(sessionId, lengths[0], expires), 1, run * MAC_BYTES, 'sha256');
       for (let i = 0; i < run; i++) {
-        out.push(this.format(publicUrl, sessionId, i + 1, lengths[0], expires, macs.toString('base64url', i * MAC_BYTES, (i + 1) * MAC_BYTES)));
+        out.push(
+          this.format(
+            publicUrl,
+            sessionId,
+            i + 1,
+            lengths[0],
+            expires,
+            macs.toString('base64url', i * MAC_BYTES, (i + 1) * MAC_BYTES),
+          ),
+        );
       }
     }
     for (let i = run; i < lengths.length; i++) out.push(this.url(publicUrl, sessionId, i + 1, lengths[i], expires));
@@ -73,8 +101,14 @@ export class PartUrlSigner {
   }
 
   /** 'ok', 'bad' (tampered or malformed) or 'expired'. */
-  verify(sessionId: string, partNumber: number, q: { length?: string; expires?: string; signature?: string }, nowSeconds: number): 'ok' | 'bad' | 'expired' {
-    if (!q.length || !q.expires || !q.signature || !/^\d{1,16}$/.test(q.length) || !/^\d{1,12}$/.test(q.expires)) return 'bad';
+  verify(
+    sessionId: string,
+    partNumber: number,
+    q: { length?: string; expires?: string; signature?: string },
+    nowSeconds: number,
+  ): 'ok' | 'bad' | 'expired' {
+    if (!q.length || !q.expires || !q.signature || !/^\d{1,16}$/.test(q.length) || !/^\d{1,12}$/.test(q.expires))
+      return 'bad';
     if (!Number.isInteger(partNumber) || partNumber < 1 || partNumber > 0xffffffff) return 'bad';
     const given = Buffer.from(q.signature);
     const matches = (mac: string) => {
@@ -83,7 +117,11 @@ export class PartUrlSigner {
     };
     const length = Number(q.length);
     const expires = Number(q.expires);
-    if (!matches(this.mac(sessionId, partNumber, length, expires)) && !matches(this.legacyMac(sessionId, partNumber, length, expires))) return 'bad';
+    if (
+      !matches(this.mac(sessionId, partNumber, length, expires)) &&
+      !matches(this.legacyMac(sessionId, partNumber, length, expires))
+    )
+      return 'bad';
     return expires < nowSeconds ? 'expired' : 'ok';
   }
 }

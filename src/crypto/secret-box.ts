@@ -21,7 +21,13 @@ export class SecretBox {
     const cipher = createCipheriv('aes-256-gcm', this.keys.get(this.currentId)!, iv);
     cipher.setAAD(Buffer.from(aad, 'utf8'));
     const body = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);
-    return [VERSION, this.currentId, iv.toString('base64url'), cipher.getAuthTag().toString('base64url'), body.toString('base64url')].join('.');
+    return [
+      VERSION,
+      this.currentId,
+      iv.toString('base64url'),
+      cipher.getAuthTag().toString('base64url'),
+      body.toString('base64url'),
+    ].join('.');
   }
 
   open(sealed: string, aad: string): string {

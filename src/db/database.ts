@@ -15,7 +15,8 @@ export interface Db {
 
 /** int8 (bigint) columns hold byte counts below 2^53: read them as numbers, not strings. */
 const pgTypes = {
-  getTypeParser: (oid: number, format?: any) => (oid === 20 ? (v: string) => Number(v) : pg.types.getTypeParser(oid, format)),
+  getTypeParser: (oid: number, format?: any) =>
+    oid === 20 ? (v: string) => Number(v) : pg.types.getTypeParser(oid, format),
 };
 
 export function openDatabase(opts: { databaseUrl?: string; dataDir: string; sqlitePath?: string }): Db {

@@ -13,5 +13,7 @@ export const likeBelow = (path: string) => `${escapeLike(path)}/%`;
 /** `lower(column) like pattern escape '\'` or, with `caseSensitive`, `column like …`. */
 export function likeEscaped(column: string, pattern: string, caseSensitive = false): RawBuilder<boolean> {
   const ref = sql.ref(column);
-  return caseSensitive ? sql<boolean>`${ref} like ${pattern} escape '\\'` : sql<boolean>`lower(${ref}) like ${pattern} escape '\\'`;
+  return caseSensitive
+    ? sql<boolean>`${ref} like ${pattern} escape '\\'`
+    : sql<boolean>`lower(${ref}) like ${pattern} escape '\\'`;
 }

@@ -59,7 +59,10 @@ const migrations: Record<string, Migration> = {
   },
   '0002_files': {
     async up(db: Kysely<any>) {
-      await db.schema.alterTable('workspaces').addColumn('used_bytes', 'bigint', (c) => c.notNull().defaultTo(0)).execute();
+      await db.schema
+        .alterTable('workspaces')
+        .addColumn('used_bytes', 'bigint', (c) => c.notNull().defaultTo(0))
+        .execute();
 
       await db.schema
         .createTable('folders')
@@ -111,7 +114,11 @@ const migrations: Record<string, Migration> = {
         .addColumn('updated_at', 'varchar(32)', (c) => c.notNull())
         .addUniqueConstraint('files_workspace_folder_name_uq', ['workspace_id', 'folder_path', 'name'])
         .execute();
-      await db.schema.createIndex('files_workspace_created_idx').on('files').columns(['workspace_id', 'created_at', 'id']).execute();
+      await db.schema
+        .createIndex('files_workspace_created_idx')
+        .on('files')
+        .columns(['workspace_id', 'created_at', 'id'])
+        .execute();
       await db.schema.createIndex('files_blob_idx').on('files').column('blob_id').execute();
 
       // Write-ahead intents for storage objects: a row exists from before an object is written
@@ -155,7 +162,11 @@ const migrations: Record<string, Migration> = {
         .addColumn('created_at', 'varchar(32)', (c) => c.notNull())
         .addColumn('updated_at', 'varchar(32)', (c) => c.notNull())
         .execute();
-      await db.schema.createIndex('multipart_sessions_status_expire_idx').on('multipart_sessions').columns(['status', 'expire_at']).execute();
+      await db.schema
+        .createIndex('multipart_sessions_status_expire_idx')
+        .on('multipart_sessions')
+        .columns(['status', 'expire_at'])
+        .execute();
     },
     async down(db: Kysely<any>) {
       await db.schema.dropTable('multipart_sessions').execute();
@@ -178,7 +189,11 @@ const migrations: Record<string, Migration> = {
         .addColumn('created_at', 'varchar(32)', (c) => c.notNull())
         .addColumn('updated_at', 'varchar(32)', (c) => c.notNull())
         .execute();
-      await db.schema.createIndex('webhook_deliveries_due_idx').on('webhook_deliveries').columns(['status', 'next_attempt_at']).execute();
+      await db.schema
+        .createIndex('webhook_deliveries_due_idx')
+        .on('webhook_deliveries')
+        .columns(['status', 'next_attempt_at'])
+        .execute();
     },
     async down(db: Kysely<any>) {
       await db.schema.dropTable('webhook_deliveries').execute();
@@ -190,7 +205,10 @@ const migrations: Record<string, Migration> = {
       await db.schema.alterTable('workspaces').addColumn('allowed_origins', 'text').execute();
       await db.schema.alterTable('workspaces').addColumn('webhook_origins', 'text').execute();
       // Whether the session was started with a private key, which alone may replace a file.
-      await db.schema.alterTable('multipart_sessions').addColumn('may_replace', 'integer', (c) => c.notNull().defaultTo(1)).execute();
+      await db.schema
+        .alterTable('multipart_sessions')
+        .addColumn('may_replace', 'integer', (c) => c.notNull().defaultTo(1))
+        .execute();
       await db.schema
         .createTable('upload_tokens')
         .addColumn('id', 'varchar(36)', (c) => c.primaryKey())
@@ -217,8 +235,14 @@ const migrations: Record<string, Migration> = {
       // Bytes promised to uploads in progress: a quota decision counts used + reserved, so
       // parallel uploads can never together pass the quota. Each reservation sits on the
       // intent of the bytes it is for, and goes with it (commit, discard, sweep).
-      await db.schema.alterTable('workspaces').addColumn('reserved_bytes', 'bigint', (c) => c.notNull().defaultTo(0)).execute();
-      await db.schema.alterTable('storage_intents').addColumn('reserved_bytes', 'bigint', (c) => c.notNull().defaultTo(0)).execute();
+      await db.schema
+        .alterTable('workspaces')
+        .addColumn('reserved_bytes', 'bigint', (c) => c.notNull().defaultTo(0))
+        .execute();
+      await db.schema
+        .alterTable('storage_intents')
+        .addColumn('reserved_bytes', 'bigint', (c) => c.notNull().defaultTo(0))
+        .execute();
     },
     async down(db: Kysely<any>) {
       await db.schema.alterTable('storage_intents').dropColumn('reserved_bytes').execute();

@@ -41,7 +41,10 @@ const NOT_CROSS_ORIGIN = /^\/(dashboard|examples|docs|metrics)(\/|$|\?)/;
 const SDK_PATH = '/dashboard/sdk.js';
 const TOKEN_PATH = /^\/api\/v1\/uploads\/(stw_ut_[^/?#]+)\/?(\?|$)/;
 
-export async function installCors(app: FastifyInstance, opts: { tokens: UploadTokenService; publicUrl: string }): Promise<void> {
+export async function installCors(
+  app: FastifyInstance,
+  opts: { tokens: UploadTokenService; publicUrl: string },
+): Promise<void> {
   const ownOrigin = new URL(opts.publicUrl).origin;
   const base: FastifyCorsOptions = {
     origin: '*',

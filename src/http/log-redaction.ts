@@ -34,7 +34,8 @@ const TOKEN_PREFIX = 'stw_ut_';
 /** A token anywhere in free text, also with its underscores percent-encoded. */
 const TOKEN_IN_TEXT = /stw(?:_|%5f)ut(?:_|%5f)[^\s"'/?#&\\<>]*/gi;
 /** `name=value` of a secret parameter in free text (a URL inside a message or error). */
-const PARAM_IN_TEXT = /([?&;](?:signature|sig|x-amz-signature|x-amz-credential|x-amz-security-token|x-goog-signature|x-goog-credential|token|access_token|api_key|x-api-key)=)[^&#\s"'\\<>]*/gi;
+const PARAM_IN_TEXT =
+  /([?&;](?:signature|sig|x-amz-signature|x-amz-credential|x-amz-security-token|x-goog-signature|x-goog-credential|token|access_token|api_key|x-api-key)=)[^&#\s"'\\<>]*/gi;
 /** Cheap pre-check: most lines have none of these and are passed through untouched. */
 const MAYBE_SECRET = /stw|sig|token|credential|api_key|x-api-key/i;
 

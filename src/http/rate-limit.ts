@@ -10,7 +10,12 @@ import type { RateLimit } from '../config.ts';
 import { AppError } from '../errors.ts';
 import { presentedKey } from './auth.ts';
 
-const UPLOAD_ROUTES = new Set(['POST /api/v1/uploads', 'POST /api/v1/uploads/remote', 'POST /api/v1/multipart/start', 'POST /api/v1/multipart/complete']);
+const UPLOAD_ROUTES = new Set([
+  'POST /api/v1/uploads',
+  'POST /api/v1/uploads/remote',
+  'POST /api/v1/multipart/start',
+  'POST /api/v1/multipart/complete',
+]);
 
 /** Who is counted: the key (hashed: raw keys never reach Redis), or the address when none is sent. */
 function keyOf(request: FastifyRequest): string {
@@ -18,7 +23,10 @@ function keyOf(request: FastifyRequest): string {
   return key ? createHash('sha256').update(key).digest('base64url').slice(0, 24) : `ip:${request.ip}`;
 }
 
-export async function installRateLimits(app: FastifyInstance, opts: { upload: RateLimit | null; api: RateLimit | null; redis?: Redis }): Promise<void> {
+export async function installRateLimits(
+  app: FastifyInstance,
+  opts: { upload: RateLimit | null; api: RateLimit | null; redis?: Redis },
+): Promise<void> {
   if (!opts.upload && !opts.api) return;
   // Runs before the plugin's own onRoute hook (hooks run in the order they are added).
   app.addHook('onRoute', (route) => {
@@ -27,7 +35,10 @@ export async function installRateLimits(app: FastifyInstance, opts: { upload: Ra
     const methods = Array.isArray(route.method) ? route.method : [route.method];
     const limit = methods.some((m) => UPLOAD_ROUTES.has(`${m} ${route.url}`)) ? opts.upload : opts.api;
     if (!limit) return;
-    route.config = { ...route.config, rateLimit: { max: limit.max, timeWindow: limit.windowMs, groupId: limit === opts.upload ? 'upload' : 'api' } } as typeof route.config;
+    route.config = {
+      ...route.config,
+      rateLimit: { max: limit.max, timeWindow: limit.windowMs, groupId: limit === opts.upload ? 'upload' : 'api' },
+    } as typeof route.config;
   });
   await app.register(rateLimit, {
     global: false,
@@ -38,9 +49,15 @@ export async function installRateLimits(app: FastifyInstance, opts: { upload: Ra
     skipOnError: false,
     errorResponseBuilder: (_request, context) => {
       const seconds = Math.max(1, Math.ceil(context.ttl / 1000));
-      return new AppError(429, 'RATE_LIMITED', 'Too many requests', `Rate limit of ${context.max} requests per ${context.after} reached; retry in ${seconds} s`, {
-        body: { retryAfterSeconds: seconds },
-      });
+      return new AppError(
+        429,
+        'RATE_LIMITED',
+        'Too many requests',
+        `Rate limit of ${context.max} requests per ${context.after} reached; retry in ${seconds} s`,
+        {
+          body: { retryAfterSeconds: seconds },
+        },
+      );
     },
   });
 }

@@ -11,7 +11,8 @@ const WORTH_RETRYING = new Set([408, 425, 429]);
 export function installRetryHints(app: FastifyInstance): void {
   app.addHook('onSend', async (_request, reply, payload) => {
     const status = reply.statusCode;
-    if (status >= 400 && status < 500 && !WORTH_RETRYING.has(status) && !reply.hasHeader('x-should-retry')) reply.header('x-should-retry', 'false');
+    if (status >= 400 && status < 500 && !WORTH_RETRYING.has(status) && !reply.hasHeader('x-should-retry'))
+      reply.header('x-should-retry', 'false');
     if ((status === 429 || status === 503) && !reply.hasHeader('retry-after')) reply.header('retry-after', '5');
     return payload;
   });

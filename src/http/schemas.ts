@@ -31,10 +31,17 @@ const CONFIGURATION_FIELDS =
   'conditional and accept-encoding headers are refused.';
 
 /** Configuration values are text, booleans or lists of header names (forward_header). */
-export const ConfigurationSchema = Type.Record(Type.String(), Type.Union([Type.String(), Type.Boolean(), Type.Array(Type.String())]), { description: CONFIGURATION_FIELDS });
+export const ConfigurationSchema = Type.Record(
+  Type.String(),
+  Type.Union([Type.String(), Type.Boolean(), Type.Array(Type.String())]),
+  { description: CONFIGURATION_FIELDS },
+);
 
 /** What requests may send: the service checks the fields per type (and null removes one in PATCH). */
-export const ConfigurationInput = Type.Object({}, { additionalProperties: true, description: (ConfigurationSchema as { description?: string }).description });
+export const ConfigurationInput = Type.Object(
+  {},
+  { additionalProperties: true, description: (ConfigurationSchema as { description?: string }).description },
+);
 
 export const Source = Type.Object(
   {
@@ -92,9 +99,15 @@ export const FileRecord = Type.Object(
 export const FileDetails = Type.Object(
   {
     ...FileRecord.properties,
-    dimensions: Type.Object({ width: Type.Union([Type.Integer(), Type.Null()]), height: Type.Union([Type.Integer(), Type.Null()]) }),
+    dimensions: Type.Object({
+      width: Type.Union([Type.Integer(), Type.Null()]),
+      height: Type.Union([Type.Integer(), Type.Null()]),
+    }),
     workspace: Type.Object({ name: Type.String(), workspace_no: Type.String() }),
-    folder: Type.Union([Type.Object({ folder_no: Type.String(), name: Type.String(), path: Type.String() }), Type.Null()]),
+    folder: Type.Union([
+      Type.Object({ folder_no: Type.String(), name: Type.String(), path: Type.String() }),
+      Type.Null(),
+    ]),
     uploaded_by: Type.Null({ description: 'Stowage does not record who uploaded: always null' }),
     uploaded_at: Type.String({ format: 'date-time' }),
     asset_key: Type.String({ description: 'The file_no' }),
@@ -111,5 +124,9 @@ export const UploadAnswer = Type.Object(
     ...recordWithAliases,
     data: Type.Object(recordWithAliases),
   },
-  { $id: 'UploadAnswer', description: 'The flat file record, plus success and data (the record again), so readers of either documented shape work.' },
+  {
+    $id: 'UploadAnswer',
+    description:
+      'The flat file record, plus success and data (the record again), so readers of either documented shape work.',
+  },
 );

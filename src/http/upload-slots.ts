@@ -103,7 +103,8 @@ export function installUploadSlots(app: FastifyInstance, opts: { slots: UploadSl
     if (disk) {
       // A disk that cannot be asked is no reason to refuse: writing will tell.
       const free = await disk.free().catch(() => undefined);
-      if (free !== undefined && free - declared < disk.minFreeBytes) return refuse(request, declared, errors.insufficientStorage());
+      if (free !== undefined && free - declared < disk.minFreeBytes)
+        return refuse(request, declared, errors.insufficientStorage());
     }
     const res: ServerResponse | undefined = request[kReply]?.raw;
     // The client left while the checks ran: nothing to hold a slot for.
@@ -123,15 +124,25 @@ export function installUploadSlots(app: FastifyInstance, opts: { slots: UploadSl
     const marked = request as Marked;
     marked[kReply] = reply;
     const route = `${request.method} ${request.routeOptions.url}`;
-    if (KEY_UPLOAD_ROUTES.has(route) && request.principal) return admit(marked, request.principal.workspaceId, declaredLength(request));
+    if (KEY_UPLOAD_ROUTES.has(route) && request.principal)
+      return admit(marked, request.principal.workspaceId, declaredLength(request));
     if (route !== PART_ROUTE) return;
     // A part's workspace is its session's. Unknown sessions are left to the handler (404).
     const { sessionId } = request.params as { sessionId?: string };
     if (typeof sessionId !== 'string' || !/^[0-9A-Za-z]{24}$/.test(sessionId)) return;
-    const session = await db.kysely.selectFrom('multipart_sessions').select('workspace_id').where('id', '=', sessionId).where('status', '=', 'active').executeTakeFirst();
+    const session = await db.kysely
+      .selectFrom('multipart_sessions')
+      .select('workspace_id')
+      .where('id', '=', sessionId)
+      .where('status', '=', 'active')
+      .executeTakeFirst();
     if (!session) return;
     const length = Number((request.query as { length?: string }).length);
-    return admit(marked, session.workspace_id, declaredLength(request) || (Number.isSafeInteger(length) && length > 0 ? length : 0));
+    return admit(
+      marked,
+      session.workspace_id,
+      declaredLength(request) || (Number.isSafeInteger(length) && length > 0 ? length : 0),
+    );
   });
   // Also for responses that never had a real socket (inject).
   app.addHook('onResponse', async (request) => {
@@ -150,7 +161,11 @@ async function refuse(request: FastifyRequest, declared: number, err: Error): Pr
   if (!req.complete && declared > 0 && declared <= DRAIN_LIMIT && !req.readableEnded) {
     req.resume();
     let timer: NodeJS.Timeout | undefined;
-    await Promise.race([once(req, 'end').catch(() => {}), once(req, 'close').catch(() => {}), new Promise((r) => (timer = setTimeout(r, DRAIN_MS)))]);
+    await Promise.race([
+      once(req, 'end').catch(() => {}),
+      once(req, 'close').catch(() => {}),
+      new Promise((r) => (timer = setTimeout(r, DRAIN_MS))),
+    ]);
     clearTimeout(timer);
   }
   throw err;

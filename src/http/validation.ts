@@ -13,7 +13,7 @@ export function installValidation(app: FastifyInstance): void {
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
     const text = typeof body === 'string' ? body : body.toString('utf8');
     if (text.trim() === '') return done(null, {});
-    json(request, text, done);
+    void json(request, text, done);
   });
 
   const base: Options = { removeAdditional: false, useDefaults: true, allErrors: false, strict: false };

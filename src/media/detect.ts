@@ -18,7 +18,10 @@ export interface Detected {
 export async function detect(head: Buffer, fileName: string): Promise<Detected> {
   const sniffed = head.length > 0 ? await fileTypeFromBuffer(head).catch(() => undefined) : undefined;
   const byName = mime.lookup(fileName) || undefined;
-  const mimeType = sniffed?.mime ?? (byName && !isMagicType(byName) ? byName : byName === 'image/svg+xml' && looksLikeSvg(head) ? byName : undefined) ?? 'application/octet-stream';
+  const mimeType =
+    sniffed?.mime ??
+    (byName && !isMagicType(byName) ? byName : byName === 'image/svg+xml' && looksLikeSvg(head) ? byName : undefined) ??
+    'application/octet-stream';
   const format = sniffed?.ext ?? extensionOf(fileName);
   let width: number | null = null;
   let height: number | null = null;
@@ -28,7 +31,8 @@ export async function detect(head: Buffer, fileName: string): Promise<Detected> 
       width = size.width ?? null;
       height = size.height ?? null;
       // EXIF orientations 5-8 swap the displayed axes.
-      if (size.orientation && size.orientation >= 5 && width !== null && height !== null) [width, height] = [height, width];
+      if (size.orientation && size.orientation >= 5 && width !== null && height !== null)
+        [width, height] = [height, width];
     } catch {
       // Not enough header, or a format image-size does not read: leave unknown.
     }
@@ -38,7 +42,13 @@ export async function detect(head: Buffer, fileName: string): Promise<Detected> 
 
 /** A name that claims a binary format the bytes did not show is not believed. */
 function isMagicType(type: string): boolean {
-  return (type.startsWith('image/') && type !== 'image/svg+xml') || type.startsWith('video/') || type.startsWith('audio/') || type === 'application/pdf' || type === 'application/zip';
+  return (
+    (type.startsWith('image/') && type !== 'image/svg+xml') ||
+    type.startsWith('video/') ||
+    type.startsWith('audio/') ||
+    type === 'application/pdf' ||
+    type === 'application/zip'
+  );
 }
 
 const looksLikeSvg = (head: Buffer) => /<svg[\s>]/i.test(head.subarray(0, 4096).toString('utf8'));

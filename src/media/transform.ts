@@ -33,7 +33,8 @@ export function parseTransform(text: string): TransformSpec {
   const seen = new Set<string>();
   const bad = (token: string, why: string) => errors.validation(`transform: "${token.slice(0, 40)}" ${why}`);
   const int = (token: string, raw: string, min: number, max: number) => {
-    if (!/^\d{1,6}$/.test(raw) || Number(raw) < min || Number(raw) > max) throw bad(token, `needs a whole number from ${min} to ${max}`);
+    if (!/^\d{1,6}$/.test(raw) || Number(raw) < min || Number(raw) > max)
+      throw bad(token, `needs a whole number from ${min} to ${max}`);
     return Number(raw);
   };
   if (text.trim() === '') throw errors.validation('transform is empty');
@@ -62,18 +63,21 @@ export function parseTransform(text: string): TransformSpec {
         spec.crop = value as TransformSpec['crop'];
         break;
       case 'p':
-        if (!POSITIONS.has(value)) throw bad(token, 'must be one of p_c, p_t, p_b, p_l, p_r, p_tl, p_tr, p_bl, p_br, p_entropy, p_attention');
+        if (!POSITIONS.has(value))
+          throw bad(token, 'must be one of p_c, p_t, p_b, p_l, p_r, p_tl, p_tr, p_bl, p_br, p_entropy, p_attention');
         spec.position = value as Position;
         break;
       case 'f':
-        if (!['auto', 'webp', 'avif', 'jpg', 'png', 'gif'].includes(value)) throw bad(token, 'must be f_auto, f_webp, f_avif, f_jpg, f_png or f_gif');
+        if (!['auto', 'webp', 'avif', 'jpg', 'png', 'gif'].includes(value))
+          throw bad(token, 'must be f_auto, f_webp, f_avif, f_jpg, f_png or f_gif');
         spec.format = value as TransformSpec['format'];
         break;
       case 'q':
         spec.quality = value === 'auto' ? 'auto' : int(token, value, 1, 100);
         break;
       case 'r': {
-        if (!/^-?\d{1,3}$/.test(value) || Math.abs(Number(value)) > 360) throw bad(token, 'needs degrees from -360 to 360');
+        if (!/^-?\d{1,3}$/.test(value) || Math.abs(Number(value)) > 360)
+          throw bad(token, 'needs degrees from -360 to 360');
         spec.rotate = Number(value);
         break;
       }
@@ -82,7 +86,8 @@ export function parseTransform(text: string): TransformSpec {
         spec.flip = value as TransformSpec['flip'];
         break;
       case 'bg':
-        if (!/^([0-9a-fA-F]{3}|[0-9a-fA-F]{6}|[0-9a-fA-F]{8})$/.test(value)) throw bad(token, 'needs a hex colour like bg_fff or bg_ff0000');
+        if (!/^([0-9a-fA-F]{3}|[0-9a-fA-F]{6}|[0-9a-fA-F]{8})$/.test(value))
+          throw bad(token, 'needs a hex colour like bg_fff or bg_ff0000');
         spec.background = `#${value.toLowerCase()}`;
         break;
       case 'e': {
@@ -101,8 +106,17 @@ export function parseTransform(text: string): TransformSpec {
 }
 
 const GRAVITY: Record<Position, string> = {
-  c: 'centre', t: 'north', b: 'south', l: 'west', r: 'east', tl: 'northwest', tr: 'northeast', bl: 'southwest', br: 'southeast',
-  entropy: 'entropy', attention: 'attention',
+  c: 'centre',
+  t: 'north',
+  b: 'south',
+  l: 'west',
+  r: 'east',
+  tl: 'northwest',
+  tr: 'northeast',
+  bl: 'southwest',
+  br: 'southeast',
+  entropy: 'entropy',
+  attention: 'attention',
 };
 
 export interface ApplyOptions {
@@ -116,7 +130,11 @@ export interface ApplyOptions {
  * A sharp pipeline for `spec` and the format it writes: a Duplex stream, or, given a file path,
  * one that reads the file itself (libvips is faster on files than on streams).
  */
-export function buildPipeline(spec: TransformSpec, opts: ApplyOptions, inputPath?: string): { pipeline: SharpPipeline; format: OutputFormat | null } {
+export function buildPipeline(
+  spec: TransformSpec,
+  opts: ApplyOptions,
+  inputPath?: string,
+): { pipeline: SharpPipeline; format: OutputFormat | null } {
   const options = { limitInputPixels: opts.maxPixels, failOn: 'error' as const, sequentialRead: true };
   let img = (inputPath ? sharp(inputPath, options) : sharp(options)).rotate();
   if (spec.rotate) img = img.rotate(spec.rotate, { background: spec.background ?? '#00000000' });
@@ -129,7 +147,14 @@ export function buildPipeline(spec: TransformSpec, opts: ApplyOptions, inputPath
     else if (height && !width) width = Math.max(1, Math.round((height * aw) / ah));
   }
   if (width || height) {
-    const fit = spec.crop === 'fit' ? 'inside' : spec.crop === 'pad' ? 'contain' : spec.crop === 'fill' || spec.crop === 'crop' || (width && height) ? 'cover' : 'inside';
+    const fit =
+      spec.crop === 'fit'
+        ? 'inside'
+        : spec.crop === 'pad'
+          ? 'contain'
+          : spec.crop === 'fill' || spec.crop === 'crop' || (width && height)
+            ? 'cover'
+            : 'inside';
     img = img.resize({
       width,
       height,
@@ -143,7 +168,7 @@ export function buildPipeline(spec: TransformSpec, opts: ApplyOptions, inputPath
   if (spec.blur) img = img.blur(Math.min(1000, Math.max(0.3, spec.blur / 10)));
   if (spec.sharpen) img = img.sharpen({ sigma: Math.min(10, Math.max(0.5, spec.sharpen / 100)) });
   if (spec.background && spec.crop !== 'pad') img = img.flatten({ background: spec.background });
-  const format = spec.format === 'auto' ? opts.autoFormat : spec.format ?? null;
+  const format = spec.format === 'auto' ? opts.autoFormat : (spec.format ?? null);
   const quality = spec.quality === 'auto' || spec.quality === undefined ? undefined : spec.quality;
   switch (format) {
     case 'webp':
@@ -162,7 +187,8 @@ export function buildPipeline(spec: TransformSpec, opts: ApplyOptions, inputPath
       img = img.gif();
       break;
     default:
-      if (quality !== undefined) img = img.jpeg({ quality, force: false }).webp({ quality, force: false }).avif({ quality, force: false });
+      if (quality !== undefined)
+        img = img.jpeg({ quality, force: false }).webp({ quality, force: false }).avif({ quality, force: false });
   }
   return { pipeline: img, format };
 }

@@ -44,7 +44,10 @@ export class OutboundGuard {
   readonly httpAgent: http.Agent;
   readonly httpsAgent: https.Agent;
 
-  constructor(allow: string[] = [], private readonly resolver: Resolver = systemResolver) {
+  constructor(
+    allow: string[] = [],
+    private readonly resolver: Resolver = systemResolver,
+  ) {
     for (const entry of allow) {
       const value = entry.trim().toLowerCase();
       if (!value) continue;
@@ -127,7 +130,8 @@ export class OutboundGuard {
     } catch {
       throw new OutboundBlockedError(String(url), 'not a valid URL');
     }
-    if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new OutboundBlockedError(u.protocol, 'only http and https are allowed');
+    if (u.protocol !== 'http:' && u.protocol !== 'https:')
+      throw new OutboundBlockedError(u.protocol, 'only http and https are allowed');
     await this.resolve(u.hostname);
     return u;
   }
@@ -138,7 +142,8 @@ export class OutboundGuard {
       (addresses) => {
         const family = typeof options === 'object' ? options.family : undefined;
         const usable = family === 4 || family === 6 ? addresses.filter((a) => a.family === family) : addresses;
-        if (usable.length === 0) return (callback as any)(Object.assign(new Error(`${hostname}: no usable address`), { code: 'ENOTFOUND' }));
+        if (usable.length === 0)
+          return (callback as any)(Object.assign(new Error(`${hostname}: no usable address`), { code: 'ENOTFOUND' }));
         if (typeof options === 'object' && options.all) return (callback as any)(null, usable);
         (callback as any)(null, usable[0].address, usable[0].family);
       },
@@ -187,7 +192,8 @@ function parseCidr(text: string): Cidr {
   const ip = parseIp(text.slice(0, slash));
   const bits = Number(text.slice(slash + 1));
   const max = ip?.kind() === 'ipv4' ? 32 : 128;
-  if (!ip || !/^\d{1,3}$/.test(text.slice(slash + 1)) || bits > max) throw new Error(`outbound allow list: "${text}" is not a CIDR`);
+  if (!ip || !/^\d{1,3}$/.test(text.slice(slash + 1)) || bits > max)
+    throw new Error(`outbound allow list: "${text}" is not a CIDR`);
   return unmapCidr([ip, bits]);
 }
 
@@ -225,7 +231,10 @@ function embeddedIPv4(ip: ipaddr.IPv6): ipaddr.IPv4[] | null {
   if (p[0] === 0x2002) return [ipv4At(ip, 2)];
   // 2001:0::/32, Teredo (RFC 4380): the server's IPv4 in bits 32..63, the client's inverted in the last 32
   if (p[0] === 0x2001 && p[1] === 0) {
-    const client = ip.toByteArray().slice(12, 16).map((b) => b ^ 0xff);
+    const client = ip
+      .toByteArray()
+      .slice(12, 16)
+      .map((b) => b ^ 0xff);
     return [ipv4At(ip, 4), new ipaddr.IPv4(client)];
   }
   return null;

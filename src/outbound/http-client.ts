@@ -31,7 +31,11 @@ export class OutboundTimeoutError extends Error {
   }
 }
 
-export async function outboundRequest(guard: OutboundGuard, url: string, opts: OutboundRequest): Promise<OutboundResponse> {
+export async function outboundRequest(
+  guard: OutboundGuard,
+  url: string,
+  opts: OutboundRequest,
+): Promise<OutboundResponse> {
   let current = url;
   let method = opts.method ?? 'GET';
   let body = opts.body;
@@ -39,7 +43,16 @@ export async function outboundRequest(guard: OutboundGuard, url: string, opts: O
   const deadline = Date.now() + opts.timeoutMs;
   for (let hop = 0; ; hop++) {
     const target = await guard.checkUrl(current);
-    const res = await once(guard, target, method, opts.headers ?? {}, body, Math.max(1, deadline - Date.now()), opts.bodyTimeoutMs ?? opts.timeoutMs, opts.signal);
+    const res = await once(
+      guard,
+      target,
+      method,
+      opts.headers ?? {},
+      body,
+      Math.max(1, deadline - Date.now()),
+      opts.bodyTimeoutMs ?? opts.timeoutMs,
+      opts.signal,
+    );
     const location = res.headers.location;
     if ([301, 302, 303, 307, 308].includes(res.status) && location) {
       res.body.resume();

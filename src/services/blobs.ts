@@ -61,7 +61,10 @@ export class BlobStore {
   }
 
   async recordIntent(workspaceId: string, key: string, reason: string): Promise<void> {
-    await this.db.kysely.insertInto('storage_intents').values({ storage_key: key, workspace_id: workspaceId, reason, reserved_bytes: 0, created_at: nowIso() }).execute();
+    await this.db.kysely
+      .insertInto('storage_intents')
+      .values({ storage_key: key, workspace_id: workspaceId, reason, reserved_bytes: 0, created_at: nowIso() })
+      .execute();
   }
 
   /**
@@ -92,7 +95,11 @@ export class BlobStore {
   /** Removes an intent and gives back the quota it held; the one place intents go. Returns what it held. */
   private async dropIntent(trx: Kysely<Database>, key: string): Promise<number> {
     // DELETE … RETURNING: of two droppers of one intent, only the one that deleted it gives back.
-    const gone = await trx.deleteFrom('storage_intents').where('storage_key', '=', key).returning(['workspace_id', 'reserved_bytes']).executeTakeFirst();
+    const gone = await trx
+      .deleteFrom('storage_intents')
+      .where('storage_key', '=', key)
+      .returning(['workspace_id', 'reserved_bytes'])
+      .executeTakeFirst();
     const held = Number(gone?.reserved_bytes ?? 0);
     if (gone) await giveBack(trx, gone.workspace_id, held);
     return held;
@@ -115,14 +122,21 @@ export class BlobStore {
     const quota = limits.quotaBytes ?? null;
     // Steps are at most a sixteenth of the quota, so a small quota is not held in big lumps
     // by uploads that turn out small.
-    const stepSize = quota === null ? RESERVE_STEP : Math.max(64 * 1024, Math.min(RESERVE_STEP, Math.floor(quota / 16)));
+    const stepSize =
+      quota === null ? RESERVE_STEP : Math.max(64 * 1024, Math.min(RESERVE_STEP, Math.floor(quota / 16)));
     const reserveUpTo = async (need: number) => {
       const step = Math.max(need - reserved, Math.min(stepSize, limits.maxFileSize - reserved));
       if (await this.reserve(workspaceId, key, step, quota!)) reserved += step;
-      else if (step > need - reserved && (await this.reserve(workspaceId, key, need - reserved, quota!))) reserved = need;
+      else if (step > need - reserved && (await this.reserve(workspaceId, key, need - reserved, quota!)))
+        reserved = need;
       else throw errors.storageLimitExceeded();
     };
-    if (quota !== null && limits.expectedBytes !== undefined && Number.isSafeInteger(limits.expectedBytes) && limits.expectedBytes > 0) {
+    if (
+      quota !== null &&
+      limits.expectedBytes !== undefined &&
+      Number.isSafeInteger(limits.expectedBytes) &&
+      limits.expectedBytes > 0
+    ) {
       const expected = Math.min(limits.expectedBytes, limits.maxFileSize);
       if (!(await this.reserve(workspaceId, key, expected, quota))) {
         await this.forget(workspaceId, key);
@@ -161,9 +175,17 @@ export class BlobStore {
     body.once('close', onBodyClose);
     body.pipe(meter);
     // However long the upload takes, its intent stays fresh, so no sweeper takes it for dead.
-    const heartbeat = setInterval(() => {
-      this.db.kysely.updateTable('storage_intents').set({ created_at: nowIso() }).where('storage_key', '=', key).execute().catch(() => {});
-    }, Math.max(1000, Math.floor(this.graceMs / 3)));
+    const heartbeat = setInterval(
+      () => {
+        this.db.kysely
+          .updateTable('storage_intents')
+          .set({ created_at: nowIso() })
+          .where('storage_key', '=', key)
+          .execute()
+          .catch(() => {});
+      },
+      Math.max(1000, Math.floor(this.graceMs / 3)),
+    );
     heartbeat.unref();
     let sha256: string | undefined;
     try {
@@ -189,8 +211,17 @@ export class BlobStore {
    * already had them, that blob is returned and `duplicate` is true; the caller then
    * discards the staged object after the transaction commits.
    */
-  async commit(trx: Kysely<Database>, staged: Staged, quotaBytes: number | null): Promise<{ blob: BlobRow; duplicate: boolean }> {
-    const existing = await trx.selectFrom('blobs').selectAll().where('workspace_id', '=', staged.workspaceId).where('sha256', '=', staged.sha256).executeTakeFirst();
+  async commit(
+    trx: Kysely<Database>,
+    staged: Staged,
+    quotaBytes: number | null,
+  ): Promise<{ blob: BlobRow; duplicate: boolean }> {
+    const existing = await trx
+      .selectFrom('blobs')
+      .selectAll()
+      .where('workspace_id', '=', staged.workspaceId)
+      .where('sha256', '=', staged.sha256)
+      .executeTakeFirst();
     // A duplicate keeps its intent (and reservation) until the caller discards the new object.
     if (existing) return { blob: existing, duplicate: true };
     // The reservation becomes usage; the quota is checked again here, atomically with the
@@ -200,10 +231,21 @@ export class BlobStore {
       .updateTable('workspaces')
       .set((eb) => ({ used_bytes: eb('used_bytes', '+', staged.size) }))
       .where('id', '=', staged.workspaceId)
-      .where(quotaBytes === null ? sql<boolean>`1 = 1` : sql<boolean>`used_bytes + reserved_bytes + ${staged.size} <= ${quotaBytes}`)
+      .where(
+        quotaBytes === null
+          ? sql<boolean>`1 = 1`
+          : sql<boolean>`used_bytes + reserved_bytes + ${staged.size} <= ${quotaBytes}`,
+      )
       .executeTakeFirst();
     if (Number(charged.numUpdatedRows) === 0) throw errors.storageLimitExceeded();
-    const blob: BlobRow = { id: newUuid(), workspace_id: staged.workspaceId, sha256: staged.sha256, size: staged.size, storage_key: staged.key, created_at: nowIso() };
+    const blob: BlobRow = {
+      id: newUuid(),
+      workspace_id: staged.workspaceId,
+      sha256: staged.sha256,
+      size: staged.size,
+      storage_key: staged.key,
+      created_at: nowIso(),
+    };
     await trx.insertInto('blobs').values(blob).execute();
     return { blob, duplicate: false };
   }
@@ -231,7 +273,13 @@ export class BlobStore {
       .execute();
     await trx
       .insertInto('storage_intents')
-      .values({ storage_key: blob.storage_key, workspace_id: blob.workspace_id, reason: 'delete', reserved_bytes: 0, created_at: nowIso() })
+      .values({
+        storage_key: blob.storage_key,
+        workspace_id: blob.workspace_id,
+        reason: 'delete',
+        reserved_bytes: 0,
+        created_at: nowIso(),
+      })
       .onConflict((oc) => oc.column('storage_key').doNothing())
       .execute();
     return blob.storage_key;
@@ -255,11 +303,20 @@ export class BlobStore {
   /** Gives back the quota an intent holds and keeps the intent (its bytes still have to go). */
   private async releaseReservation(key: string): Promise<void> {
     await this.db.kysely.transaction().execute(async (trx) => {
-      const intent = await trx.selectFrom('storage_intents').select(['workspace_id', 'reserved_bytes']).where('storage_key', '=', key).executeTakeFirst();
+      const intent = await trx
+        .selectFrom('storage_intents')
+        .select(['workspace_id', 'reserved_bytes'])
+        .where('storage_key', '=', key)
+        .executeTakeFirst();
       const held = Number(intent?.reserved_bytes ?? 0);
       if (!intent || held === 0) return;
       // Conditional on the amount read, so two releases of one intent give back once.
-      const zeroed = await trx.updateTable('storage_intents').set({ reserved_bytes: 0 }).where('storage_key', '=', key).where('reserved_bytes', '=', held).executeTakeFirst();
+      const zeroed = await trx
+        .updateTable('storage_intents')
+        .set({ reserved_bytes: 0 })
+        .where('storage_key', '=', key)
+        .where('reserved_bytes', '=', held)
+        .executeTakeFirst();
       if (Number(zeroed.numUpdatedRows) === 0) return;
       await giveBack(trx, intent.workspace_id, held);
     });
@@ -273,12 +330,21 @@ export class BlobStore {
    */
   async sweepIntents(graceMs = this.graceMs, multipartMaxAgeMs = 8 * 24 * 3600 * 1000): Promise<number> {
     const cutoff = new Date(Date.now() - graceMs).toISOString();
-    const stale = await this.db.kysely.selectFrom('storage_intents').selectAll().where('created_at', '<', cutoff).limit(1000).execute();
+    const stale = await this.db.kysely
+      .selectFrom('storage_intents')
+      .selectAll()
+      .where('created_at', '<', cutoff)
+      .limit(1000)
+      .execute();
     let done = 0;
     for (const intent of stale) {
       // A blob owns the key when a crash came after commit but before the intent went:
       // then only the intent is stale.
-      const owned = await this.db.kysely.selectFrom('blobs').select('id').where('storage_key', '=', intent.storage_key).executeTakeFirst();
+      const owned = await this.db.kysely
+        .selectFrom('blobs')
+        .select('id')
+        .where('storage_key', '=', intent.storage_key)
+        .executeTakeFirst();
       if (owned) {
         await this.db.kysely.transaction().execute((trx) => this.dropIntent(trx, intent.storage_key));
         continue;
@@ -295,7 +361,9 @@ export class BlobStore {
       await this.forget(intent.workspace_id, intent.storage_key);
       done++;
     }
-    const local = this.storage as { sweepTemp?: (olderThanMs: number, multipartOlderThanMs: number) => Promise<number> };
+    const local = this.storage as {
+      sweepTemp?: (olderThanMs: number, multipartOlderThanMs: number) => Promise<number>;
+    };
     if (local.sweepTemp) done += await local.sweepTemp(graceMs, multipartMaxAgeMs);
     return done;
   }

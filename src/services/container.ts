@@ -77,33 +77,69 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
   const hasher = new FileHasher();
   const storage = await openStorage(config, hasher);
   const workspaces = new WorkspaceService(db, box);
-  const sources = new SourceService(db, box, { guard, timeoutMs: config.outboundTimeoutMs, gcsApiEndpoint: config.gcsApiEndpoint }, opts.debug);
+  const sources = new SourceService(
+    db,
+    box,
+    { guard, timeoutMs: config.outboundTimeoutMs, gcsApiEndpoint: config.gcsApiEndpoint },
+    opts.debug,
+  );
   const blobs = new BlobStore(db, storage, config.sweepGraceMs);
   const events = new EventEmitter();
   const metrics = new Metrics(db, events);
   const deliverySigner = new DeliverySigner(config.masterKey);
   const records = new FileRecords(config.publicUrl, deliverySigner, config.privateUrlTtl);
-  const webhooks = new WebhookService(db, workspaces, guard, {
-    retrySchedule: config.webhookRetrySchedule,
-    timeoutMs: config.webhookTimeoutMs,
-    pollIntervalMs: config.webhookPollMs,
-    claimMs: Math.max(60_000, config.webhookTimeoutMs * 3),
-  }, opts.log);
-  const uploads = new UploadService(db, blobs, records, { maxFileSize: config.maxFileSize, maxImagePixels: config.maxImagePixels }, webhooks, guard, events);
-  const multipart = new MultipartService(db, blobs, uploads, records, new PartUrlSigner(config.masterKey), {
-    publicUrl: config.publicUrl,
-    maxTtlSeconds: config.multipartMaxTtl,
-  }, hasher);
-  const remote = new RemoteUploadService(uploads, guard, { timeoutMs: config.outboundTimeoutMs, bodyTimeoutMs: config.remoteTimeoutMs });
+  const webhooks = new WebhookService(
+    db,
+    workspaces,
+    guard,
+    {
+      retrySchedule: config.webhookRetrySchedule,
+      timeoutMs: config.webhookTimeoutMs,
+      pollIntervalMs: config.webhookPollMs,
+      claimMs: Math.max(60_000, config.webhookTimeoutMs * 3),
+    },
+    opts.log,
+  );
+  const uploads = new UploadService(
+    db,
+    blobs,
+    records,
+    { maxFileSize: config.maxFileSize, maxImagePixels: config.maxImagePixels },
+    webhooks,
+    guard,
+    events,
+  );
+  const multipart = new MultipartService(
+    db,
+    blobs,
+    uploads,
+    records,
+    new PartUrlSigner(config.masterKey),
+    {
+      publicUrl: config.publicUrl,
+      maxTtlSeconds: config.multipartMaxTtl,
+    },
+    hasher,
+  );
+  const remote = new RemoteUploadService(uploads, guard, {
+    timeoutMs: config.outboundTimeoutMs,
+    bodyTimeoutMs: config.remoteTimeoutMs,
+  });
   const redis = config.redisUrl
-    ? new Redis(config.redisUrl, { lazyConnect: false, connectTimeout: 2000, maxRetriesPerRequest: 1, enableOfflineQueue: false })
+    ? new Redis(config.redisUrl, {
+        lazyConnect: false,
+        connectTimeout: 2000,
+        maxRetriesPerRequest: 1,
+        enableOfflineQueue: false,
+      })
     : undefined;
   // Connection trouble is answered per request (503); it must not crash the process.
   redis?.on('error', () => {});
   // Commands are not queued while disconnected, so a node would answer its first requests 503
   // while the connection is still opening: it waits for it, at most the connect timeout. A
   // Redis that is down at start is not waited for; requests get 503 until it is back.
-  if (redis) await Promise.race([once(redis, 'ready'), new Promise((r) => setTimeout(r, 2000).unref())]).catch(() => {});
+  if (redis)
+    await Promise.race([once(redis, 'ready'), new Promise((r) => setTimeout(r, 2000).unref())]).catch(() => {});
   return {
     lifecycle: { draining: false },
     events,
@@ -115,7 +151,11 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
     delivery: new DeliveryService(db, storage, config.maxImagePixels, sources, events),
     deliverySigner,
     remote,
-    tokens: new UploadTokenService(db, uploads, workspaces, config.masterKey, { publicUrl: config.publicUrl, maxTtlSeconds: config.multipartMaxTtl, graceMs: config.sweepGraceMs }),
+    tokens: new UploadTokenService(db, uploads, workspaces, config.masterKey, {
+      publicUrl: config.publicUrl,
+      maxTtlSeconds: config.multipartMaxTtl,
+      graceMs: config.sweepGraceMs,
+    }),
     multipart,
     config,
     blobs,

@@ -5,7 +5,7 @@
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { PassThrough } from 'node:stream';
-import { type Db } from '../db/database.ts';
+import type { Db } from '../db/database.ts';
 import { AppError, errors } from '../errors.ts';
 import { buildPipeline, type OutputFormat, parseTransform, type TransformSpec } from '../media/transform.ts';
 import type { ByteRange, StorageDriver } from '../storage/driver.ts';
@@ -55,7 +55,13 @@ export interface Delivered {
   isPrivate: boolean;
 }
 
-const MIME: Record<OutputFormat, string> = { webp: 'image/webp', avif: 'image/avif', jpg: 'image/jpeg', png: 'image/png', gif: 'image/gif' };
+const MIME: Record<OutputFormat, string> = {
+  webp: 'image/webp',
+  avif: 'image/avif',
+  jpg: 'image/jpeg',
+  png: 'image/png',
+  gif: 'image/gif',
+};
 const DECODABLE = /^image\/(jpeg|png|webp|avif|gif|tiff|heic|heif|svg\+xml)$/;
 const TOKENS_SHAPE = /^[a-z]+_[^,/]*(,[a-z]+_[^,/]*)*$/;
 
@@ -143,11 +149,21 @@ export class DeliveryService {
     // spelling (macOS file names, pasted text) reaches the one file canonically equal to it,
     // as an upload under that spelling would have. A signature still covers the exact spelling.
     const name = segments[segments.length - 1].normalize('NFC');
-    const folderPath = segments.slice(0, -1).map((s) => s.normalize('NFC')).join('/');
+    const folderPath = segments
+      .slice(0, -1)
+      .map((s) => s.normalize('NFC'))
+      .join('/');
     return this.db.kysely
       .selectFrom('files')
       .innerJoin('blobs', 'blobs.id', 'files.blob_id')
-      .select(['files.mime_type', 'files.updated_at', 'files.is_private', 'blobs.sha256', 'blobs.size', 'blobs.storage_key'])
+      .select([
+        'files.mime_type',
+        'files.updated_at',
+        'files.is_private',
+        'blobs.sha256',
+        'blobs.size',
+        'blobs.storage_key',
+      ])
       .where('files.workspace_id', '=', workspaceId)
       .where('files.folder_path', '=', folderPath)
       .where('files.name', '=', name)
@@ -192,8 +208,10 @@ export class DeliveryService {
     }
     if (invalid) throw invalid;
     if (!spec || !file) throw notFound();
-    if (!DECODABLE.test(file.mime_type)) throw new AppError(400, 'TRANSFORM_NOT_APPLICABLE', 'Validation failed', 'transformations apply to images');
-    const format = spec.format === 'auto' ? negotiate(target.accept, file.mime_type) : spec.format ?? formatOf(file.mime_type);
+    if (!DECODABLE.test(file.mime_type))
+      throw new AppError(400, 'TRANSFORM_NOT_APPLICABLE', 'Validation failed', 'transformations apply to images');
+    const format =
+      spec.format === 'auto' ? negotiate(target.accept, file.mime_type) : (spec.format ?? formatOf(file.mime_type));
     // Storage keys take no commas: the canonical tokens are joined with dots there.
     const key = `${renditionPrefix(file.storage_key)}${canonical(spec, format).replaceAll(',', '.')}.${format}`;
     let info = await this.storage.stat(key);
@@ -235,12 +253,17 @@ export class DeliveryService {
     const segments = tokens ? requested.segments.slice(1) : requested.segments;
     if (segments.length === 0) throw notFound();
     // Decoded once above; a web origin gets each segment re-encoded exactly once, a bucket the key.
-    const web = source.type === 'image_source' ? webOriginRequest(source.config, target.headers ?? {}, target.query) : undefined;
+    const web =
+      source.type === 'image_source' ? webOriginRequest(source.config, target.headers ?? {}, target.query) : undefined;
     const path = web ? segments.map(encodeURIComponent).join('/') : segments.join('/');
-    const canonicalLink = web && source.config.canonical_header === true ? webOriginUrl(source.config, path, web.query) : undefined;
+    const canonicalLink =
+      web && source.config.canonical_header === true ? webOriginUrl(source.config, path, web.query) : undefined;
     // What identifies the origin's answer: the path, and for a web origin the query and the
     // headers sent. Without either it is the path alone, as before (cached renditions stay valid).
-    const identity = web && (web.query !== undefined || web.keyed.length > 0) ? `${path}\u0000${JSON.stringify([web.query ?? null, web.keyed])}` : path;
+    const identity =
+      web && (web.query !== undefined || web.keyed.length > 0)
+        ? `${path}\u0000${JSON.stringify([web.query ?? null, web.keyed])}`
+        : path;
     const vary = web && web.vary.length > 0 ? web.vary : undefined;
     if (!tokens) {
       const origin = await openOrigin(source.type, source.config, path, deps, web);
@@ -260,7 +283,8 @@ export class DeliveryService {
     }
     const pathHash = createHash('sha256').update(identity).digest('hex').slice(0, 40);
     // The origin's type is unknown until it is fetched: without f_ a rendition is a JPEG.
-    const format: OutputFormat = tokens.format === 'auto' ? negotiate(target.accept, 'image/jpeg') : tokens.format ?? 'jpg';
+    const format: OutputFormat =
+      tokens.format === 'auto' ? negotiate(target.accept, 'image/jpeg') : (tokens.format ?? 'jpg');
     const key = `${workspaceId}/origins/${source.id}/${pathHash}.renditions/${canonical(tokens, format).replaceAll(',', '.')}.${format}`;
     let info = await this.storage.stat(key);
     const fresh = Boolean(info && Date.now() - info.lastModified.getTime() < ORIGIN_RENDITION_TTL_MS);
@@ -294,9 +318,15 @@ export class DeliveryService {
   }
 
   private async renderStream(source: Readable | string, spec: TransformSpec, key: string): Promise<void> {
-    const { pipeline: img } = buildPipeline(spec, { autoFormat: 'webp', maxPixels: this.maxPixels }, typeof source === 'string' ? source : undefined);
+    const { pipeline: img } = buildPipeline(
+      spec,
+      { autoFormat: 'webp', maxPixels: this.maxPixels },
+      typeof source === 'string' ? source : undefined,
+    );
     const out = new PassThrough();
-    const running = (typeof source === 'string' ? pipeline(img, out) : pipeline(source, img, out)).catch((err) => out.destroy(err));
+    const running = (typeof source === 'string' ? pipeline(img, out) : pipeline(source, img, out)).catch((err) =>
+      out.destroy(err),
+    );
     try {
       // A cache entry can always be made again: no flush to disk.
       await this.storage.put(key, out, { durable: false });
@@ -305,7 +335,8 @@ export class DeliveryService {
       // Already in the documented shape (a full disk while caching: 507).
       if (err instanceof AppError) throw err;
       const message = String((err as Error).message);
-      if (/pixel limit/i.test(message)) throw new AppError(400, 'IMAGE_TOO_LARGE', 'Validation failed', 'the image is larger than the pixel limit');
+      if (/pixel limit/i.test(message))
+        throw new AppError(400, 'IMAGE_TOO_LARGE', 'Validation failed', 'the image is larger than the pixel limit');
       throw new AppError(400, 'TRANSFORM_FAILED', 'Validation failed', 'the image could not be decoded');
     }
     this.stats.renditionsMade++;
@@ -321,4 +352,3 @@ function formatOf(mime: string): OutputFormat {
 }
 
 const notFound = () => errors.nothingStored();
-

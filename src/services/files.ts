@@ -154,7 +154,10 @@ export class FileRecords {
         .executeTakeFirst();
       if (existing && f.onNameTaken === 'replace') {
         await trx.updateTable('files').set(content).where('id', '=', existing.id).execute();
-        return { row: { ...existing, ...content }, replacedBlobId: existing.blob_id === f.blob.id ? null : existing.blob_id };
+        return {
+          row: { ...existing, ...content },
+          replacedBlobId: existing.blob_id === f.blob.id ? null : existing.blob_id,
+        };
       }
       if (existing && f.onNameTaken !== 'replace') {
         name = f.onNameTaken(f.name);
@@ -171,7 +174,11 @@ export class FileRecords {
         created_at: now,
         ...content,
       };
-      const inserted = await trx.insertInto('files').values(row).onConflict((oc) => oc.doNothing()).executeTakeFirst();
+      const inserted = await trx
+        .insertInto('files')
+        .values(row)
+        .onConflict((oc) => oc.doNothing())
+        .executeTakeFirst();
       if (Number(inserted.numInsertedOrUpdatedRows ?? 0) === 1) return { row, replacedBlobId: null };
     }
     throw errors.fileNameTaken();
@@ -179,7 +186,9 @@ export class FileRecords {
 
   view(row: FileRow, folderNo: string | null, sha256: string): FileRecord {
     const path = deliveryPath(row.folder_path, row.name);
-    const thumbnail = row.mime_type.startsWith('image/') ? this.deliveryUrl(row.workspace_id, `w_200,h_200,c_fit/${path}`, Boolean(row.is_private)) : null;
+    const thumbnail = row.mime_type.startsWith('image/')
+      ? this.deliveryUrl(row.workspace_id, `w_200,h_200,c_fit/${path}`, Boolean(row.is_private))
+      : null;
     const metadata = JSON.parse(row.metadata) as Record<string, unknown>;
     return {
       id: row.id,
@@ -246,7 +255,13 @@ export interface FileUpdate {
   is_private?: unknown;
 }
 
-const SORT_COLUMNS = { created_at: 'files.created_at', updated_at: 'files.updated_at', name: 'files.name', file_size: 'files.size', size: 'files.size' } as const;
+const SORT_COLUMNS = {
+  created_at: 'files.created_at',
+  updated_at: 'files.updated_at',
+  name: 'files.name',
+  file_size: 'files.size',
+  size: 'files.size',
+} as const;
 
 /** Files API (EXTENSIONS.md "Files"): list, get, rename, update, delete. */
 export class FileService {
@@ -270,23 +285,39 @@ export class FileService {
     return this.records.view(file, folder_no, sha256);
   }
 
-  async list(workspaceId: string, q: FileListQuery): Promise<{ files: FileRecord[]; meta: { page: number; limit: number; total: number; hasNext: boolean; hasPrev: boolean } }> {
+  async list(
+    workspaceId: string,
+    q: FileListQuery,
+  ): Promise<{
+    files: FileRecord[];
+    meta: { page: number; limit: number; total: number; hasNext: boolean; hasPrev: boolean };
+  }> {
     let base = this.select().where('files.workspace_id', '=', workspaceId);
     const folderNo = q.folder_no ?? q.folderNo;
     if (folderNo !== undefined) {
-      const folder = await this.db.kysely.selectFrom('folders').select('id').where('workspace_id', '=', workspaceId).where('folder_no', '=', folderNo).executeTakeFirst();
+      const folder = await this.db.kysely
+        .selectFrom('folders')
+        .select('id')
+        .where('workspace_id', '=', workspaceId)
+        .where('folder_no', '=', folderNo)
+        .executeTakeFirst();
       if (!folder) throw errors.folderNotFound();
       base = base.where('files.folder_id', '=', folder.id);
     }
     if (q.path !== undefined) {
       // A folder prefix (the hosted SDKs' "products/sku123/"): the files in that folder and below; "/" is everything.
       const prefix = parseFolderPath(q.path).join('/');
-      if (prefix) base = base.where((eb) => eb.or([eb('files.folder_path', '=', prefix), likeEscaped('files.folder_path', likeBelow(prefix), true)]));
+      if (prefix)
+        base = base.where((eb) =>
+          eb.or([eb('files.folder_path', '=', prefix), likeEscaped('files.folder_path', likeBelow(prefix), true)]),
+        );
     }
-    for (const text of [q.search, q.name]) if (text) base = base.where(likeEscaped('files.name', likeContains(text.normalize('NFC'))));
+    for (const text of [q.search, q.name])
+      if (text) base = base.where(likeEscaped('files.name', likeContains(text.normalize('NFC'))));
     if (q.snapshot) {
       const at = Date.parse(q.snapshot);
-      if (!Number.isFinite(at)) throw errors.validation('snapshot must be an ISO 8601 date-time (from the X-Snapshot header of a first page)');
+      if (!Number.isFinite(at))
+        throw errors.validation('snapshot must be an ISO 8601 date-time (from the X-Snapshot header of a first page)');
       base = base.where('files.created_at', '<=', new Date(at).toISOString());
     }
     for (const tag of q.tags ? parseTags(q.tags) : []) {
@@ -296,8 +327,16 @@ export class FileService {
     const [field, direction] = sortOf(q);
     const column = SORT_COLUMNS[field];
     const [{ total }, rows] = await Promise.all([
-      base.clearSelect().select((eb) => eb.fn.countAll<number>().as('total')).executeTakeFirstOrThrow(),
-      base.orderBy(column, direction).orderBy('files.id', direction).limit(q.limit).offset((q.page - 1) * q.limit).execute(),
+      base
+        .clearSelect()
+        .select((eb) => eb.fn.countAll<number>().as('total'))
+        .executeTakeFirstOrThrow(),
+      base
+        .orderBy(column, direction)
+        .orderBy('files.id', direction)
+        .limit(q.limit)
+        .offset((q.page - 1) * q.limit)
+        .execute(),
     ]);
     const count = Number(total);
     return {
@@ -308,7 +347,10 @@ export class FileService {
 
   private async row(workspaceId: string, fileNo: string, trx: Kysely<Database> = this.db.kysely) {
     if (typeof fileNo !== 'string' || !/^[0-9A-Za-z]{10,16}$/.test(fileNo)) throw errors.fileNotFound();
-    const row = await this.select(trx).where('files.workspace_id', '=', workspaceId).where('files.file_no', '=', fileNo).executeTakeFirst();
+    const row = await this.select(trx)
+      .where('files.workspace_id', '=', workspaceId)
+      .where('files.file_no', '=', fileNo)
+      .executeTakeFirst();
     if (!row) throw errors.fileNotFound();
     return row;
   }
@@ -320,13 +362,20 @@ export class FileService {
   /** The record with the details the hosted docs give a single file. */
   async details(workspaceId: string, fileNo: string): Promise<FileDetails> {
     const record = await this.get(workspaceId, fileNo);
-    const ws = await this.db.kysely.selectFrom('workspaces').select('name').where('id', '=', workspaceId).executeTakeFirstOrThrow();
+    const ws = await this.db.kysely
+      .selectFrom('workspaces')
+      .select('name')
+      .where('id', '=', workspaceId)
+      .executeTakeFirstOrThrow();
     const folderPath = record.path.slice(1, record.path.lastIndexOf('/'));
     return {
       ...record,
       dimensions: { width: record.width, height: record.height },
       workspace: { name: ws.name, workspace_no: workspaceId },
-      folder: record.folder_no && record.folder_name ? { folder_no: record.folder_no, name: record.folder_name, path: folderPath } : null,
+      folder:
+        record.folder_no && record.folder_name
+          ? { folder_no: record.folder_no, name: record.folder_name, path: folderPath }
+          : null,
       uploaded_by: null,
       uploaded_at: record.created_at,
       asset_key: record.file_no,
@@ -344,7 +393,10 @@ export class FileService {
     const dot = row.name.lastIndexOf('.');
     const ext = dot > 0 ? row.name.slice(dot) : '';
     const wanted = rawName.normalize('NFC');
-    const name = checkName(ext && !wanted.toLowerCase().endsWith(ext.toLowerCase()) ? `${wanted}${ext}` : wanted, 'name');
+    const name = checkName(
+      ext && !wanted.toLowerCase().endsWith(ext.toLowerCase()) ? `${wanted}${ext}` : wanted,
+      'name',
+    );
     if (name !== row.name) await this.write(row.id, { name });
     return this.get(workspaceId, fileNo);
   }
@@ -354,12 +406,17 @@ export class FileService {
     const changes: Partial<FileRow> = {};
     if (patch.add_tags !== undefined || patch.remove_tags !== undefined) {
       const remove = new Set(parseTags(patch.remove_tags));
-      const tags = [...new Set([...(JSON.parse(row.tags) as string[]), ...parseTags(patch.add_tags)])].filter((t) => !remove.has(t));
+      const tags = [...new Set([...(JSON.parse(row.tags) as string[]), ...parseTags(patch.add_tags)])].filter(
+        (t) => !remove.has(t),
+      );
       if (tags.length > 50) throw errors.validation('at most 50 tags');
       changes.tags = JSON.stringify(tags);
     }
     if (patch.metadata !== undefined) {
-      const merged: Record<string, unknown> = { ...(JSON.parse(row.metadata) as Record<string, unknown>), ...parseMetadata(patch.metadata) };
+      const merged: Record<string, unknown> = {
+        ...(JSON.parse(row.metadata) as Record<string, unknown>),
+        ...parseMetadata(patch.metadata),
+      };
       for (const [k, v] of Object.entries(merged)) if (v === null) delete merged[k];
       changes.metadata = JSON.stringify(parseMetadata(merged));
     }
@@ -373,8 +430,14 @@ export class FileService {
         changes.folder_id = null;
         changes.folder_path = '';
       } else {
-        if (typeof patch.folder_no !== 'string') throw errors.validation('folder_no must be a string, or null for the root');
-        const folder = await this.db.kysely.selectFrom('folders').select(['id', 'path']).where('workspace_id', '=', workspaceId).where('folder_no', '=', patch.folder_no).executeTakeFirst();
+        if (typeof patch.folder_no !== 'string')
+          throw errors.validation('folder_no must be a string, or null for the root');
+        const folder = await this.db.kysely
+          .selectFrom('folders')
+          .select(['id', 'path'])
+          .where('workspace_id', '=', workspaceId)
+          .where('folder_no', '=', patch.folder_no)
+          .executeTakeFirst();
         if (!folder) throw errors.folderNotFound();
         changes.folder_id = folder.id;
         changes.folder_path = folder.path;
@@ -386,7 +449,11 @@ export class FileService {
 
   private async write(id: string, changes: Partial<FileRow>): Promise<void> {
     try {
-      await this.db.kysely.updateTable('files').set({ ...changes, updated_at: nowIso() }).where('id', '=', id).execute();
+      await this.db.kysely
+        .updateTable('files')
+        .set({ ...changes, updated_at: nowIso() })
+        .where('id', '=', id)
+        .execute();
     } catch (err) {
       if (isUniqueViolation(err)) throw errors.fileNameTaken();
       throw err;
@@ -394,13 +461,26 @@ export class FileService {
   }
 
   /** A signed URL for the file (or a rendition of it), valid for `expiresIn` seconds. */
-  async signedUrl(workspaceId: string, fileNo: string, expiresIn: number, transform?: string): Promise<{ url: string; expires_at: number }> {
+  async signedUrl(
+    workspaceId: string,
+    fileNo: string,
+    expiresIn: number,
+    transform?: string,
+  ): Promise<{ url: string; expires_at: number }> {
     const row = await this.row(workspaceId, fileNo);
     // Written the one way delivery reads tokens: no spaces around the commas.
-    const tokens = transform ? transform.split(',').map((t) => t.trim()).join(',') : '';
+    const tokens = transform
+      ? transform
+          .split(',')
+          .map((t) => t.trim())
+          .join(',')
+      : '';
     if (tokens) parseTransform(tokens);
     const path = (tokens ? `${tokens}/` : '') + deliveryPath(row.folder_path, row.name);
-    return { url: this.records.deliveryUrl(workspaceId, path, true, expiresIn), expires_at: Math.floor(Date.now() / 1000) + expiresIn };
+    return {
+      url: this.records.deliveryUrl(workspaceId, path, true, expiresIn),
+      expires_at: Math.floor(Date.now() / 1000) + expiresIn,
+    };
   }
 
   async delete(workspaceId: string, fileNo: string): Promise<void> {

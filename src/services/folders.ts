@@ -10,7 +10,11 @@ import type { BlobStore } from './blobs.ts';
 import { checkName, parseFolderPath } from './names.ts';
 
 /** The folder at `segments`, creating it and its parents as needed; null for the root. */
-export async function ensureFolderPath(db: Kysely<Database>, workspaceId: string, segments: string[]): Promise<FolderRow | null> {
+export async function ensureFolderPath(
+  db: Kysely<Database>,
+  workspaceId: string,
+  segments: string[],
+): Promise<FolderRow | null> {
   let parent: FolderRow | null = null;
   for (let i = 0; i < segments.length; i++) {
     const path = segments.slice(0, i + 1).join('/');
@@ -18,10 +22,24 @@ export async function ensureFolderPath(db: Kysely<Database>, workspaceId: string
     // Concurrent uploads may create the same folder: insert-or-ignore, then read.
     await db
       .insertInto('folders')
-      .values({ id: newUuid(), folder_no: newShortId(), workspace_id: workspaceId, parent_id: parent?.id ?? null, name: segments[i], path, created_at: now, updated_at: now })
+      .values({
+        id: newUuid(),
+        folder_no: newShortId(),
+        workspace_id: workspaceId,
+        parent_id: parent?.id ?? null,
+        name: segments[i],
+        path,
+        created_at: now,
+        updated_at: now,
+      })
       .onConflict((oc) => oc.columns(['workspace_id', 'path']).doNothing())
       .execute();
-    parent = await db.selectFrom('folders').selectAll().where('workspace_id', '=', workspaceId).where('path', '=', path).executeTakeFirstOrThrow();
+    parent = await db
+      .selectFrom('folders')
+      .selectAll()
+      .where('workspace_id', '=', workspaceId)
+      .where('path', '=', path)
+      .executeTakeFirstOrThrow();
   }
   return parent;
 }
@@ -55,9 +73,18 @@ export class FolderService {
     private readonly blobs: BlobStore,
   ) {}
 
-  private async byNo(workspaceId: string, folderNo: unknown, trx: Kysely<Database> = this.db.kysely): Promise<FolderRow> {
+  private async byNo(
+    workspaceId: string,
+    folderNo: unknown,
+    trx: Kysely<Database> = this.db.kysely,
+  ): Promise<FolderRow> {
     if (typeof folderNo !== 'string' || !/^[0-9A-Za-z]{10,16}$/.test(folderNo)) throw errors.folderNotFound();
-    const row = await trx.selectFrom('folders').selectAll().where('workspace_id', '=', workspaceId).where('folder_no', '=', folderNo).executeTakeFirst();
+    const row = await trx
+      .selectFrom('folders')
+      .selectAll()
+      .where('workspace_id', '=', workspaceId)
+      .where('folder_no', '=', folderNo)
+      .executeTakeFirst();
     if (!row) throw errors.folderNotFound();
     return row;
   }
@@ -67,11 +94,16 @@ export class FolderService {
     const [totals, parent] = await Promise.all([
       this.db.kysely
         .selectFrom('files')
-        .select((eb) => [eb.fn.countAll<number>().as('items'), eb.fn.coalesce(eb.fn.sum<number>('size'), eb.lit(0)).as('size')])
+        .select((eb) => [
+          eb.fn.countAll<number>().as('items'),
+          eb.fn.coalesce(eb.fn.sum<number>('size'), eb.lit(0)).as('size'),
+        ])
         .where('workspace_id', '=', row.workspace_id)
         .where((eb) => eb.or([eb('folder_path', '=', row.path), likeEscaped('folder_path', likeBelow(row.path), true)]))
         .executeTakeFirstOrThrow(),
-      row.parent_id ? this.db.kysely.selectFrom('folders').select('folder_no').where('id', '=', row.parent_id).executeTakeFirst() : undefined,
+      row.parent_id
+        ? this.db.kysely.selectFrom('folders').select('folder_no').where('id', '=', row.parent_id).executeTakeFirst()
+        : undefined,
     ]);
     return {
       id: row.id,
@@ -93,7 +125,16 @@ export class FolderService {
   }
 
   /** Without `limit`: every child, up to FOLDER_LIST_CAP (`meta.limit` says the cap, `hasMore` whether it cut). */
-  async list(workspaceId: string, query: { parent_folder_no?: string; search?: string; page?: number; limit?: number; sort?: 'name_asc' | 'name_desc' | 'created_at_asc' | 'created_at_desc' }) {
+  async list(
+    workspaceId: string,
+    query: {
+      parent_folder_no?: string;
+      search?: string;
+      page?: number;
+      limit?: number;
+      sort?: 'name_asc' | 'name_desc' | 'created_at_asc' | 'created_at_desc';
+    },
+  ) {
     const q = { ...query, page: query.page ?? 1, limit: query.limit ?? FOLDER_LIST_CAP };
     let base = this.db.kysely.selectFrom('folders').where('workspace_id', '=', workspaceId);
     if (q.parent_folder_no !== undefined) {
@@ -114,19 +155,32 @@ export class FolderService {
         .execute(),
     ]);
     const count = Number(total);
-    return { folders: await Promise.all(rows.map((r) => this.view(r))), meta: { page: q.page, limit: q.limit, total: count, hasMore: q.page * q.limit < count } };
+    return {
+      folders: await Promise.all(rows.map((r) => this.view(r))),
+      meta: { page: q.page, limit: q.limit, total: count, hasMore: q.page * q.limit < count },
+    };
   }
 
   /** `folder_name` and `path` (the parent's path) are the older hosted SDKs' way to say `name` and the parent. */
-  async create(workspaceId: string, input: { name?: unknown; folder_name?: unknown; parent_folder_no?: unknown; path?: unknown }): Promise<FolderView> {
+  async create(
+    workspaceId: string,
+    input: { name?: unknown; folder_name?: unknown; parent_folder_no?: unknown; path?: unknown },
+  ): Promise<FolderView> {
     const rawName = input.name ?? input.folder_name;
     if (typeof rawName !== 'string') throw errors.validation('name is required');
     const name = checkName(rawName, 'name');
     let parent: FolderRow | null = null;
-    if (input.parent_folder_no !== undefined && input.parent_folder_no !== null) parent = await this.byNo(workspaceId, input.parent_folder_no);
+    if (input.parent_folder_no !== undefined && input.parent_folder_no !== null)
+      parent = await this.byNo(workspaceId, input.parent_folder_no);
     else if (typeof input.path === 'string' && parseFolderPath(input.path).length > 0) {
       const path = parseFolderPath(input.path).join('/');
-      parent = (await this.db.kysely.selectFrom('folders').selectAll().where('workspace_id', '=', workspaceId).where('path', '=', path).executeTakeFirst()) ?? null;
+      parent =
+        (await this.db.kysely
+          .selectFrom('folders')
+          .selectAll()
+          .where('workspace_id', '=', workspaceId)
+          .where('path', '=', path)
+          .executeTakeFirst()) ?? null;
       if (!parent) throw errors.folderNotFound();
     }
     const now = nowIso();
@@ -161,8 +215,17 @@ export class FolderService {
       const now = nowIso();
       const moved = sql<string>`${newPath} || substr(${sql.ref('path')}, ${oldPath.length + 1})`;
       try {
-        await trx.updateTable('folders').set({ name, path: newPath, updated_at: now }).where('id', '=', row.id).execute();
-        await trx.updateTable('folders').set({ path: moved }).where('workspace_id', '=', workspaceId).where(likeEscaped('path', likeBelow(oldPath), true)).execute();
+        await trx
+          .updateTable('folders')
+          .set({ name, path: newPath, updated_at: now })
+          .where('id', '=', row.id)
+          .execute();
+        await trx
+          .updateTable('folders')
+          .set({ path: moved })
+          .where('workspace_id', '=', workspaceId)
+          .where(likeEscaped('path', likeBelow(oldPath), true))
+          .execute();
         await trx
           .updateTable('files')
           .set({ folder_path: sql<string>`${newPath} || substr(${sql.ref('folder_path')}, ${oldPath.length + 1})` })
@@ -186,15 +249,27 @@ export class FolderService {
   async delete(workspaceId: string, folderNo: string, opts: { recursive?: boolean } = {}): Promise<void> {
     const released = await this.db.kysely.transaction().execute(async (trx) => {
       const row = await this.byNo(workspaceId, folderNo, trx);
-      const inside = (eb: any) => eb.or([eb('folder_path', '=', row.path), likeEscaped('folder_path', likeBelow(row.path), true)]);
+      const inside = (eb: any) =>
+        eb.or([eb('folder_path', '=', row.path), likeEscaped('folder_path', likeBelow(row.path), true)]);
       if (!opts.recursive) {
         const [file, child] = await Promise.all([
-          trx.selectFrom('files').select('id').where('workspace_id', '=', workspaceId).where(inside).limit(1).executeTakeFirst(),
+          trx
+            .selectFrom('files')
+            .select('id')
+            .where('workspace_id', '=', workspaceId)
+            .where(inside)
+            .limit(1)
+            .executeTakeFirst(),
           trx.selectFrom('folders').select('id').where('parent_id', '=', row.id).limit(1).executeTakeFirst(),
         ]);
         if (file || child) throw errors.folderNotEmpty();
       }
-      const files = await trx.selectFrom('files').select(['id', 'blob_id']).where('workspace_id', '=', workspaceId).where(inside).execute();
+      const files = await trx
+        .selectFrom('files')
+        .select(['id', 'blob_id'])
+        .where('workspace_id', '=', workspaceId)
+        .where(inside)
+        .execute();
       await trx.deleteFrom('files').where('workspace_id', '=', workspaceId).where(inside).execute();
       const keys: string[] = [];
       for (const blobId of new Set(files.map((f) => f.blob_id))) {

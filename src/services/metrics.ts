@@ -12,7 +12,12 @@ export class Metrics {
   constructor(db: Db, events: EventEmitter) {
     collectDefaultMetrics({ register: this.registry, prefix: 'stowage_' });
     const registers = [this.registry];
-    this.requests = new Counter({ name: 'stowage_http_requests_total', help: 'HTTP requests by route and status', labelNames: ['method', 'route', 'status'], registers });
+    this.requests = new Counter({
+      name: 'stowage_http_requests_total',
+      help: 'HTTP requests by route and status',
+      labelNames: ['method', 'route', 'status'],
+      registers,
+    });
     this.duration = new Histogram({
       name: 'stowage_http_request_duration_seconds',
       help: 'HTTP request latency by route and status',
@@ -20,9 +25,24 @@ export class Metrics {
       buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
       registers,
     });
-    const uploaded = new Counter({ name: 'stowage_uploaded_bytes_total', help: 'Bytes of finished uploads, by how they came in', labelNames: ['source'], registers });
-    const uploads = new Counter({ name: 'stowage_uploads_total', help: 'Finished uploads, by how they came in', labelNames: ['source'], registers });
-    const renditions = new Counter({ name: 'stowage_rendition_cache_total', help: 'Rendition requests answered from the cache (hit) or made (miss)', labelNames: ['result'], registers });
+    const uploaded = new Counter({
+      name: 'stowage_uploaded_bytes_total',
+      help: 'Bytes of finished uploads, by how they came in',
+      labelNames: ['source'],
+      registers,
+    });
+    const uploads = new Counter({
+      name: 'stowage_uploads_total',
+      help: 'Finished uploads, by how they came in',
+      labelNames: ['source'],
+      registers,
+    });
+    const renditions = new Counter({
+      name: 'stowage_rendition_cache_total',
+      help: 'Rendition requests answered from the cache (hit) or made (miss)',
+      labelNames: ['result'],
+      registers,
+    });
     events.on('upload.completed', (e: { source: string; size: number }) => {
       uploaded.inc({ source: e.source }, e.size);
       uploads.inc({ source: e.source });
@@ -33,7 +53,11 @@ export class Metrics {
       help: 'Multipart sessions open for parts',
       registers,
       async collect() {
-        const row = await db.kysely.selectFrom('multipart_sessions').select((eb) => eb.fn.countAll<number>().as('n')).where('status', '=', 'active').executeTakeFirst();
+        const row = await db.kysely
+          .selectFrom('multipart_sessions')
+          .select((eb) => eb.fn.countAll<number>().as('n'))
+          .where('status', '=', 'active')
+          .executeTakeFirst();
         this.set(Number(row?.n ?? 0));
       },
     });
@@ -49,7 +73,8 @@ export class Metrics {
           .where('status', 'in', ['pending', 'failed'])
           .groupBy('status')
           .execute();
-        for (const status of ['pending', 'failed']) this.set({ status }, Number(rows.find((r) => r.status === status)?.n ?? 0));
+        for (const status of ['pending', 'failed'])
+          this.set({ status }, Number(rows.find((r) => r.status === status)?.n ?? 0));
       },
     });
   }

@@ -11,7 +11,14 @@ import { type Db, nowIso } from '../db/database.ts';
 import type { MultipartSessionRow } from '../db/schema.ts';
 import { AppError, errors } from '../errors.ts';
 import { HEAD_BYTES } from '../media/detect.ts';
-import { MultipartSealedError, type MultipartStorage, ObjectNotFoundError, type PartInfo, type StorageDriver, supportsMultipart } from '../storage/driver.ts';
+import {
+  MultipartSealedError,
+  type MultipartStorage,
+  ObjectNotFoundError,
+  type PartInfo,
+  type StorageDriver,
+  supportsMultipart,
+} from '../storage/driver.ts';
 import { PartLengthError } from '../storage/local.ts';
 import type { BlobStore } from './blobs.ts';
 import type { FileRecord, FileRecords } from './files.ts';
@@ -29,7 +36,12 @@ const STALE_COMPLETE_MS = 2 * 60 * 1000;
 const JOIN_COMPLETE_MS = 60 * 1000;
 
 const sessionSealed = () =>
-  new AppError(409, 'SESSION_COMPLETING', 'Session is being completed', 'This upload is being completed or aborted; its parts can no longer change');
+  new AppError(
+    409,
+    'SESSION_COMPLETING',
+    'Session is being completed',
+    'This upload is being completed or aborted; its parts can no longer change',
+  );
 
 export interface MultipartSettings {
   publicUrl: string;
@@ -193,7 +205,8 @@ export class MultipartService {
     private readonly settings: MultipartSettings,
     hasher?: FileHasher,
   ) {
-    if (!supportsMultipart(blobs.storage)) throw new Error(`storage driver ${blobs.storage.name} has no multipart support`);
+    if (!supportsMultipart(blobs.storage))
+      throw new Error(`storage driver ${blobs.storage.name} has no multipart support`);
     this.storage = blobs.storage;
     this.hashes = new RunningHashes(hasher, this.storage.multipartDataPath?.bind(this.storage));
   }
@@ -276,7 +289,13 @@ export class MultipartService {
   /** The upload URL of every part, in order: presigned by storage (S3) or signed here. */
   private partUrls(s: MultipartSessionRow, ttl: number): Promise<string[]> {
     const lengths = Array.from({ length: s.part_count }, (_, i) => partLength(s, i + 1));
-    if (this.storage.presignParts) return this.storage.presignParts(s.storage_key, s.upload_id, lengths.map((length, i) => ({ partNumber: i + 1, length })), ttl);
+    if (this.storage.presignParts)
+      return this.storage.presignParts(
+        s.storage_key,
+        s.upload_id,
+        lengths.map((length, i) => ({ partNumber: i + 1, length })),
+        ttl,
+      );
     return this.signer.urls(this.settings.publicUrl, s.id, lengths, Number(s.expire_at));
   }
 
@@ -290,18 +309,34 @@ export class MultipartService {
     body: Readable,
   ): Promise<PartInfo> {
     const verdict = this.signer.verify(sessionId, partNumber, query, nowSeconds());
-    if (verdict === 'bad') throw new AppError(403, 'INVALID_SIGNATURE', 'Forbidden', 'The part URL signature is not valid');
+    if (verdict === 'bad')
+      throw new AppError(403, 'INVALID_SIGNATURE', 'Forbidden', 'The part URL signature is not valid');
     if (verdict === 'expired') throw new AppError(403, 'URL_EXPIRED', 'Forbidden', 'The part URL has expired');
-    const s = await this.db.kysely.selectFrom('multipart_sessions').selectAll().where('id', '=', sessionId).executeTakeFirst();
+    const s = await this.db.kysely
+      .selectFrom('multipart_sessions')
+      .selectAll()
+      .where('id', '=', sessionId)
+      .executeTakeFirst();
     if (s?.status === 'completing') throw sessionSealed();
-    if (!s || s.status !== 'active' || partNumber < 1 || partNumber > s.part_count) throw errors.sessionNotFound();
+    if (s?.status !== 'active' || partNumber < 1 || partNumber > s.part_count) throw errors.sessionNotFound();
     if ((contentType ?? '').split(';')[0].trim().toLowerCase() !== 'application/octet-stream') {
-      throw new AppError(400, 'INVALID_CONTENT_TYPE', 'Content-Type must be application/octet-stream', 'Send the part with Content-Type: application/octet-stream');
+      throw new AppError(
+        400,
+        'INVALID_CONTENT_TYPE',
+        'Content-Type must be application/octet-stream',
+        'Send the part with Content-Type: application/octet-stream',
+      );
     }
     const expected = partLength(s, partNumber);
-    if (Number(query.length) !== expected) throw new AppError(403, 'INVALID_SIGNATURE', 'Forbidden', 'The part URL does not match this part');
+    if (Number(query.length) !== expected)
+      throw new AppError(403, 'INVALID_SIGNATURE', 'Forbidden', 'The part URL does not match this part');
     if (contentLength !== undefined && Number(contentLength) !== expected) {
-      throw new AppError(400, 'PART_SIZE_MISMATCH', `Part ${partNumber} must be exactly ${expected} bytes`, `Part ${partNumber} must be exactly ${expected} bytes; Content-Length says ${contentLength}`);
+      throw new AppError(
+        400,
+        'PART_SIZE_MISMATCH',
+        `Part ${partNumber} must be exactly ${expected} bytes`,
+        `Part ${partNumber} must be exactly ${expected} bytes; Content-Length says ${contentLength}`,
+      );
     }
     // Piped through, so that a refused part ends the driver's pipeline but not the request,
     // which still gets its answer.
@@ -317,7 +352,13 @@ export class MultipartService {
     } catch (err) {
       done(false);
       body.unpipe(pass);
-      if (err instanceof PartLengthError) throw new AppError(400, 'PART_SIZE_MISMATCH', `Part ${partNumber} must be exactly ${expected} bytes`, err.message);
+      if (err instanceof PartLengthError)
+        throw new AppError(
+          400,
+          'PART_SIZE_MISMATCH',
+          `Part ${partNumber} must be exactly ${expected} bytes`,
+          err.message,
+        );
       if (err instanceof MultipartSealedError) throw sessionSealed();
       if (err instanceof ObjectNotFoundError) throw errors.sessionNotFound();
       throw err;
@@ -326,7 +367,12 @@ export class MultipartService {
 
   private async session(workspaceId: string, sessionId: string): Promise<MultipartSessionRow> {
     if (typeof sessionId !== 'string' || !/^[0-9A-Za-z]{24}$/.test(sessionId)) throw errors.sessionNotFound();
-    const s = await this.db.kysely.selectFrom('multipart_sessions').selectAll().where('id', '=', sessionId).where('workspace_id', '=', workspaceId).executeTakeFirst();
+    const s = await this.db.kysely
+      .selectFrom('multipart_sessions')
+      .selectAll()
+      .where('id', '=', sessionId)
+      .where('workspace_id', '=', workspaceId)
+      .executeTakeFirst();
     if (!s) throw errors.sessionNotFound();
     return s;
   }
@@ -336,9 +382,14 @@ export class MultipartService {
     let status: SessionStatus['status'] = s.status === 'completing' ? 'active' : s.status;
     if (status === 'active' && Number(s.expire_at) < nowSeconds()) status = 'expired';
     let parts: PartInfo[] = [];
-    if (s.status === 'active' || s.status === 'completing') parts = await this.storage.listParts(s.storage_key, s.upload_id).catch(() => []);
+    if (s.status === 'active' || s.status === 'completing')
+      parts = await this.storage.listParts(s.storage_key, s.upload_id).catch(() => []);
     if (s.status === 'completed') {
-      parts = Array.from({ length: s.part_count }, (_, i) => ({ partNumber: i + 1, size: partLength(s, i + 1), etag: '' }));
+      parts = Array.from({ length: s.part_count }, (_, i) => ({
+        partNumber: i + 1,
+        size: partLength(s, i + 1),
+        etag: '',
+      }));
     }
     return {
       session_id: s.id,
@@ -352,9 +403,20 @@ export class MultipartService {
 
   async abort(workspaceId: string, sessionId: string): Promise<void> {
     const s = await this.session(workspaceId, sessionId);
-    if (s.status === 'completed' || s.status === 'completing') throw new AppError(409, 'SESSION_COMPLETED', 'Session completed', 'A completed upload cannot be aborted; delete the file instead');
+    if (s.status === 'completed' || s.status === 'completing')
+      throw new AppError(
+        409,
+        'SESSION_COMPLETED',
+        'Session completed',
+        'A completed upload cannot be aborted; delete the file instead',
+      );
     if (s.status !== 'active') return;
-    await this.db.kysely.updateTable('multipart_sessions').set({ status: 'aborted', updated_at: nowIso() }).where('id', '=', s.id).where('status', '=', 'active').execute();
+    await this.db.kysely
+      .updateTable('multipart_sessions')
+      .set({ status: 'aborted', updated_at: nowIso() })
+      .where('id', '=', s.id)
+      .where('status', '=', 'active')
+      .execute();
     await this.release(s);
   }
 
@@ -370,14 +432,18 @@ export class MultipartService {
    * retry, a double click, an SDK retrying after a lost answer) is joined, not refused: on this
    * node its promise is awaited, on another node the session row is watched until it is done.
    */
-  async complete(workspaceId: string, input: { session_id: string; uuid?: string; parts?: { part_number: number; etag: string }[] }): Promise<FileRecord> {
+  async complete(
+    workspaceId: string,
+    input: { session_id: string; uuid?: string; parts?: { part_number: number; etag: string }[] },
+  ): Promise<FileRecord> {
     const s = await this.session(workspaceId, input.session_id);
     if (input.uuid !== undefined && input.uuid !== s.uuid) throw errors.sessionNotFound();
     const running = this.completing.get(s.id);
     if (running) return running;
     if (s.status === 'completed') return this.recordOf(s);
     if (s.status === 'aborted') throw errors.sessionNotFound();
-    if (s.status === 'expired' || (s.status === 'active' && Number(s.expire_at) < nowSeconds())) throw errors.sessionExpired();
+    if (s.status === 'expired' || (s.status === 'active' && Number(s.expire_at) < nowSeconds()))
+      throw errors.sessionExpired();
     if (s.status === 'completing') {
       if (Date.now() - Date.parse(s.updated_at) >= STALE_COMPLETE_MS) return this.finishStale(s);
       return this.joinCompletion(workspaceId, s, input);
@@ -391,7 +457,11 @@ export class MultipartService {
     }
   }
 
-  private async completeActive(workspaceId: string, s: MultipartSessionRow, input: { session_id: string; parts?: { part_number: number; etag: string }[] }): Promise<FileRecord> {
+  private async completeActive(
+    workspaceId: string,
+    s: MultipartSessionRow,
+    input: { session_id: string; parts?: { part_number: number; etag: string }[] },
+  ): Promise<FileRecord> {
     const listed = await this.storage.listParts(s.storage_key, s.upload_id).catch((err) => {
       if (err instanceof ObjectNotFoundError) throw errors.sessionNotFound();
       throw err;
@@ -419,7 +489,12 @@ export class MultipartService {
       await this.storage.completeMultipart(s.storage_key, s.upload_id, parts);
     } catch (err) {
       // Nothing was assembled: the session is the client's again (a part cut by the seal is missing now).
-      await this.db.kysely.updateTable('multipart_sessions').set({ status: 'active', updated_at: nowIso() }).where('id', '=', s.id).where('status', '=', 'completing').execute();
+      await this.db.kysely
+        .updateTable('multipart_sessions')
+        .set({ status: 'active', updated_at: nowIso() })
+        .where('id', '=', s.id)
+        .where('status', '=', 'completing')
+        .execute();
       this.storage.unsealMultipart?.(s.upload_id);
       throw err;
     }
@@ -427,7 +502,11 @@ export class MultipartService {
   }
 
   /** Another node is completing the session: wait for its outcome (bounded), then answer as it did. */
-  private async joinCompletion(workspaceId: string, s: MultipartSessionRow, input: { session_id: string; parts?: { part_number: number; etag: string }[] }): Promise<FileRecord> {
+  private async joinCompletion(
+    workspaceId: string,
+    s: MultipartSessionRow,
+    input: { session_id: string; parts?: { part_number: number; etag: string }[] },
+  ): Promise<FileRecord> {
     const deadline = Date.now() + JOIN_COMPLETE_MS;
     for (let delay = 50; Date.now() < deadline; delay = Math.min(delay * 2, 1000)) {
       await new Promise((r) => setTimeout(r, delay));
@@ -459,7 +538,11 @@ export class MultipartService {
     return this.record({ ...s, updated_at: now });
   }
 
-  private checkParts(s: MultipartSessionRow, stored: PartInfo[], sent: { part_number: number; etag: string }[] | undefined): void {
+  private checkParts(
+    s: MultipartSessionRow,
+    stored: PartInfo[],
+    sent: { part_number: number; etag: string }[] | undefined,
+  ): void {
     const byNumber = new Map(stored.map((p) => [p.partNumber, p]));
     const missing: number[] = [];
     for (let n = 1; n <= s.part_count; n++) {
@@ -469,7 +552,8 @@ export class MultipartService {
     if (missing.length > 0) throw errors.uploadIncomplete(missing);
     for (const p of sent ?? []) {
       const held = byNumber.get(p.part_number);
-      if (!held || held.etag.replace(/"/g, '') !== String(p.etag).replace(/"/g, '')) throw errors.partMismatch(p.part_number);
+      if (!held || held.etag.replace(/"/g, '') !== String(p.etag).replace(/"/g, ''))
+        throw errors.partMismatch(p.part_number);
     }
   }
 
@@ -482,7 +566,9 @@ export class MultipartService {
       for await (const chunk of await this.storage.get(s.storage_key)) hash.update(chunk as Buffer);
       sha256 = hash.digest('hex');
     }
-    const head = await readHead(await this.storage.get(s.storage_key, { start: 0, end: Math.min(size, HEAD_BYTES) - 1 }));
+    const head = await readHead(
+      await this.storage.get(s.storage_key, { start: 0, end: Math.min(size, HEAD_BYTES) - 1 }),
+    );
     const staged = { workspaceId: s.workspace_id, key: s.storage_key, size, sha256, head };
     try {
       return await this.uploads.finish(
@@ -520,11 +606,21 @@ export class MultipartService {
     } catch (err) {
       // Lost the race (here, or on PostgreSQL at the blob's unique index, which waits for the
       // winner to commit): the winner's record is the answer.
-      const now = await this.db.kysely.selectFrom('multipart_sessions').selectAll().where('id', '=', s.id).executeTakeFirst().catch(() => undefined);
+      const now = await this.db.kysely
+        .selectFrom('multipart_sessions')
+        .selectAll()
+        .where('id', '=', s.id)
+        .executeTakeFirst()
+        .catch(() => undefined);
       if (now?.status === 'completed' && now.file_id) return this.recordOf(now);
       if (err instanceof CompletedElsewhere) throw errors.completeInProgress();
       if (err instanceof AppError) {
-        await this.db.kysely.updateTable('multipart_sessions').set({ status: 'aborted', updated_at: nowIso() }).where('id', '=', s.id).where('status', '=', 'completing').execute();
+        await this.db.kysely
+          .updateTable('multipart_sessions')
+          .set({ status: 'aborted', updated_at: nowIso() })
+          .where('id', '=', s.id)
+          .where('status', '=', 'completing')
+          .execute();
       }
       throw err;
     }
@@ -556,10 +652,22 @@ export class MultipartService {
     // record) are finished here, so their bytes become the file the client asked for instead
     // of staying behind unowned. Before the intents sweep, which leaves them alone.
     const staleBefore = new Date(Date.now() - Math.min(STALE_COMPLETE_MS, graceMs ?? this.blobs.graceMs)).toISOString();
-    const stuck = await this.db.kysely.selectFrom('multipart_sessions').selectAll().where('status', '=', 'completing').where('updated_at', '<=', staleBefore).limit(100).execute();
+    const stuck = await this.db.kysely
+      .selectFrom('multipart_sessions')
+      .selectAll()
+      .where('status', '=', 'completing')
+      .where('updated_at', '<=', staleBefore)
+      .limit(100)
+      .execute();
     let finished = 0;
     for (const s of stuck) {
-      if (await this.finishStale(s).then(() => true, () => false)) finished++;
+      if (
+        await this.finishStale(s).then(
+          () => true,
+          () => false,
+        )
+      )
+        finished++;
     }
     const due = await this.db.kysely
       .selectFrom('multipart_sessions')
@@ -570,7 +678,12 @@ export class MultipartService {
       .execute();
     let expired = 0;
     for (const s of due) {
-      const res = await this.db.kysely.updateTable('multipart_sessions').set({ status: 'expired', updated_at: nowIso() }).where('id', '=', s.id).where('status', '=', 'active').executeTakeFirst();
+      const res = await this.db.kysely
+        .updateTable('multipart_sessions')
+        .set({ status: 'expired', updated_at: nowIso() })
+        .where('id', '=', s.id)
+        .where('status', '=', 'active')
+        .executeTakeFirst();
       if (Number(res.numUpdatedRows) === 0) continue;
       await this.release(s).catch(() => {});
       expired++;

@@ -11,6 +11,7 @@ import { randomBase62 } from '../crypto/ids.ts';
 import { errors } from '../errors.ts';
 
 /** C0, DEL, C1, U+2028/U+2029, and the bidi embeddings, overrides (U+202A-U+202E) and isolates (U+2066-U+2069). */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is this pattern's job
 const CONTROL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/;
 const SEPARATOR = /[\\/]/;
 
@@ -34,9 +35,11 @@ export function checkName(raw: string, field: string): string {
   if (name.length === 0) throw errors.validation(`${field} must not be empty`);
   if (name.trim() !== name) throw errors.validation(`${field} must not start or end with spaces`);
   if (SEPARATOR.test(name)) throw errors.validation(`${field} must not contain "/" or "\\"`);
-  if (CONTROL.test(name)) throw errors.validation(`${field} must not contain control characters, line separators or bidirectional overrides`);
+  if (CONTROL.test(name))
+    throw errors.validation(`${field} must not contain control characters, line separators or bidirectional overrides`);
   if (name === '.' || name === '..') throw errors.validation(`${field} must not be "." or ".."`);
-  if (Buffer.byteLength(name, 'utf8') > MAX_NAME_BYTES) throw errors.validation(`${field} must be at most ${MAX_NAME_BYTES} bytes as UTF-8`);
+  if (Buffer.byteLength(name, 'utf8') > MAX_NAME_BYTES)
+    throw errors.validation(`${field} must be at most ${MAX_NAME_BYTES} bytes as UTF-8`);
   return name;
 }
 
@@ -117,12 +120,16 @@ export const MAX_TAG_CHARACTERS = 100;
 export function parseTags(raw: unknown): string[] {
   if (raw === undefined || raw === null || raw === '') return [];
   const list = Array.isArray(raw) ? raw : typeof raw === 'string' ? raw.split(',') : undefined;
-  if (!list || list.some((t) => typeof t !== 'string')) throw errors.validation('tags must be a string or an array of strings');
-  if ((list as string[]).some((t) => !isWellFormed(t))) throw errors.validation('each tag must be valid Unicode (a tag holds a lone surrogate)');
+  if (!list || list.some((t) => typeof t !== 'string'))
+    throw errors.validation('tags must be a string or an array of strings');
+  if ((list as string[]).some((t) => !isWellFormed(t)))
+    throw errors.validation('each tag must be valid Unicode (a tag holds a lone surrogate)');
   const tags = [...new Set((list as string[]).map((t) => t.normalize('NFC').trim()).filter(Boolean))];
   if (tags.length > MAX_TAGS) throw errors.validation(`at most ${MAX_TAGS} tags`);
-  if (tags.some((t) => CONTROL.test(t))) throw errors.validation('a tag must not contain control characters, line separators or bidirectional overrides');
-  if (tags.some((t) => longerThan(t, MAX_TAG_CHARACTERS))) throw errors.validation(`each tag must be at most ${MAX_TAG_CHARACTERS} characters`);
+  if (tags.some((t) => CONTROL.test(t)))
+    throw errors.validation('a tag must not contain control characters, line separators or bidirectional overrides');
+  if (tags.some((t) => longerThan(t, MAX_TAG_CHARACTERS)))
+    throw errors.validation(`each tag must be at most ${MAX_TAG_CHARACTERS} characters`);
   return tags;
 }
 
@@ -145,7 +152,8 @@ export function parseMetadata(raw: unknown): Record<string, unknown> {
       throw errors.validation('metadata must be a JSON object');
     }
   }
-  if (!value || typeof value !== 'object' || Array.isArray(value)) throw errors.validation('metadata must be a JSON object');
+  if (!value || typeof value !== 'object' || Array.isArray(value))
+    throw errors.validation('metadata must be a JSON object');
   const { depth, keys, bytes } = METADATA_LIMITS;
   let seenKeys = 0;
   const pending: [object, number][] = [[value, 1]];
@@ -154,7 +162,8 @@ export function parseMetadata(raw: unknown): Record<string, unknown> {
     const children = Array.isArray(node) ? node : Object.values(node);
     if (!Array.isArray(node)) {
       seenKeys += children.length;
-      if (seenKeys > keys) throw errors.validation(`metadata must have at most ${keys} keys (counting those of nested objects)`);
+      if (seenKeys > keys)
+        throw errors.validation(`metadata must have at most ${keys} keys (counting those of nested objects)`);
     }
     for (const child of children) {
       if (child === null || typeof child !== 'object') continue;
@@ -162,7 +171,8 @@ export function parseMetadata(raw: unknown): Record<string, unknown> {
       pending.push([child, level + 1]);
     }
   }
-  if (Buffer.byteLength(JSON.stringify(value), 'utf8') > bytes) throw errors.validation(`metadata must be at most 16 KiB (${bytes} bytes) as JSON`);
+  if (Buffer.byteLength(JSON.stringify(value), 'utf8') > bytes)
+    throw errors.validation(`metadata must be at most 16 KiB (${bytes} bytes) as JSON`);
   return value as Record<string, unknown>;
 }
 
@@ -178,7 +188,10 @@ export function parseCustomId(raw: unknown): string | null {
   if (typeof raw !== 'string' || longerThan(raw, MAX_CUSTOM_ID_CHARACTERS)) {
     throw errors.validation(`custom_id must be a string of at most ${MAX_CUSTOM_ID_CHARACTERS} characters`);
   }
-  if (unsafeText(raw)) throw errors.validation('custom_id must be valid Unicode without control characters, line separators or bidirectional overrides');
+  if (unsafeText(raw))
+    throw errors.validation(
+      'custom_id must be valid Unicode without control characters, line separators or bidirectional overrides',
+    );
   return raw;
 }
 

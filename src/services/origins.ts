@@ -26,7 +26,10 @@ function canonicalOrigin(raw: string): string | null {
 export function parseOriginPattern(raw: unknown, field: string): string {
   if (typeof raw !== 'string') throw errors.validation(`${field} must be a list of origins (strings)`);
   const text = raw.trim();
-  const bad = () => errors.validation(`${field}: "${text.slice(0, 100)}" is not an origin like https://app.example.com or https://*.example.com`);
+  const bad = () =>
+    errors.validation(
+      `${field}: "${text.slice(0, 100)}" is not an origin like https://app.example.com or https://*.example.com`,
+    );
   const m = /^(https?):\/\/(\*\.)?([^/?#*]+)\/?$/i.exec(text);
   if (!m || text.length > 255 || /[@\s\\]/.test(m[3])) throw bad();
   const [, scheme, wildcard, hostPort] = m;

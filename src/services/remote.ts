@@ -47,9 +47,13 @@ export class RemoteUploadService {
     const options = applyGrant(parseUploadFields(input, nameFromUrl(url) ?? 'download'), principal);
     const limits = await this.uploads.limits(workspaceId);
 
-    let res;
+    let res: Awaited<ReturnType<typeof outboundRequest>>;
     try {
-      res = await outboundRequest(this.guard, url, { timeoutMs: this.settings.timeoutMs, bodyTimeoutMs: this.settings.bodyTimeoutMs, maxRedirects: 5 });
+      res = await outboundRequest(this.guard, url, {
+        timeoutMs: this.settings.timeoutMs,
+        bodyTimeoutMs: this.settings.bodyTimeoutMs,
+        maxRedirects: 5,
+      });
     } catch (err) {
       throw this.describe(err);
     }
@@ -62,9 +66,11 @@ export class RemoteUploadService {
       res.body.destroy();
       throw errors.fileTooLarge(limits.maxFileSize);
     }
-    let staged;
+    let staged: Awaited<ReturnType<UploadService['stage']>>;
     try {
-      staged = await this.uploads.stage(workspaceId, res.body, { expectedBytes: Number.isFinite(declared) ? declared : undefined });
+      staged = await this.uploads.stage(workspaceId, res.body, {
+        expectedBytes: Number.isFinite(declared) ? declared : undefined,
+      });
     } catch (err) {
       res.body.destroy();
       throw err instanceof AppError ? err : this.describe(err);
@@ -77,9 +83,11 @@ export class RemoteUploadService {
     if (err instanceof OutboundBlockedError) return errors.urlRefused(err.message);
     if (err instanceof OutboundTimeoutError) return errors.remoteFailed('the remote server did not answer in time');
     const code = (err as NodeJS.ErrnoException).code;
-    if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') return errors.remoteFailed('the remote host name could not be resolved');
+    if (code === 'ENOTFOUND' || code === 'EAI_AGAIN')
+      return errors.remoteFailed('the remote host name could not be resolved');
     if (code === 'ECONNREFUSED') return errors.remoteFailed('the remote server refused the connection');
-    if (/too many redirects/.test(String((err as Error).message))) return errors.remoteFailed('the remote server redirected too many times');
+    if (/too many redirects/.test(String((err as Error).message)))
+      return errors.remoteFailed('the remote server redirected too many times');
     return errors.remoteFailed('the remote server could not be reached');
   }
 }

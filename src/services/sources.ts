@@ -37,7 +37,6 @@ export interface ListQuery {
 
 export const SOURCE_NAME_RE = /^[A-Za-z0-9_-]{1,64}$/;
 
-
 export class SourceService {
   constructor(
     private readonly db: Db,
@@ -47,7 +46,10 @@ export class SourceService {
     private readonly debug: (why: string) => void = () => {},
   ) {}
 
-  async create(workspaceId: string, input: { name?: unknown; type?: unknown; configuration?: unknown }): Promise<SourceView> {
+  async create(
+    workspaceId: string,
+    input: { name?: unknown; type?: unknown; configuration?: unknown },
+  ): Promise<SourceView> {
     const name = checkName(input.name);
     if (!isSourceType(input.type)) {
       this.debug(`type must be one of ${SOURCE_TYPES.join(', ')}`);
@@ -78,7 +80,10 @@ export class SourceService {
     return this.view(row);
   }
 
-  async list(workspaceId: string, q: ListQuery): Promise<{ sources: SourceView[]; meta: { page: number; limit: number; total: number; hasMore: boolean } }> {
+  async list(
+    workspaceId: string,
+    q: ListQuery,
+  ): Promise<{ sources: SourceView[]; meta: { page: number; limit: number; total: number; hasMore: boolean } }> {
     let base = this.db.kysely.selectFrom('sources').where('workspace_id', '=', workspaceId);
     if (q.type !== undefined) base = base.where('type', '=', q.type);
     if (q.search) base = base.where(likeEscaped('name', likeContains(q.search)));
@@ -103,10 +108,15 @@ export class SourceService {
     return this.view(await this.row(workspaceId, id));
   }
 
-  async update(workspaceId: string, id: string, input: { name?: unknown; configuration?: unknown; is_active?: unknown; type?: unknown }): Promise<SourceView> {
+  async update(
+    workspaceId: string,
+    id: string,
+    input: { name?: unknown; configuration?: unknown; is_active?: unknown; type?: unknown },
+  ): Promise<SourceView> {
     const row = await this.row(workspaceId, id);
     const type = row.type as SourceType;
-    if (input.type !== undefined && input.type !== type) throw errors.validation('type cannot be changed; create a new source instead');
+    if (input.type !== undefined && input.type !== type)
+      throw errors.validation('type cannot be changed; create a new source instead');
     const changes: Partial<SourceRow> = {};
     if (input.name !== undefined) changes.name = checkName(input.name);
     if (input.is_active !== undefined) {
@@ -123,7 +133,12 @@ export class SourceService {
     // updated_at always moves forward, even within the same millisecond as the last write.
     changes.updated_at = new Date(Math.max(Date.now(), Date.parse(row.updated_at) + 1)).toISOString();
     try {
-      await this.db.kysely.updateTable('sources').set(changes).where('id', '=', row.id).where('workspace_id', '=', workspaceId).execute();
+      await this.db.kysely
+        .updateTable('sources')
+        .set(changes)
+        .where('id', '=', row.id)
+        .where('workspace_id', '=', workspaceId)
+        .execute();
     } catch (err) {
       if (isUniqueViolation(err)) throw errors.sourceNameTaken();
       throw err;
@@ -133,7 +148,11 @@ export class SourceService {
 
   async delete(workspaceId: string, id: string): Promise<void> {
     if (!isUuid(id)) throw errors.sourceNotFound();
-    const res = await this.db.kysely.deleteFrom('sources').where('id', '=', id.toLowerCase()).where('workspace_id', '=', workspaceId).executeTakeFirst();
+    const res = await this.db.kysely
+      .deleteFrom('sources')
+      .where('id', '=', id.toLowerCase())
+      .where('workspace_id', '=', workspaceId)
+      .executeTakeFirst();
     if (Number(res.numDeletedRows) === 0) throw errors.sourceNotFound();
   }
 
@@ -144,15 +163,26 @@ export class SourceService {
 
   /** The full configuration, secrets included; for origin fetches and probes, never for responses. */
   configuration(row: SourceRow): Configuration {
-    const { [SECRET_NAMES]: _names, ...visible } = JSON.parse(row.configuration) as Configuration & { [SECRET_NAMES]?: string[] };
+    const { [SECRET_NAMES]: _names, ...visible } = JSON.parse(row.configuration) as Configuration & {
+      [SECRET_NAMES]?: string[];
+    };
     const secret = row.secrets ? (JSON.parse(this.box.open(row.secrets, sourceAad(row.id))) as Configuration) : {};
     return { ...visible, ...secret };
   }
 
   /** The source a delivery URL names: 404 unknown, 410 inactive. */
-  async forDelivery(workspaceId: string, name: string): Promise<{ id: string; type: SourceType; config: Configuration }> {
-    if (!SOURCE_NAME_RE.test(name)) throw new AppError(404, 'SOURCE_NOT_FOUND', 'Not found', 'No source with this name in this workspace');
-    const row = await this.db.kysely.selectFrom('sources').selectAll().where('workspace_id', '=', workspaceId).where('name', '=', name).executeTakeFirst();
+  async forDelivery(
+    workspaceId: string,
+    name: string,
+  ): Promise<{ id: string; type: SourceType; config: Configuration }> {
+    if (!SOURCE_NAME_RE.test(name))
+      throw new AppError(404, 'SOURCE_NOT_FOUND', 'Not found', 'No source with this name in this workspace');
+    const row = await this.db.kysely
+      .selectFrom('sources')
+      .selectAll()
+      .where('workspace_id', '=', workspaceId)
+      .where('name', '=', name)
+      .executeTakeFirst();
     if (!row) throw new AppError(404, 'SOURCE_NOT_FOUND', 'Not found', 'No source with this name in this workspace');
     if (!row.is_active) throw new AppError(410, 'SOURCE_INACTIVE', 'Source inactive', 'This source is switched off');
     return { id: row.id, type: row.type as SourceType, config: this.configuration(row) };
@@ -165,12 +195,21 @@ export class SourceService {
 
   /** Re-seals every source secret under the current master key; returns how many changed. */
   async resealAll(): Promise<number> {
-    const rows = await this.db.kysely.selectFrom('sources').select(['id', 'secrets']).where('secrets', 'is not', null).execute();
+    const rows = await this.db.kysely
+      .selectFrom('sources')
+      .select(['id', 'secrets'])
+      .where('secrets', 'is not', null)
+      .execute();
     let changed = 0;
     for (const row of rows) {
       if (!row.secrets || !this.box.isStale(row.secrets)) continue;
       const resealed = this.box.seal(this.box.open(row.secrets, sourceAad(row.id)), sourceAad(row.id));
-      await this.db.kysely.updateTable('sources').set({ secrets: resealed }).where('id', '=', row.id).where('secrets', '=', row.secrets).execute();
+      await this.db.kysely
+        .updateTable('sources')
+        .set({ secrets: resealed })
+        .where('id', '=', row.id)
+        .where('secrets', '=', row.secrets)
+        .execute();
       changed++;
     }
     return changed;
@@ -178,7 +217,12 @@ export class SourceService {
 
   private async row(workspaceId: string, id: string): Promise<SourceRow> {
     if (!isUuid(id)) throw errors.sourceNotFound();
-    const row = await this.db.kysely.selectFrom('sources').selectAll().where('id', '=', id.toLowerCase()).where('workspace_id', '=', workspaceId).executeTakeFirst();
+    const row = await this.db.kysely
+      .selectFrom('sources')
+      .selectAll()
+      .where('id', '=', id.toLowerCase())
+      .where('workspace_id', '=', workspaceId)
+      .executeTakeFirst();
     if (!row) throw errors.sourceNotFound();
     return row;
   }
@@ -189,10 +233,13 @@ export class SourceService {
 
   private view(row: SourceRow): SourceView {
     const type = row.type as SourceType;
-    const { [SECRET_NAMES]: names, ...visible } = JSON.parse(row.configuration) as Configuration & { [SECRET_NAMES]?: string[] };
+    const { [SECRET_NAMES]: names, ...visible } = JSON.parse(row.configuration) as Configuration & {
+      [SECRET_NAMES]?: string[];
+    };
     // The names of the stored secrets are kept beside the visible fields, so masking needs no
     // decryption; rows written before that are opened instead.
-    const secretKeys = names ?? (row.secrets ? Object.keys(JSON.parse(this.box.open(row.secrets, sourceAad(row.id)))) : []);
+    const secretKeys =
+      names ?? (row.secrets ? Object.keys(JSON.parse(this.box.open(row.secrets, sourceAad(row.id)))) : []);
     return {
       id: row.id,
       name: row.name,

@@ -82,7 +82,8 @@ const nowSeconds = () => Math.floor(Date.now() / 1000);
 
 function positiveInt(raw: unknown, field: string, fallback: number): number {
   if (raw === undefined || raw === null) return fallback;
-  if (typeof raw !== 'number' || !Number.isSafeInteger(raw) || raw < 1) throw errors.validation(`${field} must be a whole number of at least 1`);
+  if (typeof raw !== 'number' || !Number.isSafeInteger(raw) || raw < 1)
+    throw errors.validation(`${field} must be a whole number of at least 1`);
   return raw;
 }
 
@@ -107,16 +108,20 @@ export class UploadTokenService {
 
   /** POST /api/v1/generate-token: every field checked now, so a bad policy fails here and not in a browser. */
   async mint(principal: Principal, publicKeyShown: string, input: MintInput): Promise<MintedToken> {
-    if (input.file_name === undefined || input.file_name === null || input.file_name === '') throw errors.fileNameRequired();
+    if (input.file_name === undefined || input.file_name === null || input.file_name === '')
+      throw errors.fileNameRequired();
     if (typeof input.file_name !== 'string') throw errors.validation('file_name must be a string');
-    const transform = input.transform === undefined || input.transform === null || input.transform === '' ? null : input.transform;
+    const transform =
+      input.transform === undefined || input.transform === null || input.transform === '' ? null : input.transform;
     if (transform !== null) {
       if (typeof transform !== 'string') throw errors.validation('transform must be a string');
       parseTransform(transform);
     }
-    if (input.folder !== undefined && input.folder !== null && typeof input.folder !== 'string') throw errors.validation('folder must be a string');
+    if (input.folder !== undefined && input.folder !== null && typeof input.folder !== 'string')
+      throw errors.validation('folder must be a string');
     const override = input.allow_override ?? {};
-    if (typeof override !== 'object' || Array.isArray(override)) throw errors.validation('allow_override must be an object of booleans');
+    if (typeof override !== 'object' || Array.isArray(override))
+      throw errors.validation('allow_override must be an object of booleans');
     const o = override as Record<string, unknown>;
     const policy: TokenPolicy = {
       file_name: checkName(input.file_name, 'file_name'),
@@ -138,7 +143,17 @@ export class UploadTokenService {
     const expireAt = nowSeconds() + ttl;
     await this.db.kysely
       .insertInto('upload_tokens')
-      .values({ id, workspace_id: principal.workspaceId, key_id: principal.keyId, policy: JSON.stringify(policy), expire_at: expireAt, state: 'unused', used_at: null, file_id: null, created_at: nowIso() })
+      .values({
+        id,
+        workspace_id: principal.workspaceId,
+        key_id: principal.keyId,
+        policy: JSON.stringify(policy),
+        expire_at: expireAt,
+        state: 'unused',
+        used_at: null,
+        file_id: null,
+        created_at: nowIso(),
+      })
       .execute();
     const signature = this.mac(id);
     const token = `${PREFIX}${id}.${signature}`;
@@ -163,7 +178,8 @@ export class UploadTokenService {
     if (!m) throw errors.invalidToken('TOKEN_INVALID');
     const expected = Buffer.from(this.mac(m[1]));
     const given = Buffer.from(m[2]);
-    if (given.length !== expected.length || !timingSafeEqual(given, expected)) throw errors.invalidToken('TOKEN_INVALID');
+    if (given.length !== expected.length || !timingSafeEqual(given, expected))
+      throw errors.invalidToken('TOKEN_INVALID');
     const row = await this.db.kysely.selectFrom('upload_tokens').selectAll().where('id', '=', m[1]).executeTakeFirst();
     if (!row) throw errors.invalidToken('TOKEN_INVALID');
     if (Number(row.expire_at) < nowSeconds()) throw errors.invalidToken('TOKEN_EXPIRED');
@@ -177,7 +193,11 @@ export class UploadTokenService {
    * POST /api/v1/uploads/{token}: the policy decides everything but the name, and the fields
    * it lets the uploader override. The upload adds a file, never replaces one (as a public key).
    */
-  async upload(resolved: { row: UploadTokenRow; policy: TokenPolicy }, body: Readable, sent: TokenUpload): Promise<FileRecord> {
+  async upload(
+    resolved: { row: UploadTokenRow; policy: TokenPolicy },
+    body: Readable,
+    sent: TokenUpload,
+  ): Promise<FileRecord> {
     const { row, policy } = resolved;
     for (const field of ['folder', 'tags', 'transform'] as const) {
       if (sent[field] !== undefined && !policy.allow_override[field]) throw errors.overrideNotAllowed(field);
@@ -206,24 +226,47 @@ export class UploadTokenService {
       .where('state', '=', 'unused')
       .where('expire_at', '>=', nowSeconds())
       .executeTakeFirst();
-    if (Number(claimed.numUpdatedRows) === 0) throw errors.invalidToken(Number(row.expire_at) < nowSeconds() ? 'TOKEN_EXPIRED' : 'TOKEN_USED');
+    if (Number(claimed.numUpdatedRows) === 0)
+      throw errors.invalidToken(Number(row.expire_at) < nowSeconds() ? 'TOKEN_EXPIRED' : 'TOKEN_USED');
     // However long the upload takes, it shows it is alive; a node that dies mid-upload leaves a
     // token the sweeper gives back once this stops.
-    const heartbeat = setInterval(() => {
-      this.db.kysely.updateTable('upload_tokens').set({ used_at: nowIso() }).where('id', '=', row.id).where('state', '=', 'uploading').execute().catch(() => {});
-    }, Math.max(1000, Math.floor(this.settings.graceMs / 3)));
+    const heartbeat = setInterval(
+      () => {
+        this.db.kysely
+          .updateTable('upload_tokens')
+          .set({ used_at: nowIso() })
+          .where('id', '=', row.id)
+          .where('state', '=', 'uploading')
+          .execute()
+          .catch(() => {});
+      },
+      Math.max(1000, Math.floor(this.settings.graceMs / 3)),
+    );
     heartbeat.unref();
     try {
-      const staged = await this.uploads.stage(row.workspace_id, body, { maxFileSize, expectedBytes: sent.contentLength });
+      const staged = await this.uploads.stage(row.workspace_id, body, {
+        maxFileSize,
+        expectedBytes: sent.contentLength,
+      });
       return await this.uploads.finish(staged, options, 'token', {
         inTransaction: async (trx, file) => {
-          await trx.updateTable('upload_tokens').set({ state: 'used', file_id: file.id }).where('id', '=', row.id).execute();
+          await trx
+            .updateTable('upload_tokens')
+            .set({ state: 'used', file_id: file.id })
+            .where('id', '=', row.id)
+            .execute();
         },
       });
     } catch (err) {
       // Nothing was stored: the page may try again with the same token while it lasts. (If the
       // database is what failed, the sweeper gives the token back once the heartbeat stops.)
-      await this.db.kysely.updateTable('upload_tokens').set({ state: 'unused', used_at: null }).where('id', '=', row.id).where('state', '=', 'uploading').execute().catch(() => {});
+      await this.db.kysely
+        .updateTable('upload_tokens')
+        .set({ state: 'unused', used_at: null })
+        .where('id', '=', row.id)
+        .where('state', '=', 'uploading')
+        .execute()
+        .catch(() => {});
       throw err;
     } finally {
       clearInterval(heartbeat);
@@ -236,8 +279,16 @@ export class UploadTokenService {
    */
   async sweep(graceMs = this.settings.graceMs): Promise<number> {
     const dead = new Date(Date.now() - graceMs).toISOString();
-    await this.db.kysely.updateTable('upload_tokens').set({ state: 'unused', used_at: null }).where('state', '=', 'uploading').where('used_at', '<', dead).execute();
-    const res = await this.db.kysely.deleteFrom('upload_tokens').where('expire_at', '<', nowSeconds() - KEEP_AFTER_EXPIRY_S).executeTakeFirst();
+    await this.db.kysely
+      .updateTable('upload_tokens')
+      .set({ state: 'unused', used_at: null })
+      .where('state', '=', 'uploading')
+      .where('used_at', '<', dead)
+      .execute();
+    const res = await this.db.kysely
+      .deleteFrom('upload_tokens')
+      .where('expire_at', '<', nowSeconds() - KEEP_AFTER_EXPIRY_S)
+      .executeTakeFirst();
     return Number(res.numDeletedRows);
   }
 }

@@ -2,21 +2,31 @@
 // record in one transaction (folders, blob, record, quota), with compensation on failure.
 import { PassThrough, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { type Db } from '../db/database.ts';
+import type { Db } from '../db/database.ts';
 import type { Kysely } from 'kysely';
 import type { Database, FileRow, FolderRow } from '../db/schema.ts';
 import { AppError, errors } from '../errors.ts';
 import { detect, extensionOf } from '../media/detect.ts';
 import { buildPipeline, parseTransform, type TransformSpec } from '../media/transform.ts';
 import type { BlobStore, StageLimits, Staged } from './blobs.ts';
-import { type FileRecord, type FileRecords } from './files.ts';
+import type { FileRecord, FileRecords } from './files.ts';
 import { ensureFolderPath } from './folders.ts';
 import { OutboundBlockedError, type OutboundGuard } from '../outbound/guard.ts';
 import type { WebhookService } from './webhooks.ts';
 import { originAllowed } from './origins.ts';
 import type { Principal } from './workspaces.ts';
 import type { EventEmitter } from 'node:events';
-import { checkName, parseBooleanFlag, parseCustomId, parseFolderPath, parseMetadata, parseTags, withExtension, withRandomPrefix, withRandomSuffix } from './names.ts';
+import {
+  checkName,
+  parseBooleanFlag,
+  parseCustomId,
+  parseFolderPath,
+  parseMetadata,
+  parseTags,
+  withExtension,
+  withRandomPrefix,
+  withRandomSuffix,
+} from './names.ts';
 
 /** Upload options as they arrive: form fields (strings) or JSON values. */
 export interface UploadFields {
@@ -69,7 +79,8 @@ export function parseUploadFields(fields: UploadFields, defaultName?: string): U
     } catch {
       u = undefined;
     }
-    if (!u || (u.protocol !== 'http:' && u.protocol !== 'https:') || webhook.length > 2048) throw errors.validation('webhook_url must be an http(s) URL');
+    if (!u || (u.protocol !== 'http:' && u.protocol !== 'https:') || webhook.length > 2048)
+      throw errors.validation('webhook_url must be an http(s) URL');
   }
   return {
     name: checkName(rawName, 'file_name'),
@@ -88,9 +99,13 @@ export function parseUploadFields(fields: UploadFields, defaultName?: string): U
  * may name a webhook_url only at an origin the workspace listed in `webhook_origins`, so a key
  * copied from a web page cannot make the service send signed requests to strangers.
  */
-export function applyGrant<T extends UploadOptions | { webhookUrl: string | null; mayReplace?: boolean }>(opts: T, principal: Principal): T {
+export function applyGrant<T extends UploadOptions | { webhookUrl: string | null; mayReplace?: boolean }>(
+  opts: T,
+  principal: Principal,
+): T {
   const trusted = principal.keyType === 'private';
-  if (!trusted && opts.webhookUrl && !originAllowed(principal.webhookOrigins, opts.webhookUrl)) throw errors.webhookNotAllowed();
+  if (!trusted && opts.webhookUrl && !originAllowed(principal.webhookOrigins, opts.webhookUrl))
+    throw errors.webhookNotAllowed();
   opts.mayReplace = trusted;
   return opts;
 }
@@ -126,15 +141,27 @@ export class UploadService {
 
   /** The limits for the next upload to this workspace; 402 at once when it is already full. */
   async limits(workspaceId: string): Promise<StageLimits & { quotaBytes: number | null }> {
-    const ws = await this.db.kysely.selectFrom('workspaces').select(['quota_bytes', 'max_file_size', 'used_bytes', 'reserved_bytes']).where('id', '=', workspaceId).executeTakeFirstOrThrow();
+    const ws = await this.db.kysely
+      .selectFrom('workspaces')
+      .select(['quota_bytes', 'max_file_size', 'used_bytes', 'reserved_bytes'])
+      .where('id', '=', workspaceId)
+      .executeTakeFirstOrThrow();
     const quotaBytes = ws.quota_bytes === null ? null : Number(ws.quota_bytes);
     // Bytes promised to uploads in progress count as taken.
-    if (quotaBytes !== null && Number(ws.used_bytes) + Number(ws.reserved_bytes) >= quotaBytes) throw errors.storageLimitExceeded();
-    return { maxFileSize: ws.max_file_size === null ? this.settings.maxFileSize : Number(ws.max_file_size), quotaBytes };
+    if (quotaBytes !== null && Number(ws.used_bytes) + Number(ws.reserved_bytes) >= quotaBytes)
+      throw errors.storageLimitExceeded();
+    return {
+      maxFileSize: ws.max_file_size === null ? this.settings.maxFileSize : Number(ws.max_file_size),
+      quotaBytes,
+    };
   }
 
   private async quotaOf(workspaceId: string): Promise<number | null> {
-    const ws = await this.db.kysely.selectFrom('workspaces').select('quota_bytes').where('id', '=', workspaceId).executeTakeFirstOrThrow();
+    const ws = await this.db.kysely
+      .selectFrom('workspaces')
+      .select('quota_bytes')
+      .where('id', '=', workspaceId)
+      .executeTakeFirstOrThrow();
     return ws.quota_bytes === null ? null : Number(ws.quota_bytes);
   }
 
@@ -142,7 +169,11 @@ export class UploadService {
    * `maxFileSize` lowers the workspace's limit for this upload (an upload token's own limit);
    * `expectedBytes` (a Content-Length) lets a quota be reserved whole up front.
    */
-  async stage(workspaceId: string, body: Readable, opts: { signal?: AbortSignal; maxFileSize?: number; expectedBytes?: number } = {}): Promise<Staged> {
+  async stage(
+    workspaceId: string,
+    body: Readable,
+    opts: { signal?: AbortSignal; maxFileSize?: number; expectedBytes?: number } = {},
+  ): Promise<Staged> {
     const limits = await this.limits(workspaceId);
     if (opts.maxFileSize !== undefined) limits.maxFileSize = Math.min(limits.maxFileSize, opts.maxFileSize);
     return this.blobs.stage(workspaceId, body, { ...limits, expectedBytes: opts.expectedBytes }, opts.signal);
@@ -210,7 +241,12 @@ export class UploadService {
         if (replacedBlobId) released = await this.blobs.releaseIfUnused(trx, replacedBlobId);
         await hooks.inTransaction?.(trx, row);
         // The notification is queued with the record, or not at all.
-        if (opts.webhookUrl && this.webhooks) await this.webhooks.enqueueUpload(trx, opts.webhookUrl, this.records.view(row, folder?.folder_no ?? null, committed.blob.sha256));
+        if (opts.webhookUrl && this.webhooks)
+          await this.webhooks.enqueueUpload(
+            trx,
+            opts.webhookUrl,
+            this.records.view(row, folder?.folder_no ?? null, committed.blob.sha256),
+          );
         return row;
       });
       if (duplicate) await this.blobs.discard(current);
@@ -233,7 +269,10 @@ export class UploadService {
   private async transform(staged: Staged, spec: TransformSpec): Promise<{ staged: Staged; format: string | null }> {
     const detected = await detect(staged.head, 'upload');
     if (!detected.mime_type.startsWith('image/') || detected.mime_type === 'image/svg+xml') throw errors.notAnImage();
-    const { pipeline: img, format } = buildPipeline(spec, { autoFormat: 'webp', maxPixels: this.settings.maxImagePixels });
+    const { pipeline: img, format } = buildPipeline(spec, {
+      autoFormat: 'webp',
+      maxPixels: this.settings.maxImagePixels,
+    });
     const source = await this.blobs.storage.get(staged.key);
     const out = new PassThrough();
     const running = pipeline(source, img, out).catch((err) => {
@@ -245,7 +284,14 @@ export class UploadService {
       await running;
     } catch (err) {
       if (err instanceof AppError) throw err;
-      throw new AppError(400, 'TRANSFORM_FAILED', 'Validation failed', /pixel limit/i.test(String((err as Error).message)) ? 'the image is larger than the pixel limit' : 'the image could not be decoded for transform');
+      throw new AppError(
+        400,
+        'TRANSFORM_FAILED',
+        'Validation failed',
+        /pixel limit/i.test(String((err as Error).message))
+          ? 'the image is larger than the pixel limit'
+          : 'the image could not be decoded for transform',
+      );
     }
     await this.blobs.discard(staged);
     return { staged: result, format };

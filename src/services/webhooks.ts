@@ -46,10 +46,29 @@ export class WebhookService {
   async enqueueUpload(trx: Kysely<Database>, url: string, record: FileRecord): Promise<string> {
     const id = `msg_${randomBase62(27)}`;
     const now = nowIso();
-    const payload = JSON.stringify({ id, type: 'upload.completed', created_at: now, workspace_id: record.workspace_id, data: record });
+    const payload = JSON.stringify({
+      id,
+      type: 'upload.completed',
+      created_at: now,
+      workspace_id: record.workspace_id,
+      data: record,
+    });
     await trx
       .insertInto('webhook_deliveries')
-      .values({ id, workspace_id: record.workspace_id, url, payload, status: 'pending', attempts: 0, next_attempt_at: now, locked_until: null, last_status: null, last_error: null, created_at: now, updated_at: now })
+      .values({
+        id,
+        workspace_id: record.workspace_id,
+        url,
+        payload,
+        status: 'pending',
+        attempts: 0,
+        next_attempt_at: now,
+        locked_until: null,
+        last_status: null,
+        last_error: null,
+        created_at: now,
+        updated_at: now,
+      })
       .execute();
     return id;
   }
@@ -97,7 +116,12 @@ export class WebhookService {
       return this.db.kysely.transaction().execute(async (trx) => {
         const ids = (await due(trx).forUpdate().skipLocked().execute()).map((r) => r.id);
         if (ids.length === 0) return [];
-        return trx.updateTable('webhook_deliveries').set({ locked_until: until }).where('id', 'in', ids).returningAll().execute();
+        return trx
+          .updateTable('webhook_deliveries')
+          .set({ locked_until: until })
+          .where('id', 'in', ids)
+          .returningAll()
+          .execute();
       });
     }
     // SQLite: one writer at a time, so the update is the claim.
@@ -131,19 +155,42 @@ export class WebhookService {
       status = res.status;
       if (status < 200 || status > 299) error = `HTTP ${status}`;
     } catch (err) {
-      error = (err as NodeJS.ErrnoException).code === 'EOUTBOUNDBLOCKED' ? `address refused: ${(err as Error).message}` : (err as Error).message.slice(0, 300);
+      error =
+        (err as NodeJS.ErrnoException).code === 'EOUTBOUNDBLOCKED'
+          ? `address refused: ${(err as Error).message}`
+          : (err as Error).message.slice(0, 300);
     }
     const attempts = d.attempts + 1;
     const now = nowIso();
     if (!error) {
-      await this.db.kysely.updateTable('webhook_deliveries').set({ status: 'delivered', attempts, last_status: status, last_error: null, locked_until: null, updated_at: now }).where('id', '=', d.id).execute();
+      await this.db.kysely
+        .updateTable('webhook_deliveries')
+        .set({
+          status: 'delivered',
+          attempts,
+          last_status: status,
+          last_error: null,
+          locked_until: null,
+          updated_at: now,
+        })
+        .where('id', '=', d.id)
+        .execute();
       return;
     }
     const wait = this.settings.retrySchedule[attempts - 1];
-    const next = wait === undefined ? null : new Date(Date.now() + wait * 1000 * (0.9 + Math.random() * 0.2)).toISOString();
+    const next =
+      wait === undefined ? null : new Date(Date.now() + wait * 1000 * (0.9 + Math.random() * 0.2)).toISOString();
     await this.db.kysely
       .updateTable('webhook_deliveries')
-      .set({ status: next ? 'pending' : 'failed', attempts, last_status: status, last_error: error, locked_until: null, next_attempt_at: next ?? d.next_attempt_at, updated_at: now })
+      .set({
+        status: next ? 'pending' : 'failed',
+        attempts,
+        last_status: status,
+        last_error: error,
+        locked_until: null,
+        next_attempt_at: next ?? d.next_attempt_at,
+        updated_at: now,
+      })
       .where('id', '=', d.id)
       .execute();
     this.log('webhook attempt failed', { id: d.id, attempts, error, retry: next });

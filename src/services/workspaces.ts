@@ -1,5 +1,14 @@
 // Workspaces and their API keys. Keys are random, typed by prefix and stored only as hashes.
-import { type KeyType, KEY_PREFIX, hashApiKey, keyHint, newApiKey, newShortId, newUuid, newWebhookSecret } from '../crypto/ids.ts';
+import {
+  type KeyType,
+  KEY_PREFIX,
+  hashApiKey,
+  keyHint,
+  newApiKey,
+  newShortId,
+  newUuid,
+  newWebhookSecret,
+} from '../crypto/ids.ts';
 import type { SecretBox } from '../crypto/secret-box.ts';
 import { type Db, isUniqueViolation, nowIso } from '../db/database.ts';
 import type { Database } from '../db/schema.ts';
@@ -77,27 +86,38 @@ export class WorkspaceService {
     const publicKey = newApiKey('public');
     const privateKey = newApiKey('private');
     await trx
-        .insertInto('workspaces')
+      .insertInto('workspaces')
+      .values({
+        id,
+        name: trimmed,
+        webhook_secret: this.box.seal(webhookSecret, webhookAad(id)),
+        quota_bytes: null,
+        max_file_size: null,
+        used_bytes: 0,
+        reserved_bytes: 0,
+        allowed_origins: null,
+        webhook_origins: null,
+        created_at: now,
+        updated_at: now,
+      })
+      .execute();
+    for (const [type, key] of [
+      ['public', publicKey],
+      ['private', privateKey],
+    ] as const) {
+      await trx
+        .insertInto('api_keys')
         .values({
-          id,
-          name: trimmed,
-          webhook_secret: this.box.seal(webhookSecret, webhookAad(id)),
-          quota_bytes: null,
-          max_file_size: null,
-          used_bytes: 0,
-          reserved_bytes: 0,
-          allowed_origins: null,
-          webhook_origins: null,
+          id: newUuid(),
+          workspace_id: id,
+          type,
+          key_hash: hashApiKey(key),
+          key_hint: keyHint(key),
           created_at: now,
-          updated_at: now,
+          revoked_at: null,
         })
         .execute();
-      for (const [type, key] of [['public', publicKey], ['private', privateKey]] as const) {
-        await trx
-          .insertInto('api_keys')
-          .values({ id: newUuid(), workspace_id: id, type, key_hash: hashApiKey(key), key_hint: keyHint(key), created_at: now, revoked_at: null })
-          .execute();
-      }
+    }
     return { workspace_id: id, public_key: publicKey, private_key: privateKey, webhook_secret: webhookSecret };
   }
 
@@ -110,7 +130,10 @@ export class WorkspaceService {
       // One transaction: a node that dies half-way leaves the bootstrap to the next start.
       return await this.db.kysely.transaction().execute(async (trx) => {
         await trx.insertInto('settings').values({ key: 'bootstrapped_at', value: nowIso() }).execute();
-        const row = await trx.selectFrom('workspaces').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
+        const row = await trx
+          .selectFrom('workspaces')
+          .select((eb) => eb.fn.countAll<number>().as('n'))
+          .executeTakeFirstOrThrow();
         if (Number(row.n) > 0) return null;
         return this.createIn(trx, 'Default workspace');
       });
@@ -127,18 +150,31 @@ export class WorkspaceService {
   }
 
   async list() {
-    return this.db.kysely.selectFrom('workspaces').select(['id', 'name', 'created_at']).orderBy('created_at').orderBy('id').execute();
+    return this.db.kysely
+      .selectFrom('workspaces')
+      .select(['id', 'name', 'created_at'])
+      .orderBy('created_at')
+      .orderBy('id')
+      .execute();
   }
 
   /** Storage quota and maximum file size; null means unlimited / the server default. */
   async setLimits(workspaceId: string, limits: { quotaBytes?: number | null; maxFileSize?: number | null }) {
     await this.get(workspaceId);
-    const changes: { quota_bytes?: number | null; max_file_size?: number | null; updated_at: string } = { updated_at: nowIso() };
+    const changes: { quota_bytes?: number | null; max_file_size?: number | null; updated_at: string } = {
+      updated_at: nowIso(),
+    };
     if (limits.quotaBytes !== undefined) changes.quota_bytes = limits.quotaBytes;
     if (limits.maxFileSize !== undefined) changes.max_file_size = limits.maxFileSize;
     await this.db.kysely.updateTable('workspaces').set(changes).where('id', '=', workspaceId).execute();
     const ws = await this.get(workspaceId);
-    return { workspace_id: ws.id, quota_bytes: ws.quota_bytes, max_file_size: ws.max_file_size, used_bytes: Number(ws.used_bytes), reserved_bytes: Number(ws.reserved_bytes) };
+    return {
+      workspace_id: ws.id,
+      quota_bytes: ws.quota_bytes,
+      max_file_size: ws.max_file_size,
+      used_bytes: Number(ws.used_bytes),
+      reserved_bytes: Number(ws.reserved_bytes),
+    };
   }
 
   async settings(workspaceId: string): Promise<WorkspaceSettings> {
@@ -156,10 +192,17 @@ export class WorkspaceService {
   }
 
   /** Origins lists: a list replaces the stored one; null or [] clears it; absent keeps it. */
-  async updateSettings(workspaceId: string, patch: { allowed_origins?: unknown; webhook_origins?: unknown }): Promise<WorkspaceSettings> {
-    const changes: { allowed_origins?: string | null; webhook_origins?: string | null; updated_at: string } = { updated_at: nowIso() };
-    if (patch.allowed_origins !== undefined) changes.allowed_origins = storeOrigins(parseOriginList(patch.allowed_origins, 'allowed_origins'));
-    if (patch.webhook_origins !== undefined) changes.webhook_origins = storeOrigins(parseOriginList(patch.webhook_origins, 'webhook_origins'));
+  async updateSettings(
+    workspaceId: string,
+    patch: { allowed_origins?: unknown; webhook_origins?: unknown },
+  ): Promise<WorkspaceSettings> {
+    const changes: { allowed_origins?: string | null; webhook_origins?: string | null; updated_at: string } = {
+      updated_at: nowIso(),
+    };
+    if (patch.allowed_origins !== undefined)
+      changes.allowed_origins = storeOrigins(parseOriginList(patch.allowed_origins, 'allowed_origins'));
+    if (patch.webhook_origins !== undefined)
+      changes.webhook_origins = storeOrigins(parseOriginList(patch.webhook_origins, 'webhook_origins'));
     await this.get(workspaceId);
     await this.db.kysely.updateTable('workspaces').set(changes).where('id', '=', workspaceId).execute();
     return this.settings(workspaceId);
@@ -173,10 +216,25 @@ export class WorkspaceService {
   async createKey(workspaceId: string, type: KeyType): Promise<KeyInfo & { key: string }> {
     await this.get(workspaceId);
     const key = newApiKey(type);
-    const info: KeyInfo = { id: newUuid(), workspace_id: workspaceId, type, hint: keyHint(key), created_at: nowIso(), revoked_at: null };
+    const info: KeyInfo = {
+      id: newUuid(),
+      workspace_id: workspaceId,
+      type,
+      hint: keyHint(key),
+      created_at: nowIso(),
+      revoked_at: null,
+    };
     await this.db.kysely
       .insertInto('api_keys')
-      .values({ id: info.id, workspace_id: workspaceId, type, key_hash: hashApiKey(key), key_hint: info.hint, created_at: info.created_at, revoked_at: null })
+      .values({
+        id: info.id,
+        workspace_id: workspaceId,
+        type,
+        key_hash: hashApiKey(key),
+        key_hint: info.hint,
+        created_at: info.created_at,
+        revoked_at: null,
+      })
       .execute();
     return { ...info, key };
   }
@@ -195,10 +253,22 @@ export class WorkspaceService {
 
   async revokeKey(keyId: string): Promise<KeyInfo> {
     const now = nowIso();
-    await this.db.kysely.updateTable('api_keys').set({ revoked_at: now }).where('id', '=', keyId).where('revoked_at', 'is', null).executeTakeFirst();
+    await this.db.kysely
+      .updateTable('api_keys')
+      .set({ revoked_at: now })
+      .where('id', '=', keyId)
+      .where('revoked_at', 'is', null)
+      .executeTakeFirst();
     const row = await this.db.kysely.selectFrom('api_keys').selectAll().where('id', '=', keyId).executeTakeFirst();
     if (!row) throw errors.keyNotFound(keyId);
-    return { id: row.id, workspace_id: row.workspace_id, type: row.type, hint: row.key_hint, created_at: row.created_at, revoked_at: row.revoked_at };
+    return {
+      id: row.id,
+      workspace_id: row.workspace_id,
+      type: row.type,
+      hint: row.key_hint,
+      created_at: row.created_at,
+      revoked_at: row.revoked_at,
+    };
   }
 
   /**
@@ -212,7 +282,17 @@ export class WorkspaceService {
     const created = await this.createKey(row.workspace_id, row.type);
     const revokedAt = new Date(Date.now() + graceSeconds * 1000).toISOString();
     await this.db.kysely.updateTable('api_keys').set({ revoked_at: revokedAt }).where('id', '=', keyId).execute();
-    return { old: { id: row.id, workspace_id: row.workspace_id, type: row.type, hint: row.key_hint, created_at: row.created_at, revoked_at: revokedAt }, new: created };
+    return {
+      old: {
+        id: row.id,
+        workspace_id: row.workspace_id,
+        type: row.type,
+        hint: row.key_hint,
+        created_at: row.created_at,
+        revoked_at: revokedAt,
+      },
+      new: created,
+    };
   }
 
   /** Re-seals every webhook secret under the current master key; returns how many changed. */
@@ -222,7 +302,12 @@ export class WorkspaceService {
     for (const row of rows) {
       if (!this.box.isStale(row.webhook_secret)) continue;
       const resealed = this.box.seal(this.box.open(row.webhook_secret, webhookAad(row.id)), webhookAad(row.id));
-      await this.db.kysely.updateTable('workspaces').set({ webhook_secret: resealed }).where('id', '=', row.id).where('webhook_secret', '=', row.webhook_secret).execute();
+      await this.db.kysely
+        .updateTable('workspaces')
+        .set({ webhook_secret: resealed })
+        .where('id', '=', row.id)
+        .where('webhook_secret', '=', row.webhook_secret)
+        .execute();
       changed++;
     }
     return changed;
@@ -264,7 +349,13 @@ export class WorkspaceService {
     return this.db.kysely
       .selectFrom('api_keys')
       .innerJoin('workspaces', 'workspaces.id', 'api_keys.workspace_id')
-      .select(['api_keys.id', 'api_keys.workspace_id', 'api_keys.type', 'workspaces.allowed_origins', 'workspaces.webhook_origins'])
+      .select([
+        'api_keys.id',
+        'api_keys.workspace_id',
+        'api_keys.type',
+        'workspaces.allowed_origins',
+        'workspaces.webhook_origins',
+      ])
       .where((eb) => eb.or([eb('api_keys.revoked_at', 'is', null), eb('api_keys.revoked_at', '>', now)]));
   }
 }

@@ -26,13 +26,20 @@ export async function s3ClientFor(config: Configuration, deps: ClientDeps, patie
     region: String(config.region),
     endpoint,
     forcePathStyle: Boolean(endpoint),
-    credentials: config.access_key ? { accessKeyId: String(config.access_key), secretAccessKey: String(config.secret_key) } : undefined,
+    credentials: config.access_key
+      ? { accessKeyId: String(config.access_key), secretAccessKey: String(config.secret_key) }
+      : undefined,
     // No keys: anonymous requests (public buckets), left unsigned.
     signer: config.access_key ? undefined : { sign: async (request: any) => request },
     maxAttempts: patience.attempts,
     requestChecksumCalculation: 'WHEN_REQUIRED',
     responseChecksumValidation: 'WHEN_REQUIRED',
-    requestHandler: { httpAgent: deps.guard.httpAgent, httpsAgent: deps.guard.httpsAgent, requestTimeout: patience.requestTimeoutMs, connectionTimeout: deps.timeoutMs },
+    requestHandler: {
+      httpAgent: deps.guard.httpAgent,
+      httpsAgent: deps.guard.httpsAgent,
+      requestTimeout: patience.requestTimeoutMs,
+      connectionTimeout: deps.timeoutMs,
+    },
   });
 }
 
@@ -40,10 +47,17 @@ export async function s3ClientFor(config: Configuration, deps: ClientDeps, patie
 export function azureBlobEndpoint(connectionString: string): string {
   const cs = parseConnectionString(connectionString) ?? {};
   if (cs.UseDevelopmentStorage === 'true') return 'http://127.0.0.1:10000/devstoreaccount1';
-  return cs.BlobEndpoint ?? `${cs.DefaultEndpointsProtocol ?? 'https'}://${cs.AccountName}.blob.${cs.EndpointSuffix ?? 'core.windows.net'}`;
+  return (
+    cs.BlobEndpoint ??
+    `${cs.DefaultEndpointsProtocol ?? 'https'}://${cs.AccountName}.blob.${cs.EndpointSuffix ?? 'core.windows.net'}`
+  );
 }
 
-export async function azureServiceFor(config: Configuration, deps: ClientDeps, patience: Patience): Promise<BlobServiceClient> {
+export async function azureServiceFor(
+  config: Configuration,
+  deps: ClientDeps,
+  patience: Patience,
+): Promise<BlobServiceClient> {
   const endpoint = azureBlobEndpoint(String(config.connection_string));
   await deps.guard.checkUrl(endpoint);
   // storage-blob hands its options to the core pipeline, whose `agent` carries the guard's

@@ -81,7 +81,8 @@ export function originQuery(raw: string | undefined): string | undefined {
 const FIELD_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
 
 /** A host as a canonical header may carry it: a name or an IP literal, with an optional port. */
-const HOST_VALUE = /^(?:\[[0-9a-f:.]{2,45}\]|[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?(?:\.[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?)*\.?)(?::[0-9]{1,5})?$/;
+const HOST_VALUE =
+  /^(?:\[[0-9a-f:.]{2,45}\]|[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?(?:\.[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?)*\.?)(?::[0-9]{1,5})?$/;
 
 /** The canonical host in a client's header value (`X-Forwarded-Host: a.example, proxy`: the first), or undefined. */
 function canonicalHost(value: string | string[] | undefined): string | undefined {
@@ -109,7 +110,11 @@ export function canonicalHeaderName(config: Configuration): string | undefined {
  * No header configuration validation refuses (credentials, cookies, host, hop-by-hop) is ever
  * sent, whatever is stored.
  */
-export function webOriginRequest(config: Configuration, clientHeaders: ClientHeaders, rawQuery: string | undefined): WebOriginRequest {
+export function webOriginRequest(
+  config: Configuration,
+  clientHeaders: ClientHeaders,
+  rawQuery: string | undefined,
+): WebOriginRequest {
   const headers: Record<string, string> = {};
   const keyed: [string, string][] = [];
   const vary: string[] = [];
@@ -157,7 +162,13 @@ const failed = (why: string) => new AppError(502, 'ORIGIN_FAILED', 'Origin faile
  * Opens the object at `path` (a web origin: already percent-encoded; a bucket: the key). `web` is
  * what else a web origin is sent (`webOriginRequest`); buckets take no query or headers.
  */
-export async function openOrigin(type: SourceType, config: Configuration, path: string, deps: ProbeDeps, web?: WebOriginRequest): Promise<OriginObject> {
+export async function openOrigin(
+  type: SourceType,
+  config: Configuration,
+  path: string,
+  deps: ProbeDeps,
+  web?: WebOriginRequest,
+): Promise<OriginObject> {
   try {
     switch (type) {
       case 'image_source':
@@ -172,16 +183,29 @@ export async function openOrigin(type: SourceType, config: Configuration, path: 
   } catch (err) {
     if (err instanceof AppError) throw err;
     if (err instanceof OutboundBlockedError) throw failed(`the origin address is refused: ${err.message}`);
-    const status = (err as { $metadata?: { httpStatusCode?: number }; statusCode?: number; code?: number }).$metadata?.httpStatusCode ?? (err as { statusCode?: number }).statusCode ?? (err as { code?: unknown }).code;
+    const status =
+      (err as { $metadata?: { httpStatusCode?: number }; statusCode?: number; code?: number }).$metadata
+        ?.httpStatusCode ??
+      (err as { statusCode?: number }).statusCode ??
+      (err as { code?: unknown }).code;
     if (status === 404) throw notFound();
     if (status === 403 || status === 401) throw failed('the origin refused the stored credentials');
     throw failed('the origin could not be reached');
   }
 }
 
-async function fromWeb(config: Configuration, path: string, deps: ProbeDeps, web: WebOriginRequest): Promise<OriginObject> {
+async function fromWeb(
+  config: Configuration,
+  path: string,
+  deps: ProbeDeps,
+  web: WebOriginRequest,
+): Promise<OriginObject> {
   const url = webOriginUrl(config, path, web.query);
-  const res = await outboundRequest(deps.guard, url, { timeoutMs: deps.timeoutMs, bodyTimeoutMs: deps.timeoutMs * 6, headers: web.headers });
+  const res = await outboundRequest(deps.guard, url, {
+    timeoutMs: deps.timeoutMs,
+    bodyTimeoutMs: deps.timeoutMs * 6,
+    headers: web.headers,
+  });
   if (res.status === 404 || res.status === 410) {
     res.body.resume();
     throw notFound();
@@ -206,13 +230,25 @@ async function fromS3(config: Configuration, path: string, deps: ProbeDeps): Pro
   const res = await client.send(new GetObjectCommand({ Bucket: String(config.bucket), Key: path }));
   const body = res.Body as Readable;
   body.once('close', () => client.destroy());
-  return { body, contentType: res.ContentType, size: res.ContentLength, etag: res.ETag, lastModified: res.LastModified };
+  return {
+    body,
+    contentType: res.ContentType,
+    size: res.ContentLength,
+    etag: res.ETag,
+    lastModified: res.LastModified,
+  };
 }
 
 async function fromAzure(config: Configuration, path: string, deps: ProbeDeps): Promise<OriginObject> {
   const service = await azureServiceFor(config, deps, { attempts: 2, requestTimeoutMs: deps.timeoutMs * 6 });
   const res = await service.getContainerClient(String(config.container_name)).getBlobClient(path).download();
-  return { body: res.readableStreamBody as Readable, contentType: res.contentType, size: res.contentLength, etag: res.etag, lastModified: res.lastModified };
+  return {
+    body: res.readableStreamBody as Readable,
+    contentType: res.contentType,
+    size: res.contentLength,
+    etag: res.etag,
+    lastModified: res.lastModified,
+  };
 }
 
 async function fromGoogle(config: Configuration, path: string, deps: ProbeDeps): Promise<OriginObject> {

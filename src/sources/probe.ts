@@ -41,7 +41,10 @@ export async function probeSource(type: SourceType, config: Configuration, deps:
 }
 
 async function probeImageSource(config: Configuration, deps: ProbeDeps): Promise<string | undefined> {
-  const res = await outboundRequest(deps.guard, String(config.base_url) + '/', { method: 'HEAD', timeoutMs: deps.timeoutMs });
+  const res = await outboundRequest(deps.guard, `${String(config.base_url)}/`, {
+    method: 'HEAD',
+    timeoutMs: deps.timeoutMs,
+  });
   res.body.resume();
   // Any answer below 500 means the origin is there; a web origin need not serve its root.
   if (res.status >= 500) return `origin answered HTTP ${res.status}`;
@@ -51,13 +54,16 @@ async function probeImageSource(config: Configuration, deps: ProbeDeps): Promise
 async function probeS3(config: Configuration, deps: ProbeDeps): Promise<string | undefined> {
   const client = await s3ClientFor(config, deps, { attempts: 1, requestTimeoutMs: deps.timeoutMs });
   try {
-    await client.send(new HeadBucketCommand({ Bucket: String(config.bucket) }), { abortSignal: AbortSignal.timeout(deps.timeoutMs) });
+    await client.send(new HeadBucketCommand({ Bucket: String(config.bucket) }), {
+      abortSignal: AbortSignal.timeout(deps.timeoutMs),
+    });
     return undefined;
   } catch (err) {
     const status = (err as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
     if (status === 403) return 'access denied: check access_key, secret_key and the bucket policy';
     if (status === 404) return `bucket "${config.bucket}" does not exist`;
-    if (status === 301 || status === 400) return `the bucket refused the request (HTTP ${status}): check region and endpoint`;
+    if (status === 301 || status === 400)
+      return `the bucket refused the request (HTTP ${status}): check region and endpoint`;
     if (status) return `storage answered HTTP ${status}`;
     throw err;
   } finally {
@@ -68,7 +74,9 @@ async function probeS3(config: Configuration, deps: ProbeDeps): Promise<string |
 async function probeAzure(config: Configuration, deps: ProbeDeps): Promise<string | undefined> {
   const service = await azureServiceFor(config, deps, { attempts: 1, requestTimeoutMs: deps.timeoutMs });
   try {
-    await service.getContainerClient(String(config.container_name)).getProperties({ abortSignal: AbortSignal.timeout(deps.timeoutMs) });
+    await service
+      .getContainerClient(String(config.container_name))
+      .getProperties({ abortSignal: AbortSignal.timeout(deps.timeoutMs) });
     return undefined;
   } catch (err) {
     const status = (err as { statusCode?: number }).statusCode;
@@ -105,9 +113,11 @@ async function probeGoogleCloud(config: Configuration, deps: ProbeDeps): Promise
     return undefined;
   } catch (err) {
     const status = (err as { code?: number }).code;
-    if (status === 401 || status === 403) return 'the service account key is valid, but Google Cloud Storage refused it access to the bucket';
+    if (status === 401 || status === 403)
+      return 'the service account key is valid, but Google Cloud Storage refused it access to the bucket';
     if (status === 404) return `the service account key is valid, but bucket "${config.bucket_name}" does not exist`;
-    if (typeof status === 'number') return `the service account key is valid, but Google Cloud Storage answered HTTP ${status}`;
+    if (typeof status === 'number')
+      return `the service account key is valid, but Google Cloud Storage answered HTTP ${status}`;
     return unreachable(err);
   }
 }

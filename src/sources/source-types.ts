@@ -6,7 +6,8 @@ import { errors } from '../errors.ts';
 
 export const SOURCE_TYPES = ['s3', 'azure', 'google_cloud', 'image_source'] as const;
 export type SourceType = (typeof SOURCE_TYPES)[number];
-export const isSourceType = (t: unknown): t is SourceType => typeof t === 'string' && (SOURCE_TYPES as readonly string[]).includes(t);
+export const isSourceType = (t: unknown): t is SourceType =>
+  typeof t === 'string' && (SOURCE_TYPES as readonly string[]).includes(t);
 
 /** What every response shows in place of a stored secret. */
 export const MASK = '********';
@@ -33,6 +34,7 @@ const MAX_STRING = 64 * 1024;
  * Authorization header, a JWT claim): C0 controls (CR and LF would split a header), DEL, C1
  * controls, the line and paragraph separators, and the bidi embeddings, overrides and isolates.
  */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is this pattern's job
 const CONTROL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/;
 /** Node 20 has String.prototype.isWellFormed; TypeScript's ES2022 lib does not declare it. */
 const isWellFormed = (s: string): boolean => (s as string & { isWellFormed(): boolean }).isWellFormed();
@@ -46,6 +48,7 @@ const isCleanText = (s: string): boolean => isWellFormed(s) && !CONTROL.test(s);
  * characters, and what RFC 3986 leaves out of URLs (<, >, ", `, {, }, |, \\, ^), which would also
  * break out of the `<…>` of a Link header.
  */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is this pattern's job
 const NOT_IN_URL = /[\s\u0000-\u001f\u007f-\u009f\u200b-\u200f\u202a-\u202e\u2060-\u206f\ufeff<>"`{}|\\^]/;
 
 const httpUrl = (allowPath: boolean) => (value: string) => {
@@ -58,7 +61,8 @@ const httpUrl = (allowPath: boolean) => (value: string) => {
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') return undefined;
   // Credentials in a URL would be shown unmasked; query and fragment have no meaning here.
-  if (url.username || url.password || url.search || url.hash || value.includes('?') || value.includes('#')) return undefined;
+  if (url.username || url.password || url.search || url.hash || value.includes('?') || value.includes('#'))
+    return undefined;
   if (!allowPath && url.pathname !== '/') return undefined;
   if (value.endsWith('/')) return undefined;
   return value;
@@ -128,9 +132,14 @@ export function parseServiceAccount(value: string): ServiceAccount | undefined {
 function acceptServiceAccount(text: string): boolean {
   const account = parseServiceAccount(text);
   if (!account) return false;
-  if (!isCleanText(account.client_email) || /\s/.test(account.client_email) || account.client_email.length > 1024) return false;
+  if (!isCleanText(account.client_email) || /\s/.test(account.client_email) || account.client_email.length > 1024)
+    return false;
   const projectId: unknown = account.project_id;
-  if (projectId !== undefined && (typeof projectId !== 'string' || !isCleanText(projectId) || /\s/.test(projectId) || projectId.length > 1024)) return false;
+  if (
+    projectId !== undefined &&
+    (typeof projectId !== 'string' || !isCleanText(projectId) || /\s/.test(projectId) || projectId.length > 1024)
+  )
+    return false;
   return true;
 }
 
@@ -205,7 +214,8 @@ export const MAX_FORWARDED_HEADERS = 20;
  * canonical_header: `true` (Link: <origin URL>; rel="canonical" on delivery), `false` (off), or
  * the name of the request header whose value (a host) is passed to the origin under that name.
  */
-const canonicalHeader = (value: unknown): ConfigValue | undefined => (typeof value === 'boolean' ? value : typeof value === 'string' ? headerName(value) : undefined);
+const canonicalHeader = (value: unknown): ConfigValue | undefined =>
+  typeof value === 'boolean' ? value : typeof value === 'string' ? headerName(value) : undefined;
 
 /**
  * forward_header: `true` (Accept, Accept-Language, User-Agent, Referer), `false` (none), or the
@@ -238,7 +248,11 @@ const FIELDS: Record<SourceType, Record<string, FieldSpec>> = {
   },
   azure: {
     connection_string: { kind: 'string', required: true, secret: true, check: azureConnectionString },
-    container_name: { kind: 'string', required: true, check: pattern(/^(\$root|[a-z0-9](?!.*--)[a-z0-9-]{1,61}[a-z0-9])$/) },
+    container_name: {
+      kind: 'string',
+      required: true,
+      check: pattern(/^(\$root|[a-z0-9](?!.*--)[a-z0-9-]{1,61}[a-z0-9])$/),
+    },
   },
   google_cloud: {
     service_account_json: {
@@ -248,7 +262,12 @@ const FIELDS: Record<SourceType, Record<string, FieldSpec>> = {
       // Accepted as the JSON text or as the object itself (a key file nests 1 level; 8 is
       // plenty, and keeps JSON.stringify clear of a body nested thousands deep); stored as text.
       check: (v) => {
-        const text = typeof v === 'string' ? v : v && typeof v === 'object' && !Array.isArray(v) && nestsAtMost(v, 8) ? JSON.stringify(v) : undefined;
+        const text =
+          typeof v === 'string'
+            ? v
+            : v && typeof v === 'object' && !Array.isArray(v) && nestsAtMost(v, 8)
+              ? JSON.stringify(v)
+              : undefined;
         return text !== undefined && acceptServiceAccount(text) ? text : undefined;
       },
     },
@@ -305,7 +324,10 @@ export function validateConfiguration(type: SourceType, input: unknown, reason?:
 }
 
 /** Splits a configuration into what may be stored in the clear and what must be sealed. */
-export function splitSecrets(type: SourceType, config: Configuration): { visible: Configuration; secret: Configuration } {
+export function splitSecrets(
+  type: SourceType,
+  config: Configuration,
+): { visible: Configuration; secret: Configuration } {
   const secrets = new Set(secretFields(type));
   const visible: Configuration = {};
   const secret: Configuration = {};

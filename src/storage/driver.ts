@@ -41,7 +41,11 @@ export interface StorageDriver {
    * it; if the stream fails or `signal` aborts, nothing is left behind. `durable: false` skips
    * the flush to disk, for what can be made again (rendition caches).
    */
-  put(key: string, body: Readable, opts?: { contentType?: string; signal?: AbortSignal; durable?: boolean; hash?: boolean }): Promise<{ size: number; sha256?: string }>;
+  put(
+    key: string,
+    body: Readable,
+    opts?: { contentType?: string; signal?: AbortSignal; durable?: boolean; hash?: boolean },
+  ): Promise<{ size: number; sha256?: string }>;
   /**
    * True when `put(…, { hash: true })` returns the SHA-256 of what it stored, computed off the
    * main thread; the caller then does not hash.
@@ -79,9 +83,21 @@ export interface MultipartStorage {
    * S3: presigned UploadPart URLs, one per `{partNumber, length}` asked for, in that order, each
    * signed for exactly that length. Drivers without it get parts through `writePart`.
    */
-  presignParts?(key: string, uploadId: string, parts: readonly PartToSign[], expiresInSeconds: number): Promise<string[]>;
+  presignParts?(
+    key: string,
+    uploadId: string,
+    parts: readonly PartToSign[],
+    expiresInSeconds: number,
+  ): Promise<string[]>;
   /** Local disk: writes one part in place; must receive exactly `length` bytes. */
-  writePart?(key: string, uploadId: string, partNumber: number, body: Readable, length: number, signal?: AbortSignal): Promise<PartInfo>;
+  writePart?(
+    key: string,
+    uploadId: string,
+    partNumber: number,
+    body: Readable,
+    length: number,
+    signal?: AbortSignal,
+  ): Promise<PartInfo>;
   listParts(key: string, uploadId: string): Promise<PartInfo[]>;
   /** Local disk: the file that holds the parts, part n at (n - 1) * partSize (hashed in place). */
   multipartDataPath?(uploadId: string): string;

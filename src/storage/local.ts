@@ -72,8 +72,16 @@ class FileSink extends Writable {
     this.pos = start;
   }
 
-  static async open(path: string, flags: string, start: number, sync: boolean, onWritten?: (from: number, to: number) => void): Promise<FileSink> {
-    const fd = await new Promise<number>((resolve, reject) => fsOpen(path, flags, 0o640, (err, fd) => (err ? reject(err) : resolve(fd))));
+  static async open(
+    path: string,
+    flags: string,
+    start: number,
+    sync: boolean,
+    onWritten?: (from: number, to: number) => void,
+  ): Promise<FileSink> {
+    const fd = await new Promise<number>((resolve, reject) =>
+      fsOpen(path, flags, 0o640, (err, fd) => (err ? reject(err) : resolve(fd))),
+    );
     return new FileSink(fd, start, sync, onWritten);
   }
 
@@ -94,11 +102,16 @@ class FileSink extends Writable {
       this.held.push(b);
       this.heldBytes += b.length;
     }
-    if (this.heldBytes >= BATCH_BYTES) return this.writeHeld(cb);
+    if (this.heldBytes >= BATCH_BYTES) {
+      this.writeHeld(cb);
+      return;
+    }
     this.holdTimer ??= setTimeout(() => {
       this.holdTimer = undefined;
       if (this.heldBytes === 0 || this.destroyed) return;
-      this.timedWrite = new Promise<void>((resolve, reject) => this.writeHeld((err) => (err ? reject(err) : resolve())));
+      this.timedWrite = new Promise<void>((resolve, reject) =>
+        this.writeHeld((err) => (err ? reject(err) : resolve())),
+      );
       this.timedWrite.then(
         () => (this.timedWrite = null),
         (err: Error) => this.destroy(err),
@@ -113,7 +126,10 @@ class FileSink extends Writable {
     const batch = this.held;
     this.held = [];
     this.heldBytes = 0;
-    if (batch.length === 0) return cb();
+    if (batch.length === 0) {
+      cb();
+      return;
+    }
     this.writeAll(batch, cb);
   }
 
@@ -224,7 +240,7 @@ export class LocalStorage implements StorageDriver, MultipartStorage {
    * file do): they survive a crash of the process, not of the machine.
    */
   constructor(
-    private readonly root: string,
+    readonly root: string,
     opts: { fsync?: boolean; hasher?: FileHasher } = {},
   ) {
     this.fsync = opts.fsync !== false;
@@ -254,7 +270,11 @@ export class LocalStorage implements StorageDriver, MultipartStorage {
     return this.path(key);
   }
 
-  async put(key: string, body: Readable, opts: { signal?: AbortSignal; durable?: boolean; hash?: boolean } = {}): Promise<{ size: number; sha256?: string }> {
+  async put(
+    key: string,
+    body: Readable,
+    opts: { signal?: AbortSignal; durable?: boolean; hash?: boolean } = {},
+  ): Promise<{ size: number; sha256?: string }> {
     const target = this.path(key);
     const temp = join(this.tmp, randomUUID());
     let size = 0;
@@ -267,7 +287,13 @@ export class LocalStorage implements StorageDriver, MultipartStorage {
     const job = opts.hash ? this.hasher?.start() : undefined;
     try {
       // With fsync, the bytes are on disk before the rename below publishes them.
-      const sink = await FileSink.open(temp, 'wx', 0, this.fsync && opts.durable !== false, job ? (from, to) => job.feed(temp, from, to) : undefined);
+      const sink = await FileSink.open(
+        temp,
+        'wx',
+        0,
+        this.fsync && opts.durable !== false,
+        job ? (from, to) => job.feed(temp, from, to) : undefined,
+      );
       await pipeline(body, counter, sink, { signal: opts.signal });
       // The thread reads the file by its temporary name: done before the rename.
       const sha256 = await job?.digest();
@@ -392,18 +418,35 @@ export class LocalStorage implements StorageDriver, MultipartStorage {
     this.sealed.delete(uploadId);
   }
 
-  async writePart(key: string, uploadId: string, partNumber: number, body: Readable, length: number, signal?: AbortSignal): Promise<PartInfo> {
+  async writePart(
+    key: string,
+    uploadId: string,
+    partNumber: number,
+    body: Readable,
+    length: number,
+    signal?: AbortSignal,
+  ): Promise<PartInfo> {
     // Registered before the seal is checked: a seal either sees this writer (and cuts it) or
     // came first (and this writer is refused). No third order exists.
     const cut = new AbortController();
     let settle!: () => void;
     const entry = { cut, settled: new Promise<void>((resolve) => (settle = resolve)) };
     let set = this.writers.get(uploadId);
-    if (!set) this.writers.set(uploadId, (set = new Set()));
+    if (!set) {
+      set = new Set();
+      this.writers.set(uploadId, set);
+    }
     set.add(entry);
     try {
       if (this.sealed.has(uploadId)) throw new MultipartSealedError();
-      return await this.writePartUnsealed(key, uploadId, partNumber, body, length, signal ? AbortSignal.any([signal, cut.signal]) : cut.signal);
+      return await this.writePartUnsealed(
+        key,
+        uploadId,
+        partNumber,
+        body,
+        length,
+        signal ? AbortSignal.any([signal, cut.signal]) : cut.signal,
+      );
     } catch (err) {
       // A part the disk had no room for is not recorded (it counts as missing); the bytes it got
       // to write stay in the session's file, where its retry writes them again, until the
@@ -416,12 +459,20 @@ export class LocalStorage implements StorageDriver, MultipartStorage {
     }
   }
 
-  private async writePartUnsealed(key: string, uploadId: string, partNumber: number, body: Readable, length: number, signal: AbortSignal): Promise<PartInfo> {
+  private async writePartUnsealed(
+    key: string,
+    uploadId: string,
+    partNumber: number,
+    body: Readable,
+    length: number,
+    signal: AbortSignal,
+  ): Promise<PartInfo> {
     const meta = await this.meta(uploadId);
     if (meta.key !== key) throw new ObjectNotFoundError(`multipart ${uploadId}`);
     const dir = this.uploadDir(uploadId);
     const offset = (partNumber - 1) * meta.partSize;
-    if (partNumber < 1 || offset + length > meta.size) throw new PartLengthError(Math.max(0, meta.size - offset), length);
+    if (partNumber < 1 || offset + length > meta.size)
+      throw new PartLengthError(Math.max(0, meta.size - offset), length);
     // The part is not done until its record is written again, so a failed re-upload never
     // leaves an old record describing new, half-written bytes.
     await rm(join(dir, `part-${partNumber}.json`), { force: true });
@@ -539,4 +590,3 @@ async function writeAtomic(path: string, text: string, sync: boolean): Promise<v
     throw err;
   }
 }
-

@@ -84,7 +84,8 @@ function ruleForPartPut(rules: readonly CORSRule[], origin: string): CORSRule | 
   );
 }
 
-const exposesEtag = (rule: CORSRule | undefined) => Boolean(rule?.ExposeHeaders?.some((h) => h.toLowerCase() === 'etag'));
+const exposesEtag = (rule: CORSRule | undefined) =>
+  Boolean(rule?.ExposeHeaders?.some((h) => h.toLowerCase() === 'etag'));
 
 /**
  * Whether a browser on each origin could PUT a part and read its ETag under these rules.
@@ -92,7 +93,9 @@ const exposesEtag = (rule: CORSRule | undefined) => Boolean(rule?.ExposeHeaders?
  */
 export function rulesAllowPartUploads(rules: readonly CORSRule[], origins?: readonly string[]): boolean {
   if (origins && origins.length > 0) return origins.every((o) => exposesEtag(ruleForPartPut(rules, o)));
-  const named = rules.filter((r) => r.AllowedMethods?.some((m) => m.toUpperCase() === 'PUT')).flatMap((r) => r.AllowedOrigins ?? []);
+  const named = rules
+    .filter((r) => r.AllowedMethods?.some((m) => m.toUpperCase() === 'PUT'))
+    .flatMap((r) => r.AllowedOrigins ?? []);
   return named.some((o) => exposesEtag(ruleForPartPut(rules, o)));
 }
 
@@ -110,10 +113,19 @@ interface SdkError {
 }
 
 /** Codes S3-compatible servers use for a call they do not implement (MinIO, Swift, B2, …). */
-const UNSUPPORTED_CODES = new Set(['NotImplemented', 'XNotImplemented', 'NotSupported', 'UnsupportedOperation', 'MethodNotAllowed']);
+const UNSUPPORTED_CODES = new Set([
+  'NotImplemented',
+  'XNotImplemented',
+  'NotSupported',
+  'UnsupportedOperation',
+  'MethodNotAllowed',
+]);
 
 /** The error's code, HTTP status and a message with every secret and URL userinfo cut out. */
-function describeError(err: unknown, secrets: readonly (string | undefined)[]): { code: string; httpStatus?: number; message: string } {
+function describeError(
+  err: unknown,
+  secrets: readonly (string | undefined)[],
+): { code: string; httpStatus?: number; message: string } {
   const e = (err ?? {}) as SdkError;
   const httpStatus = e.$metadata?.httpStatusCode;
   const code = e.Code ?? (e.name && e.name !== 'Error' ? e.name : undefined) ?? e.code ?? 'Error';
@@ -149,7 +161,14 @@ export function classifyCorsError(err: unknown, bucket: string, opts: CorsOption
       : httpStatus === 403
         ? ' (do the credentials allow s3:GetBucketCORS?)'
         : '';
-  return { status: 'error', bucket, origins, code, httpStatus, detail: `cannot read the CORS configuration of bucket "${bucket}": ${where}: ${message}${hint}` };
+  return {
+    status: 'error',
+    bucket,
+    origins,
+    code,
+    httpStatus,
+    detail: `cannot read the CORS configuration of bucket "${bucket}": ${where}: ${message}${hint}`,
+  };
 }
 
 const callOptions = (opts: CorsOptions) => (opts.timeoutMs ? { abortSignal: AbortSignal.timeout(opts.timeoutMs) } : {});
@@ -166,7 +185,13 @@ export async function checkBucketCors(client: S3Client, bucket: string, opts: Co
   }
   const forWhom = origins ? `from ${origins.join(', ')}` : 'from the origins its rules name';
   if (rulesAllowPartUploads(rules, origins)) {
-    return { status: 'ok', bucket, origins, rules, detail: `bucket "${bucket}" allows browser part uploads (PUT, ETag exposed) ${forWhom}` };
+    return {
+      status: 'ok',
+      bucket,
+      origins,
+      rules,
+      detail: `bucket "${bucket}" allows browser part uploads (PUT, ETag exposed) ${forWhom}`,
+    };
   }
   return {
     status: 'missing',
@@ -199,7 +224,13 @@ export async function applyBucketCors(client: S3Client, bucket: string, opts: Co
   const before = await checkBucketCors(client, bucket, o);
   if (before.status !== 'missing') return { applied: false, before, after: before, rule };
   try {
-    await client.send(new PutBucketCorsCommand({ Bucket: bucket, CORSConfiguration: { CORSRules: mergeCorsRules(before.rules ?? [], rule) } }), callOptions(o));
+    await client.send(
+      new PutBucketCorsCommand({
+        Bucket: bucket,
+        CORSConfiguration: { CORSRules: mergeCorsRules(before.rules ?? [], rule) },
+      }),
+      callOptions(o),
+    );
   } catch (err) {
     const failed = classifyCorsError(err, bucket, o);
     if (failed.status === 'missing') failed.status = 'error';
@@ -207,7 +238,8 @@ export async function applyBucketCors(client: S3Client, bucket: string, opts: Co
     return { applied: false, before, after: failed, rule };
   }
   const after = await checkBucketCors(client, bucket, o);
-  if (after.status !== 'ok') after.detail = `the storage server accepted the configuration, but reading it back: ${after.detail}`;
+  if (after.status !== 'ok')
+    after.detail = `the storage server accepted the configuration, but reading it back: ${after.detail}`;
   return { applied: true, before, after, rule };
 }
 
@@ -244,6 +276,9 @@ export function logCorsCheck(log: CorsLog, check: CorsCheck): void {
       );
       return;
     default:
-      log.warn({ ...base, code: check.code, http_status: check.httpStatus }, `S3 bucket CORS could not be checked: ${check.detail}`);
+      log.warn(
+        { ...base, code: check.code, http_status: check.httpStatus },
+        `S3 bucket CORS could not be checked: ${check.detail}`,
+      );
   }
 }

@@ -41,7 +41,8 @@ export interface S3Settings {
 }
 
 /** The SDK's query encoding (RFC 3986, keys sorted), so URLs read as getSignedUrl writes them. */
-const escapeUri = (s: string) => encodeURIComponent(s).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+const escapeUri = (s: string) =>
+  encodeURIComponent(s).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
 const queryString = (query: Record<string, string>) =>
   Object.keys(query)
     .sort()
@@ -49,7 +50,9 @@ const queryString = (query: Record<string, string>) =>
     .join('&');
 
 const isMissing = (err: unknown) =>
-  err instanceof NoSuchKey || err instanceof NotFound || (err as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode === 404;
+  err instanceof NoSuchKey ||
+  err instanceof NotFound ||
+  (err as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode === 404;
 
 export class S3Storage implements StorageDriver, MultipartStorage {
   readonly name = 's3' as const;
@@ -64,7 +67,9 @@ export class S3Storage implements StorageDriver, MultipartStorage {
       endpoint: settings.endpoint,
       region: settings.region,
       forcePathStyle: settings.forcePathStyle,
-      credentials: settings.accessKeyId ? { accessKeyId: settings.accessKeyId, secretAccessKey: settings.secretAccessKey ?? '' } : undefined,
+      credentials: settings.accessKeyId
+        ? { accessKeyId: settings.accessKeyId, secretAccessKey: settings.secretAccessKey ?? '' }
+        : undefined,
       // Presigned part URLs must not carry checksum parameters a browser cannot compute.
       requestChecksumCalculation: 'WHEN_REQUIRED',
       responseChecksumValidation: 'WHEN_REQUIRED',
@@ -75,7 +80,11 @@ export class S3Storage implements StorageDriver, MultipartStorage {
     await this.client.send(new HeadBucketCommand({ Bucket: this.bucket }));
   }
 
-  async put(key: string, body: Readable, opts: { contentType?: string; signal?: AbortSignal } = {}): Promise<{ size: number }> {
+  async put(
+    key: string,
+    body: Readable,
+    opts: { contentType?: string; signal?: AbortSignal } = {},
+  ): Promise<{ size: number }> {
     assertKey(key);
     let size = 0;
     body.on('data', (chunk: Buffer) => {
@@ -104,7 +113,11 @@ export class S3Storage implements StorageDriver, MultipartStorage {
     assertKey(key);
     try {
       const res = await this.client.send(
-        new GetObjectCommand({ Bucket: this.bucket, Key: key, Range: range ? `bytes=${range.start}-${range.end}` : undefined }),
+        new GetObjectCommand({
+          Bucket: this.bucket,
+          Key: key,
+          Range: range ? `bytes=${range.start}-${range.end}` : undefined,
+        }),
       );
       return res.Body as Readable;
     } catch (err) {
@@ -132,7 +145,9 @@ export class S3Storage implements StorageDriver, MultipartStorage {
   async *list(prefix: string): AsyncIterable<ObjectInfo> {
     let token: string | undefined;
     do {
-      const res = await this.client.send(new ListObjectsV2Command({ Bucket: this.bucket, Prefix: prefix, ContinuationToken: token }));
+      const res = await this.client.send(
+        new ListObjectsV2Command({ Bucket: this.bucket, Prefix: prefix, ContinuationToken: token }),
+      );
       for (const o of res.Contents ?? []) {
         if (o.Key) yield { key: o.Key, size: o.Size ?? 0, lastModified: o.LastModified ?? new Date(0) };
       }
@@ -142,7 +157,9 @@ export class S3Storage implements StorageDriver, MultipartStorage {
 
   async createMultipart(key: string, opts: { contentType?: string }): Promise<string> {
     assertKey(key);
-    const res = await this.client.send(new CreateMultipartUploadCommand({ Bucket: this.bucket, Key: key, ContentType: opts.contentType }));
+    const res = await this.client.send(
+      new CreateMultipartUploadCommand({ Bucket: this.bucket, Key: key, ContentType: opts.contentType }),
+    );
     if (!res.UploadId) throw new Error('storage returned no UploadId');
     return res.UploadId;
   }
@@ -155,12 +172,25 @@ export class S3Storage implements StorageDriver, MultipartStorage {
    * client's middleware stack and endpoint rules each time), which a 10,000-part upload felt
    * as seconds of event-loop time. `signingDate` is for tests that compare with getSignedUrl.
    */
-  async presignParts(key: string, uploadId: string, parts: readonly PartToSign[], expiresInSeconds: number, signingDate = new Date()): Promise<string[]> {
+  async presignParts(
+    key: string,
+    uploadId: string,
+    parts: readonly PartToSign[],
+    expiresInSeconds: number,
+    signingDate = new Date(),
+  ): Promise<string[]> {
     assertKey(key);
     if (parts.length === 0) return [];
     // The length is signed: storage refuses a part of any other size.
     const options = { expiresIn: expiresInSeconds, signableHeaders: new Set(['content-length']), signingDate };
-    const command = (p: PartToSign) => new UploadPartCommand({ Bucket: this.bucket, Key: key, UploadId: uploadId, PartNumber: p.partNumber, ContentLength: p.length });
+    const command = (p: PartToSign) =>
+      new UploadPartCommand({
+        Bucket: this.bucket,
+        Key: key,
+        UploadId: uploadId,
+        PartNumber: p.partNumber,
+        ContentLength: p.length,
+      });
     const first = await getSignedUrl(this.client, command(parts[0]), options);
     const urls = [first];
     if (parts.length === 1) return urls;
@@ -181,10 +211,20 @@ export class S3Storage implements StorageDriver, MultipartStorage {
       // 75 to 150 µs each here: a 10,000-part start lets other requests in every 256 URLs.
       if (i % 256 === 0) await new Promise<void>((resolve) => setImmediate(resolve));
       const signed = await presigner.presign(
-        { protocol: url.protocol, hostname: url.hostname, port, method: 'PUT', path, query: { ...query, partNumber: String(p.partNumber) }, headers: { host: url.host, 'content-length': String(p.length) } },
+        {
+          protocol: url.protocol,
+          hostname: url.hostname,
+          port,
+          method: 'PUT',
+          path,
+          query: { ...query, partNumber: String(p.partNumber) },
+          headers: { host: url.host, 'content-length': String(p.length) },
+        },
         { ...options, signingRegion: region, signingService: service },
       );
-      urls.push(`${signed.protocol}//${signed.hostname}${signed.port ? `:${signed.port}` : ''}${signed.path}?${queryString(signed.query as Record<string, string>)}`);
+      urls.push(
+        `${signed.protocol}//${signed.hostname}${signed.port ? `:${signed.port}` : ''}${signed.path}?${queryString(signed.query as Record<string, string>)}`,
+      );
     }
     return urls;
   }
@@ -194,7 +234,11 @@ export class S3Storage implements StorageDriver, MultipartStorage {
     let presigner = this.presigners.get(id);
     if (!presigner) {
       // As getSignedUrl builds it: the client's credentials and hash, the resolved scope.
-      presigner = new S3RequestPresigner({ ...this.client.config, signingName: service, region: async () => region } as ConstructorParameters<typeof S3RequestPresigner>[0]);
+      presigner = new S3RequestPresigner({
+        ...this.client.config,
+        signingName: service,
+        region: async () => region,
+      } as ConstructorParameters<typeof S3RequestPresigner>[0]);
       this.presigners.set(id, presigner);
     }
     return presigner;
@@ -206,8 +250,11 @@ export class S3Storage implements StorageDriver, MultipartStorage {
     let marker: string | undefined;
     try {
       do {
-        const res = await this.client.send(new ListPartsCommand({ Bucket: this.bucket, Key: key, UploadId: uploadId, PartNumberMarker: marker }));
-        for (const p of res.Parts ?? []) parts.push({ partNumber: p.PartNumber!, size: p.Size ?? 0, etag: p.ETag ?? '' });
+        const res = await this.client.send(
+          new ListPartsCommand({ Bucket: this.bucket, Key: key, UploadId: uploadId, PartNumberMarker: marker }),
+        );
+        for (const p of res.Parts ?? [])
+          parts.push({ partNumber: p.PartNumber!, size: p.Size ?? 0, etag: p.ETag ?? '' });
         marker = res.IsTruncated ? res.NextPartNumberMarker : undefined;
       } while (marker);
     } catch (err) {

@@ -23,7 +23,10 @@ export const DIALECTS: { name: DialectName; skip: string | false }[] = [
 ];
 
 /** Creates an empty PostgreSQL database (for one suite, or a bench run); returns its URL and a drop function. */
-export async function freshPostgres(admin = pgGate.value!, prefix = 'stowage_test'): Promise<{ url: string; drop(): Promise<void> }> {
+export async function freshPostgres(
+  admin = pgGate.value!,
+  prefix = 'stowage_test',
+): Promise<{ url: string; drop(): Promise<void> }> {
   const name = `${prefix}_${randomBytes(6).toString('hex')}`;
   const client = new pg.Client({ connectionString: admin });
   try {
@@ -105,7 +108,11 @@ export async function makeHarness(
   const logs: string[] = [];
   const services = await createServices(config, { ...opts.services, debug: (why) => logs.push(`debug: ${why}`) });
   const app = await buildApp(services, {
-    logger: { level: 'trace', stream: { write: (line: string) => logs.push(line) }, redact: { paths: REDACT_PATHS, censor: '[redacted]' } },
+    logger: {
+      level: 'trace',
+      stream: { write: (line: string) => logs.push(line) },
+      redact: { paths: REDACT_PATHS, censor: '[redacted]' },
+    },
   });
   await app.ready();
   const ws = await services.workspaces.create('Test workspace');

@@ -8,7 +8,12 @@ export interface Reply {
 }
 
 /** One request through app.inject(); JSON bodies are encoded and decoded. */
-export async function call(app: FastifyInstance, method: string, url: string, opts: { body?: unknown; headers?: Record<string, string>; rawBody?: string } = {}): Promise<Reply> {
+export async function call(
+  app: FastifyInstance,
+  method: string,
+  url: string,
+  opts: { body?: unknown; headers?: Record<string, string>; rawBody?: string } = {},
+): Promise<Reply> {
   const headers: Record<string, string> = { ...opts.headers };
   let payload: string | undefined = opts.rawBody;
   if (opts.body !== undefined) {

@@ -13,9 +13,17 @@ export interface RunResult {
 }
 
 /** Runs `bin/stowage.js` with args and env; resolves when it exits. `onSpawn` gets the child (to signal it). */
-export function runCli(args: string[], env: Record<string, string | undefined>, onSpawn?: (child: ChildProcess) => void): Promise<RunResult> {
+export function runCli(
+  args: string[],
+  env: Record<string, string | undefined>,
+  onSpawn?: (child: ChildProcess) => void,
+): Promise<RunResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['bin/stowage.js', ...args], { cwd: ROOT, env: { ...cleanEnv(), ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, ['bin/stowage.js', ...args], {
+      cwd: ROOT,
+      env: { ...cleanEnv(), ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     onSpawn?.(child);
     let stdout = '';
     let stderr = '';
@@ -32,7 +40,9 @@ export function firstWorkspaceFile(dataDir: string): string {
 }
 
 /** The first workspace's keys as the first start wrote them, or undefined when it wrote none. */
-export function readFirstWorkspace(dataDir: string): { workspace_id: string; public_key: string; private_key: string; webhook_secret: string } | undefined {
+export function readFirstWorkspace(
+  dataDir: string,
+): { workspace_id: string; public_key: string; private_key: string; webhook_secret: string } | undefined {
   const file = firstWorkspaceFile(dataDir);
   return existsSync(file) ? JSON.parse(readFileSync(file, 'utf8')) : undefined;
 }

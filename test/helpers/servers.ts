@@ -2,7 +2,9 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 
 /** A throwaway HTTP server on 127.0.0.1 with a random port. */
-export async function localServer(handler: http.RequestListener): Promise<{ url: string; port: number; close(): Promise<void> }> {
+export async function localServer(
+  handler: http.RequestListener,
+): Promise<{ url: string; port: number; close(): Promise<void> }> {
   const server = http.createServer(handler);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;

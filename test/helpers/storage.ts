@@ -19,7 +19,12 @@ export async function freshS3Storage(): Promise<StorageConfig> {
     secretAccessKey: process.env.STOWAGE_TEST_S3_SECRET_ACCESS_KEY ?? 'testing',
     forcePathStyle: true,
   };
-  const client = new S3Client({ endpoint: settings.endpoint, region: settings.region, forcePathStyle: true, credentials: { accessKeyId: settings.accessKeyId, secretAccessKey: settings.secretAccessKey } });
+  const client = new S3Client({
+    endpoint: settings.endpoint,
+    region: settings.region,
+    forcePathStyle: true,
+    credentials: { accessKeyId: settings.accessKeyId, secretAccessKey: settings.secretAccessKey },
+  });
   await client.send(new CreateBucketCommand({ Bucket: settings.bucket }));
   client.destroy();
   return { driver: 's3', s3: settings };
@@ -35,9 +40,14 @@ export const UPLOAD_MATRIX: { name: string; dialect: DialectName; storage: 'loca
 /** A local data directory's stored objects (keys under storage/objects), sorted. */
 export function storedObjects(dataDir: string): string[] {
   const walk = (dir: string, prefix = ''): string[] =>
-    existsSync(dir) ? readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? walk(join(dir, e.name), `${prefix}${e.name}/`) : [`${prefix}${e.name}`])) : [];
+    existsSync(dir)
+      ? readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+          e.isDirectory() ? walk(join(dir, e.name), `${prefix}${e.name}/`) : [`${prefix}${e.name}`],
+        )
+      : [];
   return walk(join(dataDir, 'storage', 'objects')).sort();
 }
 
 /** Temporary files a local data directory still holds (readiness probes aside). */
-export const leftoverTemp = (dataDir: string): string[] => readdirSync(join(dataDir, 'storage', 'tmp')).filter((n) => !n.startsWith('.ready'));
+export const leftoverTemp = (dataDir: string): string[] =>
+  readdirSync(join(dataDir, 'storage', 'tmp')).filter((n) => !n.startsWith('.ready'));

@@ -22,7 +22,16 @@ const root = (path: string) => fileURLToPath(new URL(`../../../${path}`, import.
 const read = (path: string) => readFileSync(root(path), 'utf8').replace(/\r\n?/g, '\n');
 
 async function bundle(entry: string): Promise<string> {
-  const out = await build({ entryPoints: [root(entry)], bundle: true, format: 'esm', target: 'es2022', minify: true, write: false, logLevel: 'silent', platform: 'browser' });
+  const out = await build({
+    entryPoints: [root(entry)],
+    bundle: true,
+    format: 'esm',
+    target: 'es2022',
+    minify: true,
+    write: false,
+    logLevel: 'silent',
+    platform: 'browser',
+  });
   return out.outputFiles[0].text;
 }
 
@@ -37,7 +46,11 @@ function sha384(text: string): string {
  * scripts and its inline scripts, by hash, and nothing else. A `<script src>` without integrity
  * would be refused by the browser, so it is refused here, at start.
  */
-export function pinScripts(page: string, html: string, scripts: Record<string, string>): { html: string; hashes: string[] } {
+export function pinScripts(
+  page: string,
+  html: string,
+  scripts: Record<string, string>,
+): { html: string; hashes: string[] } {
   const hashes = new Set<string>();
   const pinned = html.replace(/\{\{sri ([^\s}]+)\}\}/g, (_, path: string) => {
     if (scripts[path] === undefined) throw new Error(`${page}: no script is served at ${path}`);
@@ -47,7 +60,8 @@ export function pinScripts(page: string, html: string, scripts: Record<string, s
   });
   for (const [tag, attrs, body] of pinned.matchAll(/<script\b([^>]*)>([\s\S]*?)<\/script\s*>/gi)) {
     if (/\ssrc\s*=/i.test(attrs)) {
-      if (!/\sintegrity="sha384-[^"]+"/.test(attrs)) throw new Error(`${page}: ${tag.slice(0, 80)} needs integrity="{{sri <its path>}}"`);
+      if (!/\sintegrity="sha384-[^"]+"/.test(attrs))
+        throw new Error(`${page}: ${tag.slice(0, 80)} needs integrity="{{sri <its path>}}"`);
     } else if (body.trim() !== '') {
       hashes.add(sha384(body));
     }
@@ -55,7 +69,10 @@ export function pinScripts(page: string, html: string, scripts: Record<string, s
   return { html: pinned, hashes: [...hashes] };
 }
 
-export async function dashboardRoutes(app: FastifyInstance, opts: { publicUrl: string; storageOrigin?: string }): Promise<void> {
+export async function dashboardRoutes(
+  app: FastifyInstance,
+  opts: { publicUrl: string; storageOrigin?: string },
+): Promise<void> {
   const [appJs, sdkJs] = await Promise.all([bundle('dashboard/app.ts'), bundle('sdk/src/index.ts')]);
   const scripts: Record<string, string> = {
     '/dashboard/app.js': appJs,
@@ -90,7 +107,8 @@ export async function dashboardRoutes(app: FastifyInstance, opts: { publicUrl: s
   const files: Record<string, [string, string, string]> = {
     '/dashboard/styles.css': ['text/css; charset=utf-8', read('dashboard/styles.css'), policy("'none'")],
   };
-  for (const [path, body] of Object.entries(scripts)) files[path] = ['text/javascript; charset=utf-8', body, policy("'none'")];
+  for (const [path, body] of Object.entries(scripts))
+    files[path] = ['text/javascript; charset=utf-8', body, policy("'none'")];
   for (const [path, file] of Object.entries(pages)) {
     const { html, hashes } = pinScripts(path, read(file), scripts);
     files[path] = ['text/html; charset=utf-8', html, policy(hashes.map((h) => `'${h}'`).join(' ') || "'none'")];
@@ -99,7 +117,13 @@ export async function dashboardRoutes(app: FastifyInstance, opts: { publicUrl: s
   const send = (reply: FastifyReply, path: string) => {
     const [type, body, csp] = files[path];
     return reply
-      .headers({ 'content-type': type, 'content-security-policy': csp, 'x-content-type-options': 'nosniff', 'referrer-policy': 'no-referrer', 'cache-control': 'no-cache' })
+      .headers({
+        'content-type': type,
+        'content-security-policy': csp,
+        'x-content-type-options': 'nosniff',
+        'referrer-policy': 'no-referrer',
+        'cache-control': 'no-cache',
+      })
       .send(body);
   };
   for (const path of Object.keys(files)) app.get(path, { schema: { hide: true } }, (_req, reply) => send(reply, path));

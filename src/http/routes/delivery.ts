@@ -49,7 +49,8 @@ export function rawQuery(url: string): string | undefined {
 
 function notModified(request: FastifyRequest, d: Delivered): boolean {
   const inm = request.headers['if-none-match'];
-  if (typeof inm === 'string') return inm.split(',').some((t) => t.trim() === '*' || t.trim().replace(/^W\//, '') === d.etag);
+  if (typeof inm === 'string')
+    return inm.split(',').some((t) => t.trim() === '*' || t.trim().replace(/^W\//, '') === d.etag);
   const ims = request.headers['if-modified-since'];
   if (typeof ims === 'string') {
     const since = Date.parse(ims);
@@ -58,48 +59,74 @@ function notModified(request: FastifyRequest, d: Delivered): boolean {
   return false;
 }
 
-export async function deliveryRoutes(app: FastifyInstance, opts: { delivery: DeliveryService; signer: DeliverySigner }): Promise<void> {
-  app.get('/:workspace/*', { config: { auth: 'none' }, schema: { hide: true } }, async (request: FastifyRequest, reply: FastifyReply) => {
-    const { workspace } = request.params as { workspace: string };
-    // Not a workspace id (e.g. /api/...): an unknown route, answered by the 404 handler.
-    if (!/^[0-9A-Za-z]{10,16}(-[A-Za-z0-9_-]{1,64})?$/.test(workspace)) return reply.callNotFound();
-    // What follows the first segment, still encoded (the router never splits on an encoded "/").
-    const pathname = rawPath(request.url);
-    const slash = pathname.indexOf('/', 1);
-    const path = slash === -1 ? '' : pathname.slice(slash + 1);
-    const d = await opts.delivery.resolve({ workspaceId: workspace, path, query: rawQuery(request.url), accept: request.headers.accept, headers: request.headers });
-    if (d.isPrivate) {
-      const verdict = opts.signer.verify(pathname, request.query as { expires?: string; signature?: string }, Math.floor(Date.now() / 1000));
-      if (verdict === 'missing') throw new AppError(403, 'SIGNED_URL_REQUIRED', 'Forbidden', 'This file is private: use a signed URL');
-      if (verdict === 'bad') throw new AppError(403, 'INVALID_SIGNATURE', 'Forbidden', 'The URL signature is not valid');
-      if (verdict === 'expired') throw new AppError(403, 'URL_EXPIRED', 'Forbidden', 'The signed URL has expired');
-    }
+export async function deliveryRoutes(
+  app: FastifyInstance,
+  opts: { delivery: DeliveryService; signer: DeliverySigner },
+): Promise<void> {
+  app.get(
+    '/:workspace/*',
+    { config: { auth: 'none' }, schema: { hide: true } },
+    async (request: FastifyRequest, reply: FastifyReply) => {
+      const { workspace } = request.params as { workspace: string };
+      // Not a workspace id (e.g. /api/...): an unknown route, answered by the 404 handler.
+      if (!/^[0-9A-Za-z]{10,16}(-[A-Za-z0-9_-]{1,64})?$/.test(workspace)) return reply.callNotFound();
+      // What follows the first segment, still encoded (the router never splits on an encoded "/").
+      const pathname = rawPath(request.url);
+      const slash = pathname.indexOf('/', 1);
+      const path = slash === -1 ? '' : pathname.slice(slash + 1);
+      const d = await opts.delivery.resolve({
+        workspaceId: workspace,
+        path,
+        query: rawQuery(request.url),
+        accept: request.headers.accept,
+        headers: request.headers,
+      });
+      if (d.isPrivate) {
+        const verdict = opts.signer.verify(
+          pathname,
+          request.query as { expires?: string; signature?: string },
+          Math.floor(Date.now() / 1000),
+        );
+        if (verdict === 'missing')
+          throw new AppError(403, 'SIGNED_URL_REQUIRED', 'Forbidden', 'This file is private: use a signed URL');
+        if (verdict === 'bad')
+          throw new AppError(403, 'INVALID_SIGNATURE', 'Forbidden', 'The URL signature is not valid');
+        if (verdict === 'expired') throw new AppError(403, 'URL_EXPIRED', 'Forbidden', 'The signed URL has expired');
+      }
 
-    reply.headers({
-      ...SAFE_HEADERS,
-      etag: d.etag,
-      'last-modified': d.lastModified.toUTCString(),
-      'cache-control': d.isPrivate ? 'private, max-age=300' : d.isRendition ? 'public, max-age=86400, stale-while-revalidate=604800' : 'public, max-age=300, must-revalidate',
-      'accept-ranges': d.ranges ? 'bytes' : 'none',
-    });
-    // Replaces CORS's `Vary: Origin`, as `Vary: Accept` always did: delivery answers
-    // `Access-Control-Allow-Origin: *`, the same for every Origin.
-    const vary = [...(d.varyAccept ? ['Accept'] : []), ...(d.vary ?? [])];
-    if (vary.length > 0) reply.header('vary', vary.join(', '));
-    if (d.canonical) reply.header('link', `<${d.canonical}>; rel="canonical"`);
-    if (notModified(request, d)) return reply.code(304).send();
+      reply.headers({
+        ...SAFE_HEADERS,
+        etag: d.etag,
+        'last-modified': d.lastModified.toUTCString(),
+        'cache-control': d.isPrivate
+          ? 'private, max-age=300'
+          : d.isRendition
+            ? 'public, max-age=86400, stale-while-revalidate=604800'
+            : 'public, max-age=300, must-revalidate',
+        'accept-ranges': d.ranges ? 'bytes' : 'none',
+      });
+      // Replaces CORS's `Vary: Origin`, as `Vary: Accept` always did: delivery answers
+      // `Access-Control-Allow-Origin: *`, the same for every Origin.
+      const vary = [...(d.varyAccept ? ['Accept'] : []), ...(d.vary ?? [])];
+      if (vary.length > 0) reply.header('vary', vary.join(', '));
+      if (d.canonical) reply.header('link', `<${d.canonical}>; rel="canonical"`);
+      if (notModified(request, d)) return reply.code(304).send();
 
-    const range = d.ranges && d.size !== undefined ? parseRange(request.headers.range, d.size) : null;
-    if (range === 'unsatisfiable') {
-      reply.header('content-range', `bytes */${d.size}`);
-      throw new AppError(416, 'RANGE_NOT_SATISFIABLE', 'Range not satisfiable', `The file is ${d.size} bytes long`);
-    }
-    reply.type(d.contentType);
-    if (range && d.size !== undefined) {
-      reply.code(206).header('content-range', `bytes ${range.start}-${range.end}/${d.size}`).header('content-length', range.end - range.start + 1);
-      return reply.send(await d.open(range));
-    }
-    if (d.size !== undefined) reply.header('content-length', d.size);
-    return reply.send(await d.open());
-  });
+      const range = d.ranges && d.size !== undefined ? parseRange(request.headers.range, d.size) : null;
+      if (range === 'unsatisfiable') {
+        reply.header('content-range', `bytes */${d.size}`);
+        throw new AppError(416, 'RANGE_NOT_SATISFIABLE', 'Range not satisfiable', `The file is ${d.size} bytes long`);
+      }
+      reply.type(d.contentType);
+      if (range && d.size !== undefined) {
+        reply
+          .code(206)
+          .header('content-range', `bytes ${range.start}-${range.end}/${d.size}`)
+          .header('content-length', range.end - range.start + 1);
+        return reply.send(await d.open(range));
+      }
+      if (d.size !== undefined) reply.header('content-length', d.size);
+      return reply.send(await d.open());
+    },
+  );
 }

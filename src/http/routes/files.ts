@@ -11,7 +11,10 @@ const Record = Type.Ref('FileRecord');
 const FileEnvelope = Type.Ref('UploadAnswer');
 const FileParams = Type.Object({ file_no: Type.String({ maxLength: 64 }) });
 const FolderParams = Type.Object({ folder_no: Type.String({ maxLength: 64 }) });
-const Page = { page: Type.Integer({ minimum: 1, maximum: 10_000_000, default: 1 }), limit: Type.Integer({ minimum: 1, maximum: 100, default: 20, description: 'Default 20, as the hosted API' }) };
+const Page = {
+  page: Type.Integer({ minimum: 1, maximum: 10_000_000, default: 1 }),
+  limit: Type.Integer({ minimum: 1, maximum: 100, default: 20, description: 'Default 20, as the hosted API' }),
+};
 const nameBody = Type.Object({ name: Type.String({ minLength: 1, maxLength: 1024 }) });
 
 const Folder = Type.Object({
@@ -19,7 +22,9 @@ const Folder = Type.Object({
   folder_no: Type.String(),
   name: Type.String(),
   parent_folder_no: Type.Union([Type.String(), Type.Null()]),
-  parent_folder: Type.Union([Type.String(), Type.Null()], { description: "The parent's id (a UUID); null at the root" }),
+  parent_folder: Type.Union([Type.String(), Type.Null()], {
+    description: "The parent's id (a UUID); null at the root",
+  }),
   workspace_id: Type.String(),
   workspace_no: Type.String({ description: 'The same as workspace_id' }),
   workspace: Type.Object({ workspace_no: Type.String() }),
@@ -34,7 +39,10 @@ const Folder = Type.Object({
 /** Folder create and rename: the folder's fields at the top level (the hosted SDKs read them there) plus success and data. */
 const FolderAnswer = Type.Object({ success: Type.Literal(true), ...Folder.properties, data: Folder });
 
-export async function fileRoutes(app: FastifyInstance, opts: { files: FileService; folders: FolderService }): Promise<void> {
+export async function fileRoutes(
+  app: FastifyInstance,
+  opts: { files: FileService; folders: FolderService },
+): Promise<void> {
   const { files, folders } = opts;
   const ws = (request: Parameters<typeof principalOf>[0]) => principalOf(request).workspaceId;
 
@@ -53,18 +61,39 @@ export async function fileRoutes(app: FastifyInstance, opts: { files: FileServic
           folder_no: Type.Optional(Type.String({ maxLength: 64 })),
           folderNo: Type.Optional(Type.String({ maxLength: 64, description: 'The same as folder_no' })),
           search: Type.Optional(Type.String({ maxLength: 256 })),
-          name: Type.Optional(Type.String({ maxLength: 256, description: 'The same as search: part of the name, any case' })),
-          path: Type.Optional(Type.String({ maxLength: 4096, description: 'A folder path (a/b; / for the root): the files directly in it' })),
+          name: Type.Optional(
+            Type.String({ maxLength: 256, description: 'The same as search: part of the name, any case' }),
+          ),
+          path: Type.Optional(
+            Type.String({
+              maxLength: 4096,
+              description: 'A folder path (a/b; / for the root): the files directly in it',
+            }),
+          ),
           tags: Type.Optional(Type.String({ maxLength: 4096 })),
-          sort: Type.Optional(Type.Union(['created_at_desc', 'created_at_asc', 'name_asc', 'name_desc', 'size_asc', 'size_desc'].map((v) => Type.Literal(v)))),
-          sort_field: Type.Optional(Type.Union(['created_at', 'updated_at', 'name', 'file_size'].map((v) => Type.Literal(v)))),
+          sort: Type.Optional(
+            Type.Union(
+              ['created_at_desc', 'created_at_asc', 'name_asc', 'name_desc', 'size_asc', 'size_desc'].map((v) =>
+                Type.Literal(v),
+              ),
+            ),
+          ),
+          sort_field: Type.Optional(
+            Type.Union(['created_at', 'updated_at', 'name', 'file_size'].map((v) => Type.Literal(v))),
+          ),
           sort_order: Type.Optional(Type.Union([Type.Literal('asc'), Type.Literal('desc')])),
           snapshot: Type.Optional(Type.String({ maxLength: 40 })),
         }),
         response: {
           200: Type.Object({
             files: Type.Array(Record),
-            meta: Type.Object({ page: Type.Integer(), limit: Type.Integer(), total: Type.Integer(), hasNext: Type.Boolean(), hasPrev: Type.Boolean() }),
+            meta: Type.Object({
+              page: Type.Integer(),
+              limit: Type.Integer(),
+              total: Type.Integer(),
+              hasNext: Type.Boolean(),
+              hasPrev: Type.Boolean(),
+            }),
             // The same page in the names the hosted SDKs read.
             items: Type.Array(Record, { description: 'The same as files' }),
             page: Type.Integer(),
@@ -112,9 +141,20 @@ export async function fileRoutes(app: FastifyInstance, opts: { files: FileServic
     '/api/v1/files/:file_no',
     {
       config: { auth: 'private' },
-      schema: { tags: ['files'], summary: 'Get a file, with the details the hosted API gives', params: FileParams, response: { 200: Type.Object({ success: Type.Literal(true), data: Type.Ref('FileDetails') }), ...errorResponses(401, 403, 404) } },
+      schema: {
+        tags: ['files'],
+        summary: 'Get a file, with the details the hosted API gives',
+        params: FileParams,
+        response: {
+          200: Type.Object({ success: Type.Literal(true), data: Type.Ref('FileDetails') }),
+          ...errorResponses(401, 403, 404),
+        },
+      },
     },
-    async (request) => ({ success: true, data: await files.details(ws(request), (request.params as { file_no: string }).file_no) }),
+    async (request) => ({
+      success: true,
+      data: await files.details(ws(request), (request.params as { file_no: string }).file_no),
+    }),
   );
 
   app.patch(
@@ -124,10 +164,21 @@ export async function fileRoutes(app: FastifyInstance, opts: { files: FileServic
       schema: {
         tags: ['files'],
         summary: 'Rename a file',
-        description: 'The name without its extension, which is kept (boot on shoe.png gives boot.png); a name already ending in it is taken as it is. 409 when the folder holds that name.',
-        params: FileParams, body: nameBody, response: { 200: FileEnvelope, ...errorResponses(400, 401, 403, 404, 409) } },
+        description:
+          'The name without its extension, which is kept (boot on shoe.png gives boot.png); a name already ending in it is taken as it is. 409 when the folder holds that name.',
+        params: FileParams,
+        body: nameBody,
+        response: { 200: FileEnvelope, ...errorResponses(400, 401, 403, 404, 409) },
+      },
     },
-    async (request) => uploadAnswer(await files.rename(ws(request), (request.params as { file_no: string }).file_no, (request.body as { name: string }).name)),
+    async (request) =>
+      uploadAnswer(
+        await files.rename(
+          ws(request),
+          (request.params as { file_no: string }).file_no,
+          (request.body as { name: string }).name,
+        ),
+      ),
   );
 
   app.patch(
@@ -137,7 +188,8 @@ export async function fileRoutes(app: FastifyInstance, opts: { files: FileServic
       schema: {
         tags: ['files'],
         summary: 'Update a file',
-        description: 'Tags added and removed, metadata merged (null removes a key), custom_id, folder_no (move; null for the root), is_private.',
+        description:
+          'Tags added and removed, metadata merged (null removes a key), custom_id, folder_no (move; null for the root), is_private.',
         params: FileParams,
         body: Type.Object({
           add_tags: Type.Optional(Type.Union([Type.Array(Type.String()), Type.String()])),
@@ -150,7 +202,10 @@ export async function fileRoutes(app: FastifyInstance, opts: { files: FileServic
         response: { 200: FileEnvelope, ...errorResponses(400, 401, 403, 404, 409) },
       },
     },
-    async (request) => uploadAnswer(await files.update(ws(request), (request.params as { file_no: string }).file_no, request.body as FileUpdate)),
+    async (request) =>
+      uploadAnswer(
+        await files.update(ws(request), (request.params as { file_no: string }).file_no, request.body as FileUpdate),
+      ),
   );
 
   app.post(
@@ -161,13 +216,30 @@ export async function fileRoutes(app: FastifyInstance, opts: { files: FileServic
         tags: ['files'],
         summary: 'A signed, expiring delivery URL (for private files)',
         params: FileParams,
-        body: Type.Object({ expires_in: Type.Optional(Type.Integer({ minimum: 1, maximum: 7 * 24 * 3600, default: 3600 })), transform: Type.Optional(Type.String({ maxLength: 512 })) }),
-        response: { 200: Type.Object({ success: Type.Literal(true), data: Type.Object({ url: Type.String(), expires_at: Type.Integer() }) }), ...errorResponses(400, 401, 403, 404) },
+        body: Type.Object({
+          expires_in: Type.Optional(Type.Integer({ minimum: 1, maximum: 7 * 24 * 3600, default: 3600 })),
+          transform: Type.Optional(Type.String({ maxLength: 512 })),
+        }),
+        response: {
+          200: Type.Object({
+            success: Type.Literal(true),
+            data: Type.Object({ url: Type.String(), expires_at: Type.Integer() }),
+          }),
+          ...errorResponses(400, 401, 403, 404),
+        },
       },
     },
     async (request) => {
       const body = (request.body ?? {}) as { expires_in?: number; transform?: string };
-      return { success: true, data: await files.signedUrl(ws(request), (request.params as { file_no: string }).file_no, body.expires_in ?? 3600, body.transform) };
+      return {
+        success: true,
+        data: await files.signedUrl(
+          ws(request),
+          (request.params as { file_no: string }).file_no,
+          body.expires_in ?? 3600,
+          body.transform,
+        ),
+      };
     },
   );
 
@@ -175,7 +247,15 @@ export async function fileRoutes(app: FastifyInstance, opts: { files: FileServic
     '/api/v1/files/:file_no',
     {
       config: { auth: 'private' },
-      schema: { tags: ['files'], summary: 'Delete a file', params: FileParams, response: { 200: Type.Object({ success: Type.Literal(true), message: Type.String() }), ...errorResponses(401, 403, 404) } },
+      schema: {
+        tags: ['files'],
+        summary: 'Delete a file',
+        params: FileParams,
+        response: {
+          200: Type.Object({ success: Type.Literal(true), message: Type.String() }),
+          ...errorResponses(401, 403, 404),
+        },
+      },
     },
     async (request) => {
       await files.delete(ws(request), (request.params as { file_no: string }).file_no);
@@ -198,10 +278,23 @@ export async function fileRoutes(app: FastifyInstance, opts: { files: FileServic
           limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })),
           parent_folder_no: Type.Optional(Type.String({ maxLength: 64 })),
           search: Type.Optional(Type.String({ maxLength: 256 })),
-          sort: Type.Optional(Type.Union(['name_asc', 'name_desc', 'created_at_asc', 'created_at_desc'].map((v) => Type.Literal(v)), { description: 'Default name_asc' })),
+          sort: Type.Optional(
+            Type.Union(
+              ['name_asc', 'name_desc', 'created_at_asc', 'created_at_desc'].map((v) => Type.Literal(v)),
+              { description: 'Default name_asc' },
+            ),
+          ),
         }),
         response: {
-          200: Type.Object({ folders: Type.Array(Folder), meta: Type.Object({ page: Type.Integer(), limit: Type.Integer(), total: Type.Integer(), hasMore: Type.Boolean() }) }),
+          200: Type.Object({
+            folders: Type.Array(Folder),
+            meta: Type.Object({
+              page: Type.Integer(),
+              limit: Type.Integer(),
+              total: Type.Integer(),
+              hasMore: Type.Boolean(),
+            }),
+          }),
           ...errorResponses(400, 401, 403, 404),
         },
       },
@@ -216,26 +309,52 @@ export async function fileRoutes(app: FastifyInstance, opts: { files: FileServic
       schema: {
         tags: ['folders'],
         summary: 'Create a folder',
-        description: 'name (or folder_name, as older hosted SDKs send it) and the parent: parent_folder_no, or path (the parent\'s folder path, "" or "/" for the root).',
+        description:
+          'name (or folder_name, as older hosted SDKs send it) and the parent: parent_folder_no, or path (the parent\'s folder path, "" or "/" for the root).',
         body: Type.Object({
           name: Type.Optional(Type.String({ minLength: 1, maxLength: 1024 })),
           folder_name: Type.Optional(Type.String({ minLength: 1, maxLength: 1024, description: 'The same as name' })),
           parent_folder_no: Type.Optional(Type.Union([Type.String(), Type.Null()])),
-          path: Type.Optional(Type.String({ maxLength: 4096, description: "The parent's folder path (instead of parent_folder_no)" })),
+          path: Type.Optional(
+            Type.String({ maxLength: 4096, description: "The parent's folder path (instead of parent_folder_no)" }),
+          ),
         }),
         response: { 201: FolderAnswer, ...errorResponses(400, 401, 403, 404, 409) },
       },
     },
-    async (request, reply) => reply.code(201).send(bothShapes(await folders.create(ws(request), request.body as { name?: unknown; folder_name?: unknown; parent_folder_no?: unknown; path?: unknown }))),
+    async (request, reply) =>
+      reply
+        .code(201)
+        .send(
+          bothShapes(
+            await folders.create(
+              ws(request),
+              request.body as { name?: unknown; folder_name?: unknown; parent_folder_no?: unknown; path?: unknown },
+            ),
+          ),
+        ),
   );
 
   app.post(
     '/api/v1/folders/rename/:folder_no',
     {
       config: { auth: 'private' },
-      schema: { tags: ['folders'], summary: 'Rename a folder (paths below follow)', params: FolderParams, body: nameBody, response: { 200: FolderAnswer, ...errorResponses(400, 401, 403, 404, 409) } },
+      schema: {
+        tags: ['folders'],
+        summary: 'Rename a folder (paths below follow)',
+        params: FolderParams,
+        body: nameBody,
+        response: { 200: FolderAnswer, ...errorResponses(400, 401, 403, 404, 409) },
+      },
     },
-    async (request) => bothShapes(await folders.rename(ws(request), (request.params as { folder_no: string }).folder_no, (request.body as { name: string }).name)),
+    async (request) =>
+      bothShapes(
+        await folders.rename(
+          ws(request),
+          (request.params as { folder_no: string }).folder_no,
+          (request.body as { name: string }).name,
+        ),
+      ),
   );
 
   app.delete(
@@ -245,14 +364,20 @@ export async function fileRoutes(app: FastifyInstance, opts: { files: FileServic
       schema: {
         tags: ['folders'],
         summary: 'Delete a folder',
-        description: 'An empty folder is deleted. A folder holding files or folders answers 409 FOLDER_NOT_EMPTY unless recursive=true, which deletes it and everything in it.',
+        description:
+          'An empty folder is deleted. A folder holding files or folders answers 409 FOLDER_NOT_EMPTY unless recursive=true, which deletes it and everything in it.',
         params: FolderParams,
         querystring: Type.Object({ recursive: Type.Optional(Type.Boolean()) }),
-        response: { 200: Type.Object({ success: Type.Literal(true), message: Type.String() }), ...errorResponses(401, 403, 404, 409) },
+        response: {
+          200: Type.Object({ success: Type.Literal(true), message: Type.String() }),
+          ...errorResponses(401, 403, 404, 409),
+        },
       },
     },
     async (request) => {
-      await folders.delete(ws(request), (request.params as { folder_no: string }).folder_no, { recursive: (request.query as { recursive?: boolean }).recursive === true });
+      await folders.delete(ws(request), (request.params as { folder_no: string }).folder_no, {
+        recursive: (request.query as { recursive?: boolean }).recursive === true,
+      });
       return { success: true, message: 'folder deleted' };
     },
   );

@@ -34,12 +34,20 @@ const Session = Type.Object({
   expire_at: Type.Integer(),
   public_key: Type.String(),
   workspace_id: Type.String(),
-  policy: Type.Object({ folder: Type.String(), tags: Type.Array(Type.String()), size: Type.Integer(), format: Type.String() }),
+  policy: Type.Object({
+    folder: Type.String(),
+    tags: Type.Array(Type.String()),
+    size: Type.Integer(),
+    format: Type.String(),
+  }),
 });
 
 const SessionParams = Type.Object({ sessionId: Type.String({ maxLength: 64 }) });
 
-export async function multipartRoutes(app: FastifyInstance, opts: { multipart: MultipartService; workspaces: WorkspaceService }): Promise<void> {
+export async function multipartRoutes(
+  app: FastifyInstance,
+  opts: { multipart: MultipartService; workspaces: WorkspaceService },
+): Promise<void> {
   const { multipart, workspaces } = opts;
 
   app.post(
@@ -49,7 +57,8 @@ export async function multipartRoutes(app: FastifyInstance, opts: { multipart: M
       schema: {
         tags,
         summary: 'Start a multipart upload',
-        description: 'Answers 201 with one presigned PUT URL per part. part_size is at least 8 MiB and grows so that no file needs over 10,000 parts.',
+        description:
+          'Answers 201 with one presigned PUT URL per part. part_size is at least 8 MiB and grows so that no file needs over 10,000 parts.',
         body: StartBody,
         response: { 201: Session, ...errorResponses(400, 401, 402, 413, 429) },
       },
@@ -57,7 +66,8 @@ export async function multipartRoutes(app: FastifyInstance, opts: { multipart: M
     async (request, reply) => {
       const principal = principalOf(request);
       // A private key is never echoed: callers with one see the hint of the workspace's public key.
-      const publicKey = principal.keyType === 'public' ? presentedKey(request)! : await workspaces.publicKeyHint(principal.workspaceId);
+      const publicKey =
+        principal.keyType === 'public' ? presentedKey(request)! : await workspaces.publicKeyHint(principal.workspaceId);
       const body = request.body as StartInput;
       const { mayReplace } = applyGrant({ webhookUrl: body.webhook_url ?? null, mayReplace: true }, principal);
       const session = await multipart.start(principal.workspaceId, publicKey, body, mayReplace);
@@ -72,16 +82,28 @@ export async function multipartRoutes(app: FastifyInstance, opts: { multipart: M
       schema: {
         tags,
         summary: 'Complete a multipart upload',
-        description: 'Storage is asked which parts it holds, so parts (with ETags) are optional. Completing twice returns the same record.',
+        description:
+          'Storage is asked which parts it holds, so parts (with ETags) are optional. Completing twice returns the same record.',
         body: Type.Object({
           session_id: Type.String({ minLength: 1, maxLength: 64 }),
           uuid: Type.Optional(Type.String()),
-          parts: Type.Optional(Type.Array(Type.Object({ part_number: Type.Integer({ minimum: 1, maximum: 10000 }), etag: Type.String() }), { maxItems: 10000 })),
+          parts: Type.Optional(
+            Type.Array(
+              Type.Object({ part_number: Type.Integer({ minimum: 1, maximum: 10000 }), etag: Type.String() }),
+              { maxItems: 10000 },
+            ),
+          ),
         }),
         response: { 200: Type.Ref('UploadAnswer'), ...errorResponses(400, 401, 402, 404, 409, 410) },
       },
     },
-    async (request) => uploadAnswer(await multipart.complete(principalOf(request).workspaceId, request.body as { session_id: string; uuid?: string; parts?: { part_number: number; etag: string }[] })),
+    async (request) =>
+      uploadAnswer(
+        await multipart.complete(
+          principalOf(request).workspaceId,
+          request.body as { session_id: string; uuid?: string; parts?: { part_number: number; etag: string }[] },
+        ),
+      ),
   );
 
   app.get(
@@ -101,21 +123,34 @@ export async function multipartRoutes(app: FastifyInstance, opts: { multipart: M
               part_size: Type.Integer(),
               size: Type.Integer(),
               expire_at: Type.Integer(),
-              uploaded_parts: Type.Array(Type.Object({ part_number: Type.Integer(), size: Type.Integer(), etag: Type.String() })),
+              uploaded_parts: Type.Array(
+                Type.Object({ part_number: Type.Integer(), size: Type.Integer(), etag: Type.String() }),
+              ),
             }),
           }),
           ...errorResponses(401, 404),
         },
       },
     },
-    async (request) => ({ success: true, data: await multipart.status(principalOf(request).workspaceId, (request.params as { sessionId: string }).sessionId) }),
+    async (request) => ({
+      success: true,
+      data: await multipart.status(
+        principalOf(request).workspaceId,
+        (request.params as { sessionId: string }).sessionId,
+      ),
+    }),
   );
 
   app.delete(
     '/api/v1/multipart/:sessionId',
     {
       config: { auth: 'any' },
-      schema: { tags, summary: 'Abort a multipart upload and free its parts', params: SessionParams, response: { 200: Type.Object({ success: Type.Literal(true) }), ...errorResponses(401, 404, 409) } },
+      schema: {
+        tags,
+        summary: 'Abort a multipart upload and free its parts',
+        params: SessionParams,
+        response: { 200: Type.Object({ success: Type.Literal(true) }), ...errorResponses(401, 404, 409) },
+      },
     },
     async (request) => {
       await multipart.abort(principalOf(request).workspaceId, (request.params as { sessionId: string }).sessionId);
@@ -134,10 +169,21 @@ export async function multipartRoutes(app: FastifyInstance, opts: { multipart: M
         schema: {
           tags,
           summary: 'Upload one part (local storage)',
-          description: 'The URL from multipart start is the authorisation. Content-Type: application/octet-stream; exactly the part length.',
-          params: Type.Object({ sessionId: Type.String({ maxLength: 64 }), partNumber: Type.Integer({ minimum: 1, maximum: 10000 }) }),
-          querystring: Type.Object({ length: Type.Optional(Type.String()), expires: Type.Optional(Type.String()), signature: Type.Optional(Type.String()) }),
-          response: { 200: Type.Object({ success: Type.Literal(true), part_number: Type.Integer(), etag: Type.String() }), ...errorResponses(400, 403, 404) },
+          description:
+            'The URL from multipart start is the authorisation. Content-Type: application/octet-stream; exactly the part length.',
+          params: Type.Object({
+            sessionId: Type.String({ maxLength: 64 }),
+            partNumber: Type.Integer({ minimum: 1, maximum: 10000 }),
+          }),
+          querystring: Type.Object({
+            length: Type.Optional(Type.String()),
+            expires: Type.Optional(Type.String()),
+            signature: Type.Optional(Type.String()),
+          }),
+          response: {
+            200: Type.Object({ success: Type.Literal(true), part_number: Type.Integer(), etag: Type.String() }),
+            ...errorResponses(400, 403, 404),
+          },
         },
       },
       async (request, reply) => {

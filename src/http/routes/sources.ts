@@ -11,18 +11,24 @@ const SourceRef = Type.Ref('Source');
 const Envelope = Type.Object({ success: Type.Literal(true), data: SourceRef });
 const Params = Type.Object({ sourceId: Type.String({ description: 'Source UUID' }) });
 
-const NAME = Type.String({ pattern: '^[A-Za-z0-9_-]{1,64}$', description: 'Letters, digits, underscores, hyphens; unique per workspace' });
+const NAME = Type.String({
+  pattern: '^[A-Za-z0-9_-]{1,64}$',
+  description: 'Letters, digits, underscores, hyphens; unique per workspace',
+});
 
 /**
  * Create source validates in the service, so that every configuration problem (including a
  * missing or unknown type) gets the documented message; the schema here documents the shape.
  */
 function rethrowValidation(request: FastifyRequest): void {
-  const err = request.validationError as (Error & { validation?: { instancePath: string; message?: string }[] }) | undefined;
+  const err = request.validationError as
+    | (Error & { validation?: { instancePath: string; message?: string }[] })
+    | undefined;
   if (!err) return;
   const first = err.validation?.[0];
   if (first && /^\/(configuration|type)(\/|$)/.test(first.instancePath)) throw errors.invalidConfiguration();
-  if (first && first.instancePath === '' && /configuration|type/.test(first.message ?? '')) throw errors.invalidConfiguration();
+  if (first && first.instancePath === '' && /configuration|type/.test(first.message ?? ''))
+    throw errors.invalidConfiguration();
   throw errors.validation(first ? `body${first.instancePath.replace(/\//g, '.')} ${first.message}` : err.message);
 }
 
@@ -66,7 +72,12 @@ export async function sourceRoutes(app: FastifyInstance, opts: { sources: Source
         response: {
           200: Type.Object({
             sources: Type.Array(SourceRef),
-            meta: Type.Object({ page: Type.Integer(), limit: Type.Integer(), total: Type.Integer(), hasMore: Type.Boolean() }),
+            meta: Type.Object({
+              page: Type.Integer(),
+              limit: Type.Integer(),
+              total: Type.Integer(),
+              hasMore: Type.Boolean(),
+            }),
           }),
           ...errorResponses(400, 401, 403),
         },
@@ -82,7 +93,12 @@ export async function sourceRoutes(app: FastifyInstance, opts: { sources: Source
     '/api/v1/sources/:sourceId',
     {
       config: { auth: 'private' },
-      schema: { tags, summary: 'Get a source', params: Params, response: { 200: Envelope, ...errorResponses(401, 403, 404) } },
+      schema: {
+        tags,
+        summary: 'Get a source',
+        params: Params,
+        response: { 200: Envelope, ...errorResponses(401, 403, 404) },
+      },
     },
     async (request) => {
       const { sourceId } = request.params as { sourceId: string };
@@ -110,7 +126,10 @@ export async function sourceRoutes(app: FastifyInstance, opts: { sources: Source
     },
     async (request) => {
       const { sourceId } = request.params as { sourceId: string };
-      return { success: true, data: await sources.update(principalOf(request).workspaceId, sourceId, request.body as any) };
+      return {
+        success: true,
+        data: await sources.update(principalOf(request).workspaceId, sourceId, request.body as any),
+      };
     },
   );
 

@@ -12,7 +12,11 @@ import { uploadAnswer } from './upload-answer.ts';
 import { takeRawBodies } from '../raw-body.ts';
 
 const tags = ['uploads'];
-const flags = Type.Object({ folder: Type.Optional(Type.Boolean()), tags: Type.Optional(Type.Boolean()), transform: Type.Optional(Type.Boolean()) });
+const flags = Type.Object({
+  folder: Type.Optional(Type.Boolean()),
+  tags: Type.Optional(Type.Boolean()),
+  transform: Type.Optional(Type.Boolean()),
+});
 const Policy = Type.Object({
   file_name: Type.String(),
   folder: Type.String(),
@@ -57,7 +61,10 @@ export function sentFileName(request: FastifyRequest): string | undefined {
   }
 }
 
-export async function tokenRoutes(app: FastifyInstance, opts: { tokens: UploadTokenService; workspaces: WorkspaceService; publicUrl: string }): Promise<void> {
+export async function tokenRoutes(
+  app: FastifyInstance,
+  opts: { tokens: UploadTokenService; workspaces: WorkspaceService; publicUrl: string },
+): Promise<void> {
   const { tokens, workspaces } = opts;
   const ownOrigin = new URL(opts.publicUrl).origin;
 
@@ -98,7 +105,11 @@ export async function tokenRoutes(app: FastifyInstance, opts: { tokens: UploadTo
     },
     async (request, reply) => {
       const principal = principalOf(request);
-      const minted = await tokens.mint(principal, await workspaces.publicKeyHint(principal.workspaceId), request.body as MintInput);
+      const minted = await tokens.mint(
+        principal,
+        await workspaces.publicKeyHint(principal.workspaceId),
+        request.body as MintInput,
+      );
       return reply.code(201).send(minted);
     },
   );
@@ -114,7 +125,7 @@ export async function tokenRoutes(app: FastifyInstance, opts: { tokens: UploadTo
           tags,
           summary: 'Upload one file with an upload token (no API key)',
           description:
-            'The body is the raw file. Content-Type: the file type. X-File-Name: the name, percent-encoded UTF-8 (else Content-Disposition filename, else the token\'s file_name). X-Folder, X-Tags (comma-separated) and X-Transform (each percent-encoded UTF-8 too) override the policy where the token allows it. A token uploads one file; a failed upload leaves it usable until it expires.',
+            "The body is the raw file. Content-Type: the file type. X-File-Name: the name, percent-encoded UTF-8 (else Content-Disposition filename, else the token's file_name). X-Folder, X-Tags (comma-separated) and X-Transform (each percent-encoded UTF-8 too) override the policy where the token allows it. A token uploads one file; a failed upload leaves it usable until it expires.",
           params: Type.Object({ token: Type.String({ maxLength: 100 }) }),
           response: { 201: Type.Ref('UploadAnswer'), ...errorResponses(400, 401, 402, 403, 413) },
         },

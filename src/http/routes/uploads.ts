@@ -6,12 +6,27 @@ import { Type } from 'typebox';
 import { AppError, errors } from '../../errors.ts';
 import { IncompleteBodyError, type Staged } from '../../services/blobs.ts';
 import type { RemoteUploadService } from '../../services/remote.ts';
-import { applyGrant, parseUploadFields, type UploadFields, type UploadService } from '../../services/uploads.ts';
+import {
+  applyGrant,
+  parseUploadFields,
+  type UploadFields,
+  type UploadOptions,
+  type UploadService,
+} from '../../services/uploads.ts';
 import { principalOf } from '../auth.ts';
 import { errorResponses } from '../schemas.ts';
 import { uploadAnswer } from './upload-answer.ts';
 
-const FORM_FIELDS = new Set(['file_name', 'folder', 'tags', 'transform', 'metadata', 'custom_id', 'random_prefix', 'webhook_url']);
+const FORM_FIELDS = new Set([
+  'file_name',
+  'folder',
+  'tags',
+  'transform',
+  'metadata',
+  'custom_id',
+  'random_prefix',
+  'webhook_url',
+]);
 
 export async function uploadRoutes(app: FastifyInstance, opts: { uploads: UploadService }): Promise<void> {
   const { uploads } = opts;
@@ -19,7 +34,15 @@ export async function uploadRoutes(app: FastifyInstance, opts: { uploads: Upload
   // never buffered, and form fields are small.
   await app.register(multipart, {
     // File size is enforced by the upload pipeline (per workspace), not here.
-    limits: { fieldNameSize: 100, fieldSize: 64 * 1024, fields: 20, files: 1, parts: 25, headerPairs: 100, fileSize: Number.MAX_SAFE_INTEGER },
+    limits: {
+      fieldNameSize: 100,
+      fieldSize: 64 * 1024,
+      fields: 20,
+      files: 1,
+      parts: 25,
+      headerPairs: 100,
+      fileSize: Number.MAX_SAFE_INTEGER,
+    },
   });
 
   app.post(
@@ -47,12 +70,18 @@ export async function uploadRoutes(app: FastifyInstance, opts: { uploads: Upload
           if (part.type === 'file') {
             if (part.fieldname !== 'file' || staged) {
               part.file.resume();
-              throw errors.validation(staged ? 'send exactly one file' : `the file goes in the "file" field, not "${part.fieldname.slice(0, 64)}"`);
+              throw errors.validation(
+                staged
+                  ? 'send exactly one file'
+                  : `the file goes in the "file" field, not "${part.fieldname.slice(0, 64)}"`,
+              );
             }
             // Fields sent before the file are checked before any byte is stored.
             if (fields.file_name !== undefined) applyGrant(parseUploadFields(fields), principal);
             // The whole request's length bounds the file: with a quota, it is reserved up front.
-            staged = await uploads.stage(workspaceId, part.file, { expectedBytes: Number(request.headers['content-length']) || undefined });
+            staged = await uploads.stage(workspaceId, part.file, {
+              expectedBytes: Number(request.headers['content-length']) || undefined,
+            });
           } else {
             if (part.valueTruncated || part.fieldnameTruncated) throw errors.fieldTooLarge(part.fieldname);
             if (!FORM_FIELDS.has(part.fieldname)) continue;
@@ -73,7 +102,7 @@ export async function uploadRoutes(app: FastifyInstance, opts: { uploads: Upload
       } finally {
         form.stop();
       }
-      let options;
+      let options: UploadOptions;
       try {
         options = applyGrant(parseUploadFields(fields as UploadFields), principal);
       } catch (err) {
@@ -96,7 +125,8 @@ export async function remoteUploadRoute(app: FastifyInstance, remote: RemoteUplo
       schema: {
         tags: ['uploads'],
         summary: 'Upload from a URL',
-        description: 'The service downloads remote_url (http or https, public addresses only, at most 5 redirects) and stores it like a direct upload.',
+        description:
+          'The service downloads remote_url (http or https, public addresses only, at most 5 redirects) and stores it like a direct upload.',
         body: Type.Object({
           remote_url: Type.String({ minLength: 1, maxLength: 4096 }),
           file_name: Type.Optional(Type.String()),
@@ -111,7 +141,14 @@ export async function remoteUploadRoute(app: FastifyInstance, remote: RemoteUplo
         response: { 201: Type.Ref('UploadAnswer'), ...errorResponses(400, 401, 402, 413, 502) },
       },
     },
-    async (request, reply) => reply.code(201).send(uploadAnswer(await remote.upload(principalOf(request), request.body as UploadFields & { remote_url?: unknown }))),
+    async (request, reply) =>
+      reply
+        .code(201)
+        .send(
+          uploadAnswer(
+            await remote.upload(principalOf(request), request.body as UploadFields & { remote_url?: unknown }),
+          ),
+        ),
   );
 }
 
@@ -129,15 +166,23 @@ function mapMultipartError(err: unknown): unknown {
     case 'EINCOMPLETE':
       return FORM_ENDED_EARLY();
     default:
-      if (err instanceof Error && /terminated early due to unexpected end of multipart data|Unexpected end of multipart data/i.test(err.message)) return FORM_ENDED_EARLY();
-      if (err instanceof Error && /Multipart: Boundary not found|Unexpected end of form|Malformed part header/i.test(err.message)) {
+      if (
+        err instanceof Error &&
+        /terminated early due to unexpected end of multipart data|Unexpected end of multipart data/i.test(err.message)
+      )
+        return FORM_ENDED_EARLY();
+      if (
+        err instanceof Error &&
+        /Multipart: Boundary not found|Unexpected end of form|Malformed part header/i.test(err.message)
+      ) {
         return errors.validation('the multipart body is malformed');
       }
       return err;
   }
 }
 
-const FORM_ENDED_EARLY = () => errors.validation('the form ended before its closing boundary: send the whole multipart body');
+const FORM_ENDED_EARLY = () =>
+  errors.validation('the form ended before its closing boundary: send the whole multipart body');
 
 /** Busboy's word for a form without its closing boundary (@fastify/multipart keys on it too). */
 const UNEXPECTED_END = 'Unexpected end of multipart data';
