@@ -45,7 +45,7 @@ export const errors = {
   invalidConfiguration: () =>
     new AppError(400, 'VALIDATION_FAILED', 'Validation failed', INVALID_CONFIGURATION_MESSAGE),
   unauthorized: () => new AppError(401, 'UNAUTHORIZED', 'Unauthorized', 'Invalid or missing API key'),
-  /** The texts list sources answers with (INTERFACE.md part 7). */
+  /** The texts list sources answers with (docs/api/sources.md#list-sources). */
   invalidApiKey: () =>
     new AppError(
       401,

@@ -56,7 +56,7 @@ const EXAMPLE = join(ROOT, 'examples', 'cross-origin-upload.html');
 
 type Json = Record<string, any>;
 const sha256 = (b: Uint8Array) => createHash('sha256').update(b).digest('hex');
-/** INTERFACE.md documents upload answers flat or as {success, data}: the record either way. */
+/** docs/api/uploads.md#answer-shapes: upload answers are flat or {success, data}: the record either way. */
 const recordOf = (body: Json): Json => body.data ?? body;
 
 // ---------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-// Delivery (EXTENSIONS.md "Delivery"): originals with Range, ETag and Last-Modified;
+// Delivery (docs/api/delivery.md): originals with Range, ETag and Last-Modified;
 // renditions made once by sharp and then served from the cache; f_auto; strict tokens.
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';

@@ -1,4 +1,4 @@
-// Files and Folders APIs (EXTENSIONS.md "Files", "Folders") on SQLite and PostgreSQL.
+// Files and Folders APIs (docs/api/files-folders.md) on SQLite and PostgreSQL.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { Readable } from 'node:stream';

@@ -1,4 +1,4 @@
-// The error model of INTERFACE.md 2.4 / EXTENSIONS.md "Conventions" for requests that never
+// The error model of docs/api.md#errors for requests that never
 // reach a handler: unknown routes, wrong methods, bad bodies; plus health and API docs.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';

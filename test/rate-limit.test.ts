@@ -1,4 +1,4 @@
-// Rate limits (EXTENSIONS.md "Limits"): per key, 429 with retryAfterSeconds, Retry-After and
+// Rate limits (docs/api.md#limits): per key, 429 with retryAfterSeconds, Retry-After and
 // RateLimit-* headers; in memory on one node, shared through Redis by several.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';

@@ -1,4 +1,4 @@
-// The Sources API (INTERFACE.md 2.3, 4.4-4.7, part 7; EXTENSIONS.md "Sources"), on SQLite and
+// The Sources API (docs/api/sources.md), on SQLite and
 // on PostgreSQL.
 import assert from 'node:assert/strict';
 import { generateKeyPairSync } from 'node:crypto';

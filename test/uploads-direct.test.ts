@@ -1,4 +1,4 @@
-// Direct upload (INTERFACE.md 4.3, EXTENSIONS.md "Uploads") end to end over a real socket, on
+// Direct upload (docs/api/uploads.md#direct-upload) end to end over a real socket, on
 // local disk and S3, with byte-exact checks and every documented refusal.
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';

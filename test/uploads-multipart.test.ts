@@ -1,4 +1,4 @@
-// Multipart uploads (INTERFACE.md 4.1-4.2, EXTENSIONS.md "Multipart") on local disk and S3:
+// Multipart uploads (docs/api/uploads.md#multipart-upload) on local disk and S3:
 // byte-exact results, every documented refusal, resume after a restart, and the sweeper.
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';

@@ -1,4 +1,4 @@
-// Remote URL upload (EXTENSIONS.md "Remote URL upload"): streamed, bounded, and refused for
+// Remote URL upload (docs/api/uploads.md#remote-url-upload): streamed, bounded, and refused for
 // every non-public address on every hop. DNS is injected, so no real resolver is needed.
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';

@@ -1,4 +1,4 @@
-// Webhooks (EXTENSIONS.md "Webhooks"): queued with the upload, signed the Standard Webhooks way
+// Webhooks (docs/api/webhooks.md): queued with the upload, signed the Standard Webhooks way
 // (checked with the independent `standardwebhooks` package), retried with backoff under the
 // same id, durable across a restart, and claimed by one worker at a time.
 import assert from 'node:assert/strict';

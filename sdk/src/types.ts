@@ -1,4 +1,4 @@
-// Shapes of the Stowage API (INTERFACE.md and EXTENSIONS.md).
+// Shapes of the Stowage API (docs/api.md).
 
 export interface FileRecord {
   id: string;

@@ -1,4 +1,4 @@
-// API key authentication (INTERFACE.md part 5): `Authorization: Bearer <key>` or `x-api-key`.
+// API key authentication (docs/api.md#authentication): `Authorization: Bearer <key>` or `x-api-key`.
 // Each route declares what it needs in its config: 'none', 'any' (public or private key) or
 // 'private'. The principal is attached to the request for the handler.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
@@ -11,7 +11,7 @@ export type AuthRequirement = 'none' | 'any' | 'private';
 declare module 'fastify' {
   interface FastifyContextConfig {
     auth?: AuthRequirement;
-    /** List sources answers 401 with its own texts (INTERFACE.md part 7). */
+    /** List sources answers 401 with its own texts (docs/api/sources.md#list-sources). */
     authErrorStyle?: 'list-sources';
   }
   interface FastifyRequest {

@@ -1,4 +1,4 @@
-// Rate limits per API key (EXTENSIONS.md "Limits"): upload endpoints have their own budget,
+// Rate limits per API key (docs/api.md#limits): upload endpoints have their own budget,
 // everything else with a key shares another; routes without a key (delivery, part uploads,
 // health) are not limited here. In memory by default; in Redis when REDIS_URL is set, so the
 // budget is shared by every node.

@@ -10,7 +10,7 @@ export const ErrorBody = Type.Object(
     message: Type.Optional(Type.String()),
     retryAfterSeconds: Type.Optional(Type.Number()),
   },
-  { $id: 'ErrorBody', description: 'Every error: INTERFACE.md 2.4' },
+  { $id: 'ErrorBody', description: 'Every error: docs/api.md#errors' },
 );
 
 export const errorResponses = (...statuses: number[]) =>
@@ -58,7 +58,7 @@ export const Source = Type.Object(
 
 const nullable = <T extends ReturnType<typeof Type.String>>(t: T) => Type.Union([t, Type.Null()]);
 
-/** INTERFACE.md 2.2: every field present, null where unknown. */
+/** docs/api/uploads.md#the-file-record: every field present, null where unknown. */
 export const FileRecord = Type.Object(
   {
     id: Type.String({ format: 'uuid' }),
@@ -116,7 +116,7 @@ export const FileDetails = Type.Object(
   { $id: 'FileDetails' },
 );
 
-/** A file record as upload answers give it: both documented shapes at once (INTERFACE.md 4.3). */
+/** A file record as upload answers give it: both documented shapes at once (docs/api/uploads.md#answer-shapes). */
 const recordWithAliases = FileRecord.properties;
 export const UploadAnswer = Type.Object(
   {

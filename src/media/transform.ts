@@ -1,4 +1,4 @@
-// Transformation strings: one comma-separated segment of tokens (EXTENSIONS.md "Delivery"),
+// Transformation strings: one comma-separated segment of tokens (docs/api/delivery.md#transformations),
 // used at upload (`transform`) and, later, in delivery URLs. Parsing is strict: an unknown,
 // malformed or repeated token is a 400, never ignored.
 import sharp from 'sharp';

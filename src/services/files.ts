@@ -1,4 +1,4 @@
-// File records: the flat shape of INTERFACE.md 2.2, the create-or-replace an upload commits,
+// File records: the flat shape of docs/api/uploads.md#the-file-record, the create-or-replace an upload commits,
 // and the Files API (list, get, rename, update, delete).
 import type { Kysely } from 'kysely';
 import { newShortId, newUuid } from '../crypto/ids.ts';
@@ -263,7 +263,7 @@ const SORT_COLUMNS = {
   size: 'files.size',
 } as const;
 
-/** Files API (EXTENSIONS.md "Files"): list, get, rename, update, delete. */
+/** Files API (docs/api/files-folders.md#files): list, get, rename, update, delete. */
 export class FileService {
   constructor(
     private readonly db: Db,

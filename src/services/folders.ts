@@ -66,7 +66,7 @@ export interface FolderView {
 /** A folder list without `limit` returns every child folder, up to this many (the hosted API pages nothing). */
 export const FOLDER_LIST_CAP = 1000;
 
-/** Folders API (EXTENSIONS.md "Folders"): list, create, rename, delete (with everything inside only when asked). */
+/** Folders API (docs/api/files-folders.md#folders): list, create, rename, delete (with everything inside only when asked). */
 export class FolderService {
   constructor(
     private readonly db: Db,

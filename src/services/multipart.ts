@@ -1,4 +1,4 @@
-// Multipart uploads (INTERFACE.md 4.1-4.2, EXTENSIONS.md "Multipart"): a session in the
+// Multipart uploads (docs/api/uploads.md#multipart-upload): a session in the
 // database, parts straight to storage (S3 presigned URLs) or through the service (local disk,
 // signed URLs), and a complete that asks storage which parts it holds, so clients never need
 // to send ETags. Every step survives a restart: the session row and storage hold all state.

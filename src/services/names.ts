@@ -1,4 +1,4 @@
-// File and folder names (EXTENSIONS.md "Folders"): checked as Unicode before anything is
+// File and folder names (docs/api/uploads.md#names-and-fields): checked as Unicode before anything is
 // stored. A name is stored NFC-normalised (so "é" typed two ways is one name) and must be
 // well-formed UTF-16 (a lone surrogate has no UTF-8 form: it would be stored as U+FFFD and break
 // every URL built from the name), at most 255 bytes as UTF-8, not exactly "." or "..", and free
@@ -91,13 +91,13 @@ function fitName(before: string, base: string, after: string, ext: string): stri
   return `${before}${cut}${after}${ext}`;
 }
 
-/** Direct and remote uploads: "photo.jpg" → "photo_Ab12Cd34.jpg" (INTERFACE.md 4.3). */
+/** Direct and remote uploads: "photo.jpg" → "photo_Ab12Cd34.jpg" (docs/api/uploads.md#names-and-fields). */
 export function withRandomSuffix(name: string): string {
   const [base, ext] = splitExtension(name);
   return checkName(fitName('', base, `_${randomBase62(8)}`, ext), 'file_name');
 }
 
-/** Multipart uploads: "photo.jpg" → "Ab12Cd34_photo.jpg" (INTERFACE.md 4.1). */
+/** Multipart uploads: "photo.jpg" → "Ab12Cd34_photo.jpg" (docs/api/uploads.md#names-and-fields). */
 export function withRandomPrefix(name: string): string {
   const [base, ext] = splitExtension(name);
   return checkName(fitName(`${randomBase62(8)}_`, base, '', ext), 'file_name');

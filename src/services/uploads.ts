@@ -201,8 +201,8 @@ export class UploadService {
     let current = staged;
     try {
       await this.checkWebhookTarget(opts.webhookUrl);
-      // random_prefix: a suffix for direct, remote and token uploads (INTERFACE.md 4.3), a
-      // prefix for multipart (4.1); the same rule gives a public upload a free name.
+      // random_prefix: a suffix for direct, remote and token uploads, a prefix for multipart
+      // (docs/api/uploads.md#names-and-fields); the same rule gives a public upload a free name.
       const randomize = source === 'multipart' ? withRandomPrefix : withRandomSuffix;
       let name = opts.randomPrefix ? randomize(opts.name) : opts.name;
       if (opts.transform) {

@@ -1,4 +1,4 @@
-// Webhooks (EXTENSIONS.md "Webhooks"): an outbox in the database, written in the same
+// Webhooks (docs/api/webhooks.md): an outbox in the database, written in the same
 // transaction as the file record, so an upload that succeeded always has its notification
 // queued and a restart loses nothing. Workers on any number of nodes claim due deliveries
 // (SKIP LOCKED on PostgreSQL), sign them the Standard Webhooks way and retry with exponential

@@ -1,4 +1,4 @@
-// Answers in both documented shapes at once: INTERFACE.md 4.3 documents a flat record and
+// Answers in both documented shapes at once (docs/api/uploads.md#answer-shapes): a flat record and
 // `{success, data}`, and the hosted SDKs read one or the other (uploads, file rename and update,
 // folder create and rename); the flat fields plus `success` and `data` satisfy all of them.
 export function bothShapes<T extends object>(value: T) {
