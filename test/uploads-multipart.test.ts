@@ -7,7 +7,7 @@ import { xxh3 } from '@node-rs/xxhash';
 import { buildApp } from '../src/app.ts';
 import { PartUrlSigner } from '../src/crypto/part-url.ts';
 import { createServices } from '../src/services/container.ts';
-import { partSizeFor } from '../src/services/multipart.ts';
+import { partSizeFor } from '../src/uploads/multipart/service.ts';
 import type { MultipartStorage, StorageDriver } from '../src/storage/driver.ts';
 import { type Harness, makeHarness } from './helpers/harness.ts';
 import { freshS3Storage, UPLOAD_MATRIX } from './helpers/storage.ts';

@@ -4,7 +4,7 @@ import contentDisposition from 'content-disposition';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import { errors } from '../../errors.ts';
-import type { MintInput, UploadTokenService } from '../../services/upload-tokens.ts';
+import type { MintInput, UploadTokenService } from '../../uploads/tokens.ts';
 import type { WorkspaceService } from '../../services/workspaces.ts';
 import { checkBrowserOrigin, principalOf } from '../auth.ts';
 import { errorResponses } from '../schemas.ts';

@@ -4,15 +4,15 @@ import multipart from '@fastify/multipart';
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
 import { AppError, errors } from '../../errors.ts';
-import { IncompleteBodyError, type Staged } from '../../services/blobs.ts';
-import type { RemoteUploadService } from '../../services/remote.ts';
+import { IncompleteBodyError, type Staged } from '../../uploads/blob-store.ts';
+import type { RemoteUploadService } from '../../uploads/remote.ts';
 import {
   applyGrant,
   parseUploadFields,
   type UploadFields,
   type UploadOptions,
   type UploadService,
-} from '../../services/uploads.ts';
+} from '../../uploads/upload-service.ts';
 import { principalOf } from '../auth.ts';
 import { errorResponses } from '../schemas.ts';
 import { uploadAnswer } from './upload-answer.ts';

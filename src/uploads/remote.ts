@@ -4,10 +4,10 @@
 import { OutboundBlockedError, type OutboundGuard } from '../outbound/guard.ts';
 import { outboundRequest, OutboundTimeoutError } from '../outbound/http-client.ts';
 import { AppError, errors } from '../errors.ts';
-import type { FileRecord } from './files.ts';
+import type { FileRecord } from '../services/files.ts';
 import { checkName } from './names.ts';
-import { applyGrant, parseUploadFields, type UploadFields, type UploadService } from './uploads.ts';
-import type { Principal } from './workspaces.ts';
+import { applyGrant, parseUploadFields, type UploadFields, type UploadService } from './upload-service.ts';
+import type { Principal } from '../services/workspaces.ts';
 
 export interface RemoteSettings {
   timeoutMs: number;

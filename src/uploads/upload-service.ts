@@ -8,13 +8,13 @@ import type { Database, FileRow, FolderRow } from '../db/schema.ts';
 import { AppError, errors } from '../errors.ts';
 import { detect, extensionOf } from '../media/detect.ts';
 import { buildPipeline, parseTransform, type TransformSpec } from '../media/transform.ts';
-import type { BlobStore, StageLimits, Staged } from './blobs.ts';
-import type { FileRecord, FileRecords } from './files.ts';
-import { ensureFolderPath } from './folders.ts';
+import type { BlobStore, StageLimits, Staged } from './blob-store.ts';
+import type { FileRecord, FileRecords } from '../services/files.ts';
+import { ensureFolderPath } from '../services/folders.ts';
 import { OutboundBlockedError, type OutboundGuard } from '../outbound/guard.ts';
-import type { WebhookService } from './webhooks.ts';
-import { originAllowed } from './origins.ts';
-import type { Principal } from './workspaces.ts';
+import type { WebhookService } from '../services/webhooks.ts';
+import { originAllowed } from '../services/origins.ts';
+import type { Principal } from '../services/workspaces.ts';
 import type { EventEmitter } from 'node:events';
 import {
   checkName,

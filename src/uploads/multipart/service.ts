@@ -5,12 +5,12 @@
 import { createHash } from 'node:crypto';
 import { PassThrough, type Readable } from 'node:stream';
 import type { FileHasher, HashJob } from '../hashing/file-hasher.ts';
-import type { PartUrlSigner } from '../crypto/part-url.ts';
-import { newUuid, randomBase62 } from '../crypto/ids.ts';
-import { type Db, nowIso } from '../db/database.ts';
-import type { MultipartSessionRow } from '../db/schema.ts';
-import { AppError, errors } from '../errors.ts';
-import { HEAD_BYTES } from '../media/detect.ts';
+import type { PartUrlSigner } from '../../crypto/part-url.ts';
+import { newUuid, randomBase62 } from '../../crypto/ids.ts';
+import { type Db, nowIso } from '../../db/database.ts';
+import type { MultipartSessionRow } from '../../db/schema.ts';
+import { AppError, errors } from '../../errors.ts';
+import { HEAD_BYTES } from '../../media/detect.ts';
 import {
   MultipartSealedError,
   type MultipartStorage,
@@ -18,12 +18,12 @@ import {
   type PartInfo,
   type StorageDriver,
   supportsMultipart,
-} from '../storage/driver.ts';
-import { PartLengthError } from '../storage/local.ts';
-import type { BlobStore } from './blobs.ts';
-import type { FileRecord, FileRecords } from './files.ts';
-import { checkName, parseCustomId, parseFolderPath, parseMetadata, parseTags, withRandomPrefix } from './names.ts';
-import type { UploadService } from './uploads.ts';
+} from '../../storage/driver.ts';
+import { PartLengthError } from '../../storage/local.ts';
+import type { BlobStore } from '../blob-store.ts';
+import type { FileRecord, FileRecords } from '../../services/files.ts';
+import { checkName, parseCustomId, parseFolderPath, parseMetadata, parseTags, withRandomPrefix } from '../names.ts';
+import type { UploadService } from '../upload-service.ts';
 
 const MiB = 1024 * 1024;
 export const MIN_PART_SIZE = 5 * MiB;

@@ -20,10 +20,10 @@ import { type Db, nowIso } from '../db/database.ts';
 import type { UploadTokenRow } from '../db/schema.ts';
 import { errors } from '../errors.ts';
 import { parseTransform } from '../media/transform.ts';
-import type { FileRecord } from './files.ts';
+import type { FileRecord } from '../services/files.ts';
 import { checkName, parseBooleanFlag, parseCustomId, parseFolderPath, parseMetadata, parseTags } from './names.ts';
-import type { UploadService } from './uploads.ts';
-import type { Principal, WorkspaceService } from './workspaces.ts';
+import type { UploadService } from './upload-service.ts';
+import type { Principal, WorkspaceService } from '../services/workspaces.ts';
 
 const PREFIX = 'stw_ut_';
 const TOKEN_SHAPE = /^stw_ut_([0-9A-Za-z]{22})\.([A-Za-z0-9_-]{43})$/;
