@@ -100,15 +100,15 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
     },
     opts.log,
   );
-  const uploads = new UploadService(
+  const uploads = new UploadService({
     db,
     blobs,
     records,
-    { maxFileSize: config.maxFileSize, maxImagePixels: config.maxImagePixels },
+    limits: { maxFileSize: config.maxFileSize, maxImagePixels: config.maxImagePixels },
     webhooks,
     guard,
     events,
-  );
+  });
   const multipart = new MultipartService(
     db,
     blobs,
@@ -121,9 +121,10 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
     },
     hasher,
   );
-  const remote = new RemoteUploadService(uploads, guard, {
-    timeoutMs: config.outboundTimeoutMs,
-    bodyTimeoutMs: config.remoteTimeoutMs,
+  const remote = new RemoteUploadService({
+    uploads,
+    guard,
+    timeouts: { timeoutMs: config.outboundTimeoutMs, bodyTimeoutMs: config.remoteTimeoutMs },
   });
   const redis = config.redisUrl
     ? new Redis(config.redisUrl, {
@@ -151,10 +152,12 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
     delivery: new DeliveryService(db, storage, config.maxImagePixels, sources, events),
     deliverySigner,
     remote,
-    tokens: new UploadTokenService(db, uploads, workspaces, config.masterKey, {
-      publicUrl: config.publicUrl,
-      maxTtlSeconds: config.multipartMaxTtl,
-      graceMs: config.sweepGraceMs,
+    tokens: new UploadTokenService({
+      db,
+      uploads,
+      workspaces,
+      masterKey: config.masterKey,
+      settings: { publicUrl: config.publicUrl, maxTtlSeconds: config.multipartMaxTtl, graceMs: config.sweepGraceMs },
     }),
     multipart,
     config,

@@ -18,45 +18,25 @@ import type { Readable } from 'node:stream';
 import { randomBase62 } from '../crypto/ids.ts';
 import { type Db, nowIso } from '../db/database.ts';
 import type { UploadTokenRow } from '../db/schema.ts';
+import { UploadTokenRepository } from '../db/upload-tokens.ts';
 import { errors } from '../errors.ts';
-import { parseTransform } from '../media/transform.ts';
 import type { FileRecord } from '../services/files.ts';
-import { checkName, parseBooleanFlag, parseCustomId, parseFolderPath, parseMetadata, parseTags } from './names.ts';
-import type { UploadService } from './upload-service.ts';
 import type { Principal, WorkspaceService } from '../services/workspaces.ts';
+import {
+  type MintInput,
+  parsePolicy,
+  positiveInt,
+  type TokenPolicy,
+  type TokenUpload,
+  tokenUploadOptions,
+} from './token-policy.ts';
+import type { UploadService } from './upload-service.ts';
 
 const PREFIX = 'stw_ut_';
 const TOKEN_SHAPE = /^stw_ut_([0-9A-Za-z]{22})\.([A-Za-z0-9_-]{43})$/;
-export const DEFAULT_TOKEN_MAX_FILE_SIZE = 5 * 1024 * 1024;
 const DEFAULT_TTL = 300;
 /** Used tokens and expired ones are kept this long (for support questions), then swept. */
 const KEEP_AFTER_EXPIRY_S = 24 * 3600;
-
-export interface TokenPolicy {
-  file_name: string;
-  /** Folder path, "" for the root. */
-  folder: string;
-  tags: string[];
-  transform: string | null;
-  max_file_size: number;
-  metadata: Record<string, unknown>;
-  custom_id: string | null;
-  random_prefix: boolean;
-  allow_override: { folder: boolean; tags: boolean; transform: boolean };
-}
-
-export interface MintInput {
-  file_name?: unknown;
-  folder?: unknown;
-  tags?: unknown;
-  transform?: unknown;
-  max_file_size?: unknown;
-  ttl_seconds?: unknown;
-  metadata?: unknown;
-  custom_id?: unknown;
-  random_prefix?: unknown;
-  allow_override?: unknown;
-}
 
 export interface MintedToken {
   token: string;
@@ -69,37 +49,31 @@ export interface MintedToken {
   policy: Pick<TokenPolicy, 'file_name' | 'folder' | 'tags' | 'max_file_size' | 'transform' | 'allow_override'>;
 }
 
-/** What the uploader sent besides the bytes (headers of POST /api/v1/uploads/{token}). */
-export interface TokenUpload {
-  fileName?: string;
-  folder?: string;
-  tags?: string;
-  transform?: string;
-  contentLength?: number;
+export interface UploadTokenDeps {
+  db: Db;
+  uploads: UploadService;
+  workspaces: WorkspaceService;
+  masterKey: Buffer;
+  /** `graceMs`: an upload holding a token that has shown no sign of life this long has died (sweep). */
+  settings: { publicUrl: string; maxTtlSeconds: number; graceMs: number };
 }
 
 const nowSeconds = () => Math.floor(Date.now() / 1000);
 
-function positiveInt(raw: unknown, field: string, fallback: number): number {
-  if (raw === undefined || raw === null) return fallback;
-  if (typeof raw !== 'number' || !Number.isSafeInteger(raw) || raw < 1)
-    throw errors.validation(`${field} must be a whole number of at least 1`);
-  return raw;
-}
-
 export class UploadTokenService {
   private readonly key: Buffer;
+  private readonly repo: UploadTokenRepository;
+  private readonly uploads: UploadService;
+  private readonly workspaces: WorkspaceService;
+  private readonly settings: UploadTokenDeps['settings'];
 
-  constructor(
-    private readonly db: Db,
-    private readonly uploads: UploadService,
-    private readonly workspaces: WorkspaceService,
-    masterKey: Buffer,
-    /** `graceMs`: an upload holding a token that has shown no sign of life this long has died (sweep). */
-    private readonly settings: { publicUrl: string; maxTtlSeconds: number; graceMs: number },
-  ) {
+  constructor(deps: UploadTokenDeps) {
+    this.repo = new UploadTokenRepository(deps.db.kysely);
+    this.uploads = deps.uploads;
+    this.workspaces = deps.workspaces;
+    this.settings = deps.settings;
     // A key of its own, derived from the master key, like the part and delivery URL keys.
-    this.key = createHmac('sha256', masterKey).update('stowage/upload-token/v1').digest();
+    this.key = createHmac('sha256', deps.masterKey).update('stowage/upload-token/v1').digest();
   }
 
   private mac(id: string): string {
@@ -108,56 +82,24 @@ export class UploadTokenService {
 
   /** POST /api/v1/generate-token: every field checked now, so a bad policy fails here and not in a browser. */
   async mint(principal: Principal, publicKeyShown: string, input: MintInput): Promise<MintedToken> {
-    if (input.file_name === undefined || input.file_name === null || input.file_name === '')
-      throw errors.fileNameRequired();
-    if (typeof input.file_name !== 'string') throw errors.validation('file_name must be a string');
-    const transform =
-      input.transform === undefined || input.transform === null || input.transform === '' ? null : input.transform;
-    if (transform !== null) {
-      if (typeof transform !== 'string') throw errors.validation('transform must be a string');
-      parseTransform(transform);
-    }
-    if (input.folder !== undefined && input.folder !== null && typeof input.folder !== 'string')
-      throw errors.validation('folder must be a string');
-    const override = input.allow_override ?? {};
-    if (typeof override !== 'object' || Array.isArray(override))
-      throw errors.validation('allow_override must be an object of booleans');
-    const o = override as Record<string, unknown>;
-    const policy: TokenPolicy = {
-      file_name: checkName(input.file_name, 'file_name'),
-      folder: parseFolderPath((input.folder as string | null | undefined) ?? undefined).join('/'),
-      tags: parseTags(input.tags),
-      transform,
-      max_file_size: positiveInt(input.max_file_size, 'max_file_size', DEFAULT_TOKEN_MAX_FILE_SIZE),
-      metadata: parseMetadata(input.metadata),
-      custom_id: parseCustomId(input.custom_id),
-      random_prefix: parseBooleanFlag(input.random_prefix, 'random_prefix'),
-      allow_override: {
-        folder: parseBooleanFlag(o.folder, 'allow_override.folder'),
-        tags: parseBooleanFlag(o.tags, 'allow_override.tags'),
-        transform: parseBooleanFlag(o.transform, 'allow_override.transform'),
-      },
-    };
+    const policy = parsePolicy(input);
     const ttl = Math.min(positiveInt(input.ttl_seconds, 'ttl_seconds', DEFAULT_TTL), this.settings.maxTtlSeconds);
     const id = randomBase62(22);
     const expireAt = nowSeconds() + ttl;
-    await this.db.kysely
-      .insertInto('upload_tokens')
-      .values({
-        id,
-        workspace_id: principal.workspaceId,
-        key_id: principal.keyId,
-        policy: JSON.stringify(policy),
-        expire_at: expireAt,
-        state: 'unused',
-        used_at: null,
-        file_id: null,
-        created_at: nowIso(),
-      })
-      .execute();
+    await this.repo.insert({
+      id,
+      workspace_id: principal.workspaceId,
+      key_id: principal.keyId,
+      policy: JSON.stringify(policy),
+      expire_at: expireAt,
+      state: 'unused',
+      used_at: null,
+      file_id: null,
+      created_at: nowIso(),
+    });
     const signature = this.mac(id);
     const token = `${PREFIX}${id}.${signature}`;
-    const { file_name, folder, tags, max_file_size, allow_override } = policy;
+    const { file_name, folder, tags, max_file_size, transform, allow_override } = policy;
     return {
       token,
       signature,
@@ -180,7 +122,7 @@ export class UploadTokenService {
     const given = Buffer.from(m[2]);
     if (given.length !== expected.length || !timingSafeEqual(given, expected))
       throw errors.invalidToken('TOKEN_INVALID');
-    const row = await this.db.kysely.selectFrom('upload_tokens').selectAll().where('id', '=', m[1]).executeTakeFirst();
+    const row = await this.repo.byId(m[1]);
     if (!row) throw errors.invalidToken('TOKEN_INVALID');
     if (Number(row.expire_at) < nowSeconds()) throw errors.invalidToken('TOKEN_EXPIRED');
     if (row.state !== 'unused') throw errors.invalidToken('TOKEN_USED');
@@ -191,7 +133,7 @@ export class UploadTokenService {
 
   /**
    * POST /api/v1/uploads/{token}: the policy decides everything but the name, and the fields
-   * it lets the uploader override. The upload adds a file, never replaces one (as a public key).
+   * it lets the uploader override (token-policy.ts). The upload adds a file, never replaces one.
    */
   async upload(
     resolved: { row: UploadTokenRow; policy: TokenPolicy },
@@ -199,46 +141,19 @@ export class UploadTokenService {
     sent: TokenUpload,
   ): Promise<FileRecord> {
     const { row, policy } = resolved;
-    for (const field of ['folder', 'tags', 'transform'] as const) {
-      if (sent[field] !== undefined && !policy.allow_override[field]) throw errors.overrideNotAllowed(field);
-    }
-    const transform = sent.transform ?? policy.transform;
-    const options = {
-      name: checkName(sent.fileName ?? policy.file_name, 'file_name'),
-      folder: parseFolderPath(sent.folder ?? policy.folder),
-      tags: sent.tags !== undefined ? parseTags(sent.tags) : policy.tags,
-      metadata: policy.metadata,
-      custom_id: policy.custom_id,
-      randomPrefix: policy.random_prefix,
-      transform: transform ? parseTransform(transform) : null,
-      webhookUrl: null,
-      mayReplace: false,
-    };
+    const options = tokenUploadOptions(policy, sent);
     const limits = await this.uploads.limits(row.workspace_id);
     const maxFileSize = Math.min(limits.maxFileSize, Number(policy.max_file_size));
     if (sent.contentLength !== undefined && sent.contentLength > maxFileSize) throw errors.fileTooLarge(maxFileSize);
 
     // Exactly one upload at a time holds the token.
-    const claimed = await this.db.kysely
-      .updateTable('upload_tokens')
-      .set({ state: 'uploading', used_at: nowIso() })
-      .where('id', '=', row.id)
-      .where('state', '=', 'unused')
-      .where('expire_at', '>=', nowSeconds())
-      .executeTakeFirst();
-    if (Number(claimed.numUpdatedRows) === 0)
+    if (!(await this.repo.claim(row.id, nowSeconds())))
       throw errors.invalidToken(Number(row.expire_at) < nowSeconds() ? 'TOKEN_EXPIRED' : 'TOKEN_USED');
     // However long the upload takes, it shows it is alive; a node that dies mid-upload leaves a
     // token the sweeper gives back once this stops.
     const heartbeat = setInterval(
       () => {
-        this.db.kysely
-          .updateTable('upload_tokens')
-          .set({ used_at: nowIso() })
-          .where('id', '=', row.id)
-          .where('state', '=', 'uploading')
-          .execute()
-          .catch(() => {});
+        this.repo.touch(row.id).catch(() => {});
       },
       Math.max(1000, Math.floor(this.settings.graceMs / 3)),
     );
@@ -249,24 +164,12 @@ export class UploadTokenService {
         expectedBytes: sent.contentLength,
       });
       return await this.uploads.finish(staged, options, 'token', {
-        inTransaction: async (trx, file) => {
-          await trx
-            .updateTable('upload_tokens')
-            .set({ state: 'used', file_id: file.id })
-            .where('id', '=', row.id)
-            .execute();
-        },
+        inTransaction: (trx, file) => this.repo.in(trx).markUsed(row.id, file.id),
       });
     } catch (err) {
       // Nothing was stored: the page may try again with the same token while it lasts. (If the
       // database is what failed, the sweeper gives the token back once the heartbeat stops.)
-      await this.db.kysely
-        .updateTable('upload_tokens')
-        .set({ state: 'unused', used_at: null })
-        .where('id', '=', row.id)
-        .where('state', '=', 'uploading')
-        .execute()
-        .catch(() => {});
+      await this.repo.putBack(row.id).catch(() => {});
       throw err;
     } finally {
       clearInterval(heartbeat);
@@ -278,17 +181,7 @@ export class UploadTokenService {
    * gone when it failed), and drops tokens a day past their expiry, used or not.
    */
   async sweep(graceMs = this.settings.graceMs): Promise<number> {
-    const dead = new Date(Date.now() - graceMs).toISOString();
-    await this.db.kysely
-      .updateTable('upload_tokens')
-      .set({ state: 'unused', used_at: null })
-      .where('state', '=', 'uploading')
-      .where('used_at', '<', dead)
-      .execute();
-    const res = await this.db.kysely
-      .deleteFrom('upload_tokens')
-      .where('expire_at', '<', nowSeconds() - KEEP_AFTER_EXPIRY_S)
-      .executeTakeFirst();
-    return Number(res.numDeletedRows);
+    await this.repo.reviveStale(new Date(Date.now() - graceMs).toISOString());
+    return this.repo.deleteExpired(nowSeconds() - KEEP_AFTER_EXPIRY_S);
   }
 }
