@@ -109,18 +109,15 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
     guard,
     events,
   });
-  const multipart = new MultipartService(
+  const multipart = new MultipartService({
     db,
     blobs,
     uploads,
     records,
-    new PartUrlSigner(config.masterKey),
-    {
-      publicUrl: config.publicUrl,
-      maxTtlSeconds: config.multipartMaxTtl,
-    },
+    signer: new PartUrlSigner(config.masterKey),
+    settings: { publicUrl: config.publicUrl, maxTtlSeconds: config.multipartMaxTtl },
     hasher,
-  );
+  });
   const remote = new RemoteUploadService({
     uploads,
     guard,
