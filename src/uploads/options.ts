@@ -1,5 +1,5 @@
-// What an upload asks for besides its bytes: the fields of a direct, remote or dashboard
-// upload (form fields or JSON values), checked and turned into the options the commit uses.
+// What an upload asks for besides its bytes: the fields of a direct or remote upload (form
+// fields or JSON values), checked and turned into the options the commit step uses.
 import { errors } from '../errors.ts';
 import { parseTransform, type TransformSpec } from '../media/transform.ts';
 import { checkName, parseBooleanFlag, parseCustomId, parseFolderPath, parseMetadata, parseTags } from './names.ts';
