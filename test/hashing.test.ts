@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough, Readable } from 'node:stream';
 import { after, describe, test } from 'node:test';
-import { FileHasher } from '../src/hashing/file-hasher.ts';
+import { FileHasher } from '../src/uploads/hashing/file-hasher.ts';
 import { LocalStorage } from '../src/storage/local.ts';
 
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');

@@ -7,7 +7,8 @@ import { xxh3 } from '@node-rs/xxhash';
 import { buildApp } from '../src/app.ts';
 import { PartUrlSigner } from '../src/crypto/part-url.ts';
 import { createServices } from '../src/services/container.ts';
-import { partSizeFor } from '../src/services/multipart.ts';
+import { partSizeFor } from '../src/uploads/multipart/part-layout.ts';
+import { recordAssembled } from '../src/uploads/multipart/record.ts';
 import type { MultipartStorage, StorageDriver } from '../src/storage/driver.ts';
 import { type Harness, makeHarness } from './helpers/harness.ts';
 import { freshS3Storage, UPLOAD_MATRIX } from './helpers/storage.ts';
@@ -261,7 +262,7 @@ for (const combo of UPLOAD_MATRIX) {
         .set({ status: 'completing' })
         .where('id', '=', s.session_id)
         .execute();
-      const record = (h.services.multipart as any).record.bind(h.services.multipart);
+      const record = (session: any) => recordAssembled((h.services.multipart as any).ctx, session);
       const [a, b] = await Promise.all([
         record({ ...row, status: 'completing' }),
         record({ ...row, status: 'completing' }),

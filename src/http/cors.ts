@@ -15,7 +15,7 @@
 import cors, { type FastifyCorsOptions } from '@fastify/cors';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { originAllowed } from '../services/origins.ts';
-import type { UploadTokenService } from '../services/upload-tokens.ts';
+import type { UploadTokenService } from '../uploads/tokens.ts';
 
 /** Response headers browser code reads: part ETags, redirects, retry and rate-limit hints, ids. */
 export const EXPOSED_HEADERS = [

@@ -6,10 +6,10 @@ import { type Db, openDatabase } from '../db/database.ts';
 import { migrateToLatest } from '../db/migrations.ts';
 import { OutboundGuard, type Resolver } from '../outbound/guard.ts';
 import type { StorageDriver } from '../storage/driver.ts';
-import { FileHasher } from '../hashing/file-hasher.ts';
+import { FileHasher } from '../uploads/hashing/file-hasher.ts';
 import { LocalStorage } from '../storage/local.ts';
 import { S3Storage } from '../storage/s3.ts';
-import { BlobStore } from './blobs.ts';
+import { BlobStore } from '../uploads/blob-store.ts';
 import { FileRecords, FileService } from './files.ts';
 import { FolderService } from './folders.ts';
 import { DeliveryService } from './delivery.ts';
@@ -18,13 +18,13 @@ import { EventEmitter, once } from 'node:events';
 import { Metrics } from './metrics.ts';
 import { WebhookService } from './webhooks.ts';
 import { SourceService } from './sources.ts';
-import { UploadService } from './uploads.ts';
-import { MultipartService } from './multipart.ts';
-import { RemoteUploadService } from './remote.ts';
+import { UploadService } from '../uploads/upload-service.ts';
+import { MultipartService } from '../uploads/multipart/service.ts';
+import { RemoteUploadService } from '../uploads/remote.ts';
 import { PartUrlSigner } from '../crypto/part-url.ts';
 import { DeliverySigner } from '../crypto/delivery-url.ts';
 import { WorkspaceService } from './workspaces.ts';
-import { UploadTokenService } from './upload-tokens.ts';
+import { UploadTokenService } from '../uploads/tokens.ts';
 
 export interface Services {
   config: Config;
@@ -100,30 +100,28 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
     },
     opts.log,
   );
-  const uploads = new UploadService(
+  const uploads = new UploadService({
     db,
     blobs,
     records,
-    { maxFileSize: config.maxFileSize, maxImagePixels: config.maxImagePixels },
+    limits: { maxFileSize: config.maxFileSize, maxImagePixels: config.maxImagePixels },
     webhooks,
     guard,
     events,
-  );
-  const multipart = new MultipartService(
+  });
+  const multipart = new MultipartService({
     db,
     blobs,
     uploads,
     records,
-    new PartUrlSigner(config.masterKey),
-    {
-      publicUrl: config.publicUrl,
-      maxTtlSeconds: config.multipartMaxTtl,
-    },
+    signer: new PartUrlSigner(config.masterKey),
+    settings: { publicUrl: config.publicUrl, maxTtlSeconds: config.multipartMaxTtl },
     hasher,
-  );
-  const remote = new RemoteUploadService(uploads, guard, {
-    timeoutMs: config.outboundTimeoutMs,
-    bodyTimeoutMs: config.remoteTimeoutMs,
+  });
+  const remote = new RemoteUploadService({
+    uploads,
+    guard,
+    timeouts: { timeoutMs: config.outboundTimeoutMs, bodyTimeoutMs: config.remoteTimeoutMs },
   });
   const redis = config.redisUrl
     ? new Redis(config.redisUrl, {
@@ -151,10 +149,12 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
     delivery: new DeliveryService(db, storage, config.maxImagePixels, sources, events),
     deliverySigner,
     remote,
-    tokens: new UploadTokenService(db, uploads, workspaces, config.masterKey, {
-      publicUrl: config.publicUrl,
-      maxTtlSeconds: config.multipartMaxTtl,
-      graceMs: config.sweepGraceMs,
+    tokens: new UploadTokenService({
+      db,
+      uploads,
+      workspaces,
+      masterKey: config.masterKey,
+      settings: { publicUrl: config.publicUrl, maxTtlSeconds: config.multipartMaxTtl, graceMs: config.sweepGraceMs },
     }),
     multipart,
     config,

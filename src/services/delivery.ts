@@ -9,7 +9,7 @@ import type { Db } from '../db/database.ts';
 import { AppError, errors } from '../errors.ts';
 import { buildPipeline, type OutputFormat, parseTransform, type TransformSpec } from '../media/transform.ts';
 import type { ByteRange, StorageDriver } from '../storage/driver.ts';
-import { renditionPrefix } from './blobs.ts';
+import { renditionPrefix } from '../uploads/blob-store.ts';
 import { createHash } from 'node:crypto';
 import { openOrigin, webOriginRequest, webOriginUrl } from '../sources/origin.ts';
 import type { SourceService } from './sources.ts';

@@ -6,8 +6,8 @@ import { type Db, isUniqueViolation, nowIso } from '../db/database.ts';
 import { likeBelow, likeContains, likeEscaped } from '../db/like.ts';
 import type { Database, FolderRow } from '../db/schema.ts';
 import { errors } from '../errors.ts';
-import type { BlobStore } from './blobs.ts';
-import { checkName, parseFolderPath } from './names.ts';
+import type { BlobStore } from '../uploads/blob-store.ts';
+import { checkName, parseFolderPath } from '../uploads/names.ts';
 
 /** The folder at `segments`, creating it and its parents as needed; null for the root. */
 export async function ensureFolderPath(

@@ -3,6 +3,7 @@
 // was wrong is logged at debug level only (values are never logged).
 import { createPrivateKey } from 'node:crypto';
 import { errors } from '../errors.ts';
+import { CONTROL, isWellFormed } from '../text.ts';
 
 export const SOURCE_TYPES = ['s3', 'azure', 'google_cloud', 'image_source'] as const;
 export type SourceType = (typeof SOURCE_TYPES)[number];
@@ -34,10 +35,6 @@ const MAX_STRING = 64 * 1024;
  * Authorization header, a JWT claim): C0 controls (CR and LF would split a header), DEL, C1
  * controls, the line and paragraph separators, and the bidi embeddings, overrides and isolates.
  */
-// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is this pattern's job
-const CONTROL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/;
-/** Node 20 has String.prototype.isWellFormed; TypeScript's ES2022 lib does not declare it. */
-const isWellFormed = (s: string): boolean => (s as string & { isWellFormed(): boolean }).isWellFormed();
 /** Well-formed Unicode (no lone surrogate) without any CONTROL character. */
 const isCleanText = (s: string): boolean => isWellFormed(s) && !CONTROL.test(s);
 

@@ -11,7 +11,7 @@ import { mkdir, open, readdir, readFile, rename, rm, stat, truncate, writeFile }
 import { dirname, join, relative, sep } from 'node:path';
 import { type Readable, Transform, Writable } from 'node:stream';
 import { errors } from '../errors.ts';
-import type { FileHasher } from '../hashing/file-hasher.ts';
+import type { FileHasher } from '../uploads/hashing/file-hasher.ts';
 import { pipeline } from 'node:stream/promises';
 import { xxh3 } from '@node-rs/xxhash';
 import {

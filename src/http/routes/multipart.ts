@@ -1,8 +1,8 @@
 import type { Readable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
-import type { MultipartService, StartInput } from '../../services/multipart.ts';
-import { applyGrant } from '../../services/uploads.ts';
+import type { MultipartService, StartInput } from '../../uploads/multipart/service.ts';
+import { applyGrant } from '../../uploads/grants.ts';
 import type { WorkspaceService } from '../../services/workspaces.ts';
 import { presentedKey, principalOf } from '../auth.ts';
 import { errorResponses } from '../schemas.ts';

@@ -4,15 +4,11 @@ import multipart from '@fastify/multipart';
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
 import { AppError, errors } from '../../errors.ts';
-import { IncompleteBodyError, type Staged } from '../../services/blobs.ts';
-import type { RemoteUploadService } from '../../services/remote.ts';
-import {
-  applyGrant,
-  parseUploadFields,
-  type UploadFields,
-  type UploadOptions,
-  type UploadService,
-} from '../../services/uploads.ts';
+import { IncompleteBodyError, type Staged } from '../../uploads/staging.ts';
+import type { RemoteUploadService } from '../../uploads/remote.ts';
+import { applyGrant } from '../../uploads/grants.ts';
+import { parseUploadFields, type UploadFields, type UploadOptions } from '../../uploads/options.ts';
+import type { UploadService } from '../../uploads/upload-service.ts';
 import { principalOf } from '../auth.ts';
 import { errorResponses } from '../schemas.ts';
 import { uploadAnswer } from './upload-answer.ts';

@@ -9,14 +9,9 @@
 // (storage keys are generated) and delivery URLs percent-encode each segment.
 import { randomBase62 } from '../crypto/ids.ts';
 import { errors } from '../errors.ts';
+import { CONTROL, isWellFormed } from '../text.ts';
 
-/** C0, DEL, C1, U+2028/U+2029, and the bidi embeddings, overrides (U+202A-U+202E) and isolates (U+2066-U+2069). */
-// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is this pattern's job
-const CONTROL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/;
 const SEPARATOR = /[\\/]/;
-
-/** Node 20 has String.prototype.isWellFormed; TypeScript's ES2022 lib does not declare it. */
-const isWellFormed = (s: string): boolean => (s as string & { isWellFormed(): boolean }).isWellFormed();
 
 /** What tags and custom ids must not hold either: no lone surrogates, no controls, no bidi tricks. */
 function unsafeText(s: string): boolean {

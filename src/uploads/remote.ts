@@ -4,14 +4,25 @@
 import { OutboundBlockedError, type OutboundGuard } from '../outbound/guard.ts';
 import { outboundRequest, OutboundTimeoutError } from '../outbound/http-client.ts';
 import { AppError, errors } from '../errors.ts';
-import type { FileRecord } from './files.ts';
+import type { FileRecord } from '../services/files.ts';
 import { checkName } from './names.ts';
-import { applyGrant, parseUploadFields, type UploadFields, type UploadService } from './uploads.ts';
-import type { Principal } from './workspaces.ts';
+import { applyGrant } from './grants.ts';
+import { parseUploadFields, type UploadFields } from './options.ts';
+import type { Staged } from './staging.ts';
+import type { UploadService } from './upload-service.ts';
+import type { Principal } from '../services/workspaces.ts';
 
-export interface RemoteSettings {
+export interface RemoteTimeouts {
+  /** Until the response headers arrive (all redirect hops together). */
   timeoutMs: number;
+  /** For reading the whole body once the headers are in. */
   bodyTimeoutMs: number;
+}
+
+export interface RemoteDeps {
+  uploads: UploadService;
+  guard: OutboundGuard;
+  timeouts: RemoteTimeouts;
 }
 
 /** The last path segment of a URL, if it makes a valid file name. */
@@ -25,11 +36,7 @@ export function nameFromUrl(url: string): string | undefined {
 }
 
 export class RemoteUploadService {
-  constructor(
-    private readonly uploads: UploadService,
-    private readonly guard: OutboundGuard,
-    private readonly settings: RemoteSettings,
-  ) {}
+  constructor(private readonly deps: RemoteDeps) {}
 
   async upload(principal: Principal, input: UploadFields & { remote_url?: unknown }): Promise<FileRecord> {
     const { workspaceId } = principal;
@@ -45,13 +52,13 @@ export class RemoteUploadService {
     }
     if (parsed.username || parsed.password) throw errors.validation('remote_url must not carry credentials');
     const options = applyGrant(parseUploadFields(input, nameFromUrl(url) ?? 'download'), principal);
-    const limits = await this.uploads.limits(workspaceId);
+    const limits = await this.deps.uploads.limits(workspaceId);
 
     let res: Awaited<ReturnType<typeof outboundRequest>>;
     try {
-      res = await outboundRequest(this.guard, url, {
-        timeoutMs: this.settings.timeoutMs,
-        bodyTimeoutMs: this.settings.bodyTimeoutMs,
+      res = await outboundRequest(this.deps.guard, url, {
+        timeoutMs: this.deps.timeouts.timeoutMs,
+        bodyTimeoutMs: this.deps.timeouts.bodyTimeoutMs,
         maxRedirects: 5,
       });
     } catch (err) {
@@ -66,16 +73,16 @@ export class RemoteUploadService {
       res.body.destroy();
       throw errors.fileTooLarge(limits.maxFileSize);
     }
-    let staged: Awaited<ReturnType<UploadService['stage']>>;
+    let staged: Staged;
     try {
-      staged = await this.uploads.stage(workspaceId, res.body, {
+      staged = await this.deps.uploads.stage(workspaceId, res.body, {
         expectedBytes: Number.isFinite(declared) ? declared : undefined,
       });
     } catch (err) {
       res.body.destroy();
       throw err instanceof AppError ? err : this.describe(err);
     }
-    return this.uploads.finish(staged, options, 'remote');
+    return this.deps.uploads.finish(staged, options, 'remote');
   }
 
   private describe(err: unknown): AppError {

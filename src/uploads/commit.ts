@@ -1,0 +1,123 @@
+// The one step every upload ends in, whatever brought the bytes in (direct stream, multipart
+// session, remote fetch, upload token, dashboard): staged bytes plus the caller's options
+// become a file record. In order: the webhook target is checked, the name resolved (random
+// prefix or suffix), the image transformed if asked (a new extension), the type detected; then
+// one transaction creates the folders, commits the blob (dedupe by hash; the quota reservation
+// becomes usage), writes the record (replacing a file or taking a free name), releases a
+// replaced blob, runs the caller's hook and queues the webhook. After it, duplicate bytes and
+// released blobs go and the upload is announced (events.ts). On failure nothing is left behind.
+import type { EventEmitter } from 'node:events';
+import type { Kysely } from 'kysely';
+import type { BlobRepository } from '../db/blobs.ts';
+import type { Db } from '../db/database.ts';
+import type { Database, FileRow, FolderRow } from '../db/schema.ts';
+import { inTransaction } from '../db/transaction.ts';
+import { detect, extensionOf } from '../media/detect.ts';
+import type { OutboundGuard } from '../outbound/guard.ts';
+import type { FileRecord, FileRecords } from '../services/files.ts';
+import { ensureFolderPath } from '../services/folders.ts';
+import type { WebhookService } from '../services/webhooks.ts';
+import type { BlobStore } from './blob-store.ts';
+import { announceUpload } from './events.ts';
+import { checkWebhookTarget } from './grants.ts';
+import { withExtension, withRandomPrefix, withRandomSuffix } from './names.ts';
+import type { UploadOptions, UploadSource } from './options.ts';
+import type { Staged } from './staging.ts';
+import { type TransformDeps, transformStaged } from './transform.ts';
+
+export interface CommitDeps {
+  db: Db;
+  blobs: BlobStore;
+  repo: Pick<BlobRepository, 'quotaBytes'>;
+  records: FileRecords;
+  webhooks?: WebhookService;
+  guard?: OutboundGuard;
+  events?: EventEmitter;
+  transform: TransformDeps;
+}
+
+export interface CommitHooks {
+  /** Runs in the commit transaction, with the new row. */
+  inTransaction?: (trx: Kysely<Database>, row: FileRow) => Promise<void>;
+  /** Keep the staged bytes when finishing fails (a multipart complete can be retried). */
+  keepOnError?: (err: unknown) => boolean;
+}
+
+/**
+ * Turns staged bytes into a file record. On any failure the staged bytes are dropped (unless
+ * `keepOnError` says otherwise) and nothing is left behind.
+ */
+export async function commitUpload(
+  deps: CommitDeps,
+  staged: Staged,
+  opts: UploadOptions,
+  source: UploadSource,
+  hooks: CommitHooks = {},
+): Promise<FileRecord> {
+  const { blobs, records, webhooks } = deps;
+  let current = staged;
+  try {
+    await checkWebhookTarget(deps.guard, opts.webhookUrl);
+    // random_prefix: a suffix for direct, remote and token uploads, a prefix for multipart
+    // (docs/api/uploads.md#names-and-fields); the same rule gives a public upload a free name.
+    const randomize = source === 'multipart' ? withRandomPrefix : withRandomSuffix;
+    let name = opts.randomPrefix ? randomize(opts.name) : opts.name;
+    if (opts.transform) {
+      const result = await transformStaged(deps.transform, current, opts.transform);
+      current = result.staged;
+      if (result.format) name = withExtension(name, result.format);
+    }
+    const detected = await detect(current.head, name);
+    const quotaBytes = await deps.repo.quotaBytes(current.workspaceId);
+    let released: string | null = null;
+    let duplicate = false;
+    let folder: FolderRow | null = null;
+    let sha256 = current.sha256;
+    const row = await inTransaction(deps.db, async (trx) => {
+      folder = await ensureFolderPath(trx, current.workspaceId, opts.folder);
+      const committed = await blobs.commit(trx, current, quotaBytes);
+      duplicate = committed.duplicate;
+      sha256 = committed.blob.sha256;
+      const { row, replacedBlobId } = await records.createOrReplace(trx, {
+        workspaceId: current.workspaceId,
+        folder,
+        name,
+        blob: committed.blob,
+        duplicate,
+        mime_type: detected.mime_type,
+        extension: extensionOf(name),
+        format: detected.format,
+        width: detected.width,
+        height: detected.height,
+        tags: opts.tags,
+        metadata: opts.metadata,
+        custom_id: opts.custom_id,
+        upload_source: source,
+        onNameTaken: opts.mayReplace === false ? randomize : 'replace',
+      });
+      if (replacedBlobId) released = await blobs.releaseIfUnused(trx, replacedBlobId);
+      await hooks.inTransaction?.(trx, row);
+      // The notification is queued with the record, or not at all.
+      if (opts.webhookUrl && webhooks)
+        await webhooks.enqueueUpload(
+          trx,
+          opts.webhookUrl,
+          records.view(row, folder?.folder_no ?? null, committed.blob.sha256),
+        );
+      return row;
+    });
+    if (duplicate) await blobs.discard(current);
+    if (released) await blobs.forget(current.workspaceId, released);
+    announceUpload(deps.events, { source, size: current.size, workspaceId: current.workspaceId });
+    const record = records.view(row, (folder as FolderRow | null)?.folder_no ?? null, sha256);
+    // Whether these bytes were already stored is the workspace's business, not a public uploader's.
+    if (opts.mayReplace === false) record.is_duplicate = false;
+    return record;
+  } catch (err) {
+    if (!hooks.keepOnError?.(err)) {
+      await blobs.discard(current);
+      if (current !== staged) await blobs.discard(staged);
+    }
+    throw err;
+  }
+}
