@@ -2,8 +2,10 @@
 // and the Files API (list, get, rename, update, delete).
 import type { Kysely } from 'kysely';
 import { newShortId, newUuid } from '../crypto/ids.ts';
-import { type Db, isUniqueViolation, nowIso } from '../db/database.ts';
-import { escapeLike, likeBelow, likeContains, likeEscaped } from '../db/like.ts';
+import { type Db, inTransaction, nowIso } from '../db/database.ts';
+import { type FileFilter, type FileSortColumn, FileRepository, type FileWithRefs } from '../db/files.ts';
+import { FolderRepository } from '../db/folders.ts';
+import { WorkspaceRepository } from '../db/workspaces.ts';
 import { errors } from '../errors.ts';
 import type { BlobStore } from './blobs.ts';
 import { checkName, parseCustomId, parseFolderPath, parseMetadata, parseTags } from './names.ts';
@@ -101,14 +103,24 @@ export function deliveryPath(folderPath: string, name: string): string {
   return segments.join('/');
 }
 
+export interface FileRecordsDeps {
+  publicUrl: string;
+  /** Required: without it, private files would be handed out as plain URLs. */
+  signer: DeliverySigner;
+  /** Private files get signed URLs valid this long (seconds); 3600 when not given. */
+  privateUrlTtl?: number;
+}
+
 export class FileRecords {
-  constructor(
-    private readonly publicUrl: string,
-    /** Required: without it, private files would be handed out as plain URLs. */
-    private readonly signer: DeliverySigner,
-    /** Private files get signed URLs valid this long (seconds). */
-    private readonly privateUrlTtl = 3600,
-  ) {}
+  private readonly publicUrl: string;
+  private readonly signer: DeliverySigner;
+  private readonly privateUrlTtl: number;
+
+  constructor(deps: FileRecordsDeps) {
+    this.publicUrl = deps.publicUrl;
+    this.signer = deps.signer;
+    this.privateUrlTtl = deps.privateUrlTtl ?? 3600;
+  }
 
   /** A delivery URL; for a private file, signed and expiring. */
   deliveryUrl(workspaceId: string, path: string, isPrivate: boolean, ttlSeconds = this.privateUrlTtl): string {
@@ -143,17 +155,12 @@ export class FileRecords {
     // Inserted unless the name is taken (ON CONFLICT DO NOTHING, on both dialects), so two
     // uploads of one name at once never fail on the unique index: the second one sees the
     // first and replaces it, or takes another name.
+    const files = new FileRepository(trx);
     let name = f.name;
     for (let attempt = 0; attempt < 8; attempt++) {
-      const existing = await trx
-        .selectFrom('files')
-        .selectAll()
-        .where('workspace_id', '=', f.workspaceId)
-        .where('folder_path', '=', folderPath)
-        .where('name', '=', name)
-        .executeTakeFirst();
+      const existing = await files.byName(f.workspaceId, folderPath, name);
       if (existing && f.onNameTaken === 'replace') {
-        await trx.updateTable('files').set(content).where('id', '=', existing.id).execute();
+        await files.update(existing.id, content);
         return {
           row: { ...existing, ...content },
           replacedBlobId: existing.blob_id === f.blob.id ? null : existing.blob_id,
@@ -174,12 +181,7 @@ export class FileRecords {
         created_at: now,
         ...content,
       };
-      const inserted = await trx
-        .insertInto('files')
-        .values(row)
-        .onConflict((oc) => oc.doNothing())
-        .executeTakeFirst();
-      if (Number(inserted.numInsertedOrUpdatedRows ?? 0) === 1) return { row, replacedBlobId: null };
+      if (await files.insertIfNameFree(row)) return { row, replacedBlobId: null };
     }
     throw errors.fileNameTaken();
   }
@@ -256,31 +258,38 @@ export interface FileUpdate {
 }
 
 const SORT_COLUMNS = {
-  created_at: 'files.created_at',
-  updated_at: 'files.updated_at',
-  name: 'files.name',
-  file_size: 'files.size',
-  size: 'files.size',
-} as const;
+  created_at: 'created_at',
+  updated_at: 'updated_at',
+  name: 'name',
+  file_size: 'size',
+  size: 'size',
+} as const satisfies Record<string, FileSortColumn>;
 
 /** Files API (EXTENSIONS.md "Files"): list, get, rename, update, delete. */
-export class FileService {
-  constructor(
-    private readonly db: Db,
-    private readonly blobs: BlobStore,
-    private readonly records: FileRecords,
-  ) {}
+export interface FileServiceDeps {
+  db: Db;
+  blobs: BlobStore;
+  records: FileRecords;
+}
 
-  private select(trx: Kysely<Database> = this.db.kysely) {
-    return trx
-      .selectFrom('files')
-      .innerJoin('blobs', 'blobs.id', 'files.blob_id')
-      .leftJoin('folders', 'folders.id', 'files.folder_id')
-      .selectAll('files')
-      .select(['blobs.sha256 as sha256', 'folders.folder_no as folder_no']);
+export class FileService {
+  private readonly db: Db;
+  private readonly blobs: BlobStore;
+  private readonly records: FileRecords;
+  private readonly files: FileRepository;
+  private readonly folders: FolderRepository;
+  private readonly workspaces: WorkspaceRepository;
+
+  constructor(deps: FileServiceDeps) {
+    this.db = deps.db;
+    this.blobs = deps.blobs;
+    this.records = deps.records;
+    this.files = new FileRepository(deps.db.kysely);
+    this.folders = new FolderRepository(deps.db.kysely);
+    this.workspaces = new WorkspaceRepository(deps.db.kysely);
   }
 
-  private toRecord(row: FileRow & { sha256: string; folder_no: string | null }): FileRecord {
+  private toRecord(row: FileWithRefs): FileRecord {
     const { sha256, folder_no, ...file } = row;
     return this.records.view(file, folder_no, sha256);
   }
@@ -292,65 +301,42 @@ export class FileService {
     files: FileRecord[];
     meta: { page: number; limit: number; total: number; hasNext: boolean; hasPrev: boolean };
   }> {
-    let base = this.select().where('files.workspace_id', '=', workspaceId);
+    const filter: FileFilter = {};
     const folderNo = q.folder_no ?? q.folderNo;
     if (folderNo !== undefined) {
-      const folder = await this.db.kysely
-        .selectFrom('folders')
-        .select('id')
-        .where('workspace_id', '=', workspaceId)
-        .where('folder_no', '=', folderNo)
-        .executeTakeFirst();
+      const folder = await this.folders.byNo(workspaceId, folderNo);
       if (!folder) throw errors.folderNotFound();
-      base = base.where('files.folder_id', '=', folder.id);
+      filter.folderId = folder.id;
     }
     if (q.path !== undefined) {
       // A folder prefix (the hosted SDKs' "products/sku123/"): the files in that folder and below; "/" is everything.
       const prefix = parseFolderPath(q.path).join('/');
-      if (prefix)
-        base = base.where((eb) =>
-          eb.or([eb('files.folder_path', '=', prefix), likeEscaped('files.folder_path', likeBelow(prefix), true)]),
-        );
+      if (prefix) filter.under = prefix;
     }
-    for (const text of [q.search, q.name])
-      if (text) base = base.where(likeEscaped('files.name', likeContains(text.normalize('NFC'))));
+    filter.nameContains = [q.search, q.name].filter((t): t is string => Boolean(t)).map((t) => t.normalize('NFC'));
     if (q.snapshot) {
       const at = Date.parse(q.snapshot);
       if (!Number.isFinite(at))
         throw errors.validation('snapshot must be an ISO 8601 date-time (from the X-Snapshot header of a first page)');
-      base = base.where('files.created_at', '<=', new Date(at).toISOString());
+      filter.createdAtMost = new Date(at).toISOString();
     }
-    for (const tag of q.tags ? parseTags(q.tags) : []) {
-      // Tags are stored as a JSON array: an element is its JSON string, quotes included.
-      base = base.where(likeEscaped('files.tags', `%${escapeLike(JSON.stringify(tag))}%`, true));
-    }
+    filter.tags = q.tags ? parseTags(q.tags) : [];
     const [field, direction] = sortOf(q);
-    const column = SORT_COLUMNS[field];
-    const [{ total }, rows] = await Promise.all([
-      base
-        .clearSelect()
-        .select((eb) => eb.fn.countAll<number>().as('total'))
-        .executeTakeFirstOrThrow(),
-      base
-        .orderBy(column, direction)
-        .orderBy('files.id', direction)
-        .limit(q.limit)
-        .offset((q.page - 1) * q.limit)
-        .execute(),
-    ]);
-    const count = Number(total);
+    const { rows, total: count } = await this.files.page(workspaceId, filter, {
+      sort: SORT_COLUMNS[field],
+      direction,
+      page: q.page,
+      limit: q.limit,
+    });
     return {
       files: rows.map((r) => this.toRecord(r)),
       meta: { page: q.page, limit: q.limit, total: count, hasNext: q.page * q.limit < count, hasPrev: q.page > 1 },
     };
   }
 
-  private async row(workspaceId: string, fileNo: string, trx: Kysely<Database> = this.db.kysely) {
+  private async row(workspaceId: string, fileNo: string, files = this.files): Promise<FileWithRefs> {
     if (typeof fileNo !== 'string' || !/^[0-9A-Za-z]{10,16}$/.test(fileNo)) throw errors.fileNotFound();
-    const row = await this.select(trx)
-      .where('files.workspace_id', '=', workspaceId)
-      .where('files.file_no', '=', fileNo)
-      .executeTakeFirst();
+    const row = await files.byFileNo(workspaceId, fileNo);
     if (!row) throw errors.fileNotFound();
     return row;
   }
@@ -362,11 +348,8 @@ export class FileService {
   /** The record with the details the hosted docs give a single file. */
   async details(workspaceId: string, fileNo: string): Promise<FileDetails> {
     const record = await this.get(workspaceId, fileNo);
-    const ws = await this.db.kysely
-      .selectFrom('workspaces')
-      .select('name')
-      .where('id', '=', workspaceId)
-      .executeTakeFirstOrThrow();
+    const ws = await this.workspaces.byId(workspaceId);
+    if (!ws) throw new Error(`workspace ${workspaceId} vanished`);
     const folderPath = record.path.slice(1, record.path.lastIndexOf('/'));
     return {
       ...record,
@@ -432,12 +415,7 @@ export class FileService {
       } else {
         if (typeof patch.folder_no !== 'string')
           throw errors.validation('folder_no must be a string, or null for the root');
-        const folder = await this.db.kysely
-          .selectFrom('folders')
-          .select(['id', 'path'])
-          .where('workspace_id', '=', workspaceId)
-          .where('folder_no', '=', patch.folder_no)
-          .executeTakeFirst();
+        const folder = await this.folders.byNo(workspaceId, patch.folder_no);
         if (!folder) throw errors.folderNotFound();
         changes.folder_id = folder.id;
         changes.folder_path = folder.path;
@@ -448,16 +426,7 @@ export class FileService {
   }
 
   private async write(id: string, changes: Partial<FileRow>): Promise<void> {
-    try {
-      await this.db.kysely
-        .updateTable('files')
-        .set({ ...changes, updated_at: nowIso() })
-        .where('id', '=', id)
-        .execute();
-    } catch (err) {
-      if (isUniqueViolation(err)) throw errors.fileNameTaken();
-      throw err;
-    }
+    if (!(await this.files.update(id, { ...changes, updated_at: nowIso() }))) throw errors.fileNameTaken();
   }
 
   /** A signed URL for the file (or a rendition of it), valid for `expiresIn` seconds. */
@@ -484,9 +453,10 @@ export class FileService {
   }
 
   async delete(workspaceId: string, fileNo: string): Promise<void> {
-    const released = await this.db.kysely.transaction().execute(async (trx) => {
-      const row = await this.row(workspaceId, fileNo, trx);
-      await trx.deleteFrom('files').where('id', '=', row.id).execute();
+    const released = await inTransaction(this.db.kysely, async (trx) => {
+      const files = new FileRepository(trx);
+      const row = await this.row(workspaceId, fileNo, files);
+      await files.delete(row.id);
       return this.blobs.releaseIfUnused(trx, row.blob_id);
     });
     if (released) await this.blobs.forget(workspaceId, released);
