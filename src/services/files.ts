@@ -265,13 +265,13 @@ const SORT_COLUMNS = {
   size: 'size',
 } as const satisfies Record<string, FileSortColumn>;
 
-/** Files API (EXTENSIONS.md "Files"): list, get, rename, update, delete. */
 export interface FileServiceDeps {
   db: Db;
   blobs: BlobStore;
   records: FileRecords;
 }
 
+/** Files API (EXTENSIONS.md "Files"): list, get, rename, update, delete. */
 export class FileService {
   private readonly db: Db;
   private readonly blobs: BlobStore;
