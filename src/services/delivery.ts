@@ -74,7 +74,7 @@ export interface DeliveryPath {
 }
 
 /**
- * The one decoder of delivery paths (its encoder is `deliveryPath` in files.ts). `raw` is the
+ * The one decoder of delivery paths (its encoder is `deliveryPath` in file-records.ts). `raw` is the
  * request's own path text (the router has already decoded its copy, so decoding that again
  * would decode twice). Split on "/" first, then each segment decoded once: "%2F" is a
  * character of a segment, never a separator, and as no name holds "/", such a path is
