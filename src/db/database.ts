@@ -14,14 +14,14 @@ export interface Db {
 }
 
 /** int8 (bigint) columns hold byte counts below 2^53: read them as numbers, not strings. */
-const pgTypes = {
-  getTypeParser: (oid: number, format?: any) =>
-    oid === 20 ? (v: string) => Number(v) : pg.types.getTypeParser(oid, format),
+const pgTypes: pg.CustomTypesConfig = {
+  getTypeParser: (oid, format) =>
+    oid === pg.types.builtins.INT8 ? (v: string) => Number(v) : pg.types.getTypeParser(oid, format),
 };
 
 export function openDatabase(opts: { databaseUrl?: string; dataDir: string; sqlitePath?: string }): Db {
   if (opts.databaseUrl) {
-    const pool = new pg.Pool({ connectionString: opts.databaseUrl, max: 10, types: pgTypes as any });
+    const pool = new pg.Pool({ connectionString: opts.databaseUrl, max: 10, types: pgTypes });
     // An idle client's error (the server restarted) must not crash the process.
     pool.on('error', () => {});
     // Nor a checked-out client's (the connection dropped between two queries of a transaction):
@@ -63,6 +63,14 @@ function cacheStatements(database: SQLite.Database, max = 500): void {
     }
     return stmt;
   }) as typeof database.prepare;
+}
+
+/**
+ * Runs `fn` in one transaction. Repositories built on `trx` take part in it, so a service can
+ * make several of their changes atomically without writing a query itself.
+ */
+export function inTransaction<T>(kysely: Kysely<Database>, fn: (trx: Kysely<Database>) => Promise<T>): Promise<T> {
+  return kysely.transaction().execute(fn);
 }
 
 export async function ping(db: Db): Promise<void> {

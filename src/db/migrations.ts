@@ -1,10 +1,11 @@
 // Migrations live in code so that the service and the CLI run them at start on both dialects.
 // Append new ones; never edit one that has shipped.
 import { type Kysely, type Migration, type MigrationProvider, Migrator } from 'kysely';
+import type { Database } from './schema.ts';
 
 const migrations: Record<string, Migration> = {
   '0001_foundation': {
-    async up(db: Kysely<any>) {
+    async up(db: Kysely<unknown>) {
       await db.schema
         .createTable('workspaces')
         .addColumn('id', 'varchar(32)', (c) => c.primaryKey())
@@ -53,12 +54,12 @@ const migrations: Record<string, Migration> = {
         .addColumn('value', 'text', (c) => c.notNull())
         .execute();
     },
-    async down(db: Kysely<any>) {
+    async down(db: Kysely<unknown>) {
       for (const t of ['settings', 'sources', 'api_keys', 'workspaces']) await db.schema.dropTable(t).execute();
     },
   },
   '0002_files': {
-    async up(db: Kysely<any>) {
+    async up(db: Kysely<unknown>) {
       await db.schema
         .alterTable('workspaces')
         .addColumn('used_bytes', 'bigint', (c) => c.notNull().defaultTo(0))
@@ -132,13 +133,13 @@ const migrations: Record<string, Migration> = {
         .addColumn('created_at', 'varchar(32)', (c) => c.notNull())
         .execute();
     },
-    async down(db: Kysely<any>) {
+    async down(db: Kysely<unknown>) {
       for (const t of ['storage_intents', 'files', 'blobs', 'folders']) await db.schema.dropTable(t).execute();
       await db.schema.alterTable('workspaces').dropColumn('used_bytes').execute();
     },
   },
   '0003_multipart': {
-    async up(db: Kysely<any>) {
+    async up(db: Kysely<unknown>) {
       await db.schema
         .createTable('multipart_sessions')
         .addColumn('id', 'varchar(32)', (c) => c.primaryKey())
@@ -168,12 +169,12 @@ const migrations: Record<string, Migration> = {
         .columns(['status', 'expire_at'])
         .execute();
     },
-    async down(db: Kysely<any>) {
+    async down(db: Kysely<unknown>) {
       await db.schema.dropTable('multipart_sessions').execute();
     },
   },
   '0004_webhooks': {
-    async up(db: Kysely<any>) {
+    async up(db: Kysely<unknown>) {
       await db.schema
         .createTable('webhook_deliveries')
         .addColumn('id', 'varchar(40)', (c) => c.primaryKey())
@@ -195,12 +196,12 @@ const migrations: Record<string, Migration> = {
         .columns(['status', 'next_attempt_at'])
         .execute();
     },
-    async down(db: Kysely<any>) {
+    async down(db: Kysely<unknown>) {
       await db.schema.dropTable('webhook_deliveries').execute();
     },
   },
   '0005_browser_uploads': {
-    async up(db: Kysely<any>) {
+    async up(db: Kysely<unknown>) {
       // Origins as JSON arrays of strings; null means none configured.
       await db.schema.alterTable('workspaces').addColumn('allowed_origins', 'text').execute();
       await db.schema.alterTable('workspaces').addColumn('webhook_origins', 'text').execute();
@@ -223,7 +224,7 @@ const migrations: Record<string, Migration> = {
         .execute();
       await db.schema.createIndex('upload_tokens_expire_idx').on('upload_tokens').column('expire_at').execute();
     },
-    async down(db: Kysely<any>) {
+    async down(db: Kysely<unknown>) {
       await db.schema.dropTable('upload_tokens').execute();
       await db.schema.alterTable('multipart_sessions').dropColumn('may_replace').execute();
       await db.schema.alterTable('workspaces').dropColumn('webhook_origins').execute();
@@ -231,7 +232,7 @@ const migrations: Record<string, Migration> = {
     },
   },
   '0006_quota_reservations': {
-    async up(db: Kysely<any>) {
+    async up(db: Kysely<unknown>) {
       // Bytes promised to uploads in progress: a quota decision counts used + reserved, so
       // parallel uploads can never together pass the quota. Each reservation sits on the
       // intent of the bytes it is for, and goes with it (commit, discard, sweep).
@@ -244,7 +245,7 @@ const migrations: Record<string, Migration> = {
         .addColumn('reserved_bytes', 'bigint', (c) => c.notNull().defaultTo(0))
         .execute();
     },
-    async down(db: Kysely<any>) {
+    async down(db: Kysely<unknown>) {
       await db.schema.alterTable('storage_intents').dropColumn('reserved_bytes').execute();
       await db.schema.alterTable('workspaces').dropColumn('reserved_bytes').execute();
     },
@@ -257,7 +258,7 @@ class InCodeProvider implements MigrationProvider {
   }
 }
 
-export async function migrateToLatest(db: Kysely<any>): Promise<void> {
+export async function migrateToLatest(db: Kysely<Database>): Promise<void> {
   const migrator = new Migrator({ db, provider: new InCodeProvider() });
   const { error, results } = await migrator.migrateToLatest();
   const failed = results?.find((r) => r.status === 'Error');

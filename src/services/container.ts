@@ -77,17 +77,21 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
   const hasher = new FileHasher();
   const storage = await openStorage(config, hasher);
   const workspaces = new WorkspaceService(db, box);
-  const sources = new SourceService(
+  const sources = new SourceService({
     db,
     box,
-    { guard, timeoutMs: config.outboundTimeoutMs, gcsApiEndpoint: config.gcsApiEndpoint },
-    opts.debug,
-  );
+    probeDeps: { guard, timeoutMs: config.outboundTimeoutMs, gcsApiEndpoint: config.gcsApiEndpoint },
+    debug: opts.debug,
+  });
   const blobs = new BlobStore(db, storage, config.sweepGraceMs);
   const events = new EventEmitter();
   const metrics = new Metrics(db, events);
   const deliverySigner = new DeliverySigner(config.masterKey);
-  const records = new FileRecords(config.publicUrl, deliverySigner, config.privateUrlTtl);
+  const records = new FileRecords({
+    publicUrl: config.publicUrl,
+    signer: deliverySigner,
+    privateUrlTtl: config.privateUrlTtl,
+  });
   const webhooks = new WebhookService(
     db,
     workspaces,
@@ -144,9 +148,9 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
     metrics,
     redis,
     webhooks,
-    files: new FileService(db, blobs, records),
+    files: new FileService({ db, blobs, records }),
     folders: new FolderService(db, blobs),
-    delivery: new DeliveryService(db, storage, config.maxImagePixels, sources, events),
+    delivery: new DeliveryService({ db, storage, maxImagePixels: config.maxImagePixels, sources, events }),
     deliverySigner,
     remote,
     tokens: new UploadTokenService({

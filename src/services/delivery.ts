@@ -6,6 +6,7 @@ import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { PassThrough } from 'node:stream';
 import type { Db } from '../db/database.ts';
+import { FileRepository } from '../db/files.ts';
 import { AppError, errors } from '../errors.ts';
 import { buildPipeline, type OutputFormat, parseTransform, type TransformSpec } from '../media/transform.ts';
 import type { ByteRange, StorageDriver } from '../storage/driver.ts';
@@ -73,7 +74,7 @@ export interface DeliveryPath {
 }
 
 /**
- * The one decoder of delivery paths (its encoder is `deliveryPath` in files.ts). `raw` is the
+ * The one decoder of delivery paths (its encoder is `deliveryPath` in file-records.ts). `raw` is the
  * request's own path text (the router has already decoded its copy, so decoding that again
  * would decode twice). Split on "/" first, then each segment decoded once: "%2F" is a
  * character of a segment, never a separator, and as no name holds "/", such a path is
@@ -131,17 +132,32 @@ export function negotiate(accept: string | undefined, originalMime: string): Out
   return 'jpg';
 }
 
+export interface DeliveryServiceDeps {
+  db: Db;
+  storage: StorageDriver;
+  /** Images larger than this many pixels are not decoded. */
+  maxImagePixels: number;
+  /** Sources, for `/{workspace_id}-{source_name}/…`. */
+  sources?: SourceService;
+  events?: EventEmitter;
+}
+
 export class DeliveryService {
-  constructor(
-    private readonly db: Db,
-    private readonly storage: StorageDriver,
-    private readonly maxPixels: number,
-    /** Sources, for `/{workspace_id}-{source_name}/…`. */
-    private readonly sources?: SourceService,
-    private readonly events?: EventEmitter,
-    /** Counts renditions made (tests and metrics read it). */
-    readonly stats = { renditionsMade: 0, renditionCacheHits: 0 },
-  ) {}
+  private readonly files: FileRepository;
+  private readonly storage: StorageDriver;
+  private readonly maxPixels: number;
+  private readonly sources?: SourceService;
+  private readonly events?: EventEmitter;
+  /** Counts renditions made (tests and metrics read it). */
+  readonly stats = { renditionsMade: 0, renditionCacheHits: 0 };
+
+  constructor(deps: DeliveryServiceDeps) {
+    this.files = new FileRepository(deps.db.kysely);
+    this.storage = deps.storage;
+    this.maxPixels = deps.maxImagePixels;
+    this.sources = deps.sources;
+    this.events = deps.events;
+  }
 
   private async file(workspaceId: string, segments: string[]) {
     if (segments.length === 0) return undefined;
@@ -153,21 +169,7 @@ export class DeliveryService {
       .slice(0, -1)
       .map((s) => s.normalize('NFC'))
       .join('/');
-    return this.db.kysely
-      .selectFrom('files')
-      .innerJoin('blobs', 'blobs.id', 'files.blob_id')
-      .select([
-        'files.mime_type',
-        'files.updated_at',
-        'files.is_private',
-        'blobs.sha256',
-        'blobs.size',
-        'blobs.storage_key',
-      ])
-      .where('files.workspace_id', '=', workspaceId)
-      .where('files.folder_path', '=', folderPath)
-      .where('files.name', '=', name)
-      .executeTakeFirst();
+    return this.files.deliverable(workspaceId, folderPath, name);
   }
 
   async resolve(target: DeliveryTarget): Promise<Delivered> {

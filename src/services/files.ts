@@ -1,52 +1,17 @@
-// File records: the flat shape of docs/api/uploads.md#the-file-record, the create-or-replace an upload commits,
-// and the Files API (list, get, rename, update, delete).
-import type { Kysely } from 'kysely';
-import { newShortId, newUuid } from '../crypto/ids.ts';
-import { type Db, isUniqueViolation, nowIso } from '../db/database.ts';
-import { escapeLike, likeBelow, likeContains, likeEscaped } from '../db/like.ts';
+// The Files API (list, get, rename, update, delete) over file records (file-records.ts).
+import { type Db, inTransaction, nowIso } from '../db/database.ts';
+import { type FileFilter, type FileSortColumn, FileRepository, type FileWithRefs } from '../db/files.ts';
+import { FolderRepository } from '../db/folders.ts';
+import type { FileRow } from '../db/schema.ts';
+import { WorkspaceRepository } from '../db/workspaces.ts';
 import { errors } from '../errors.ts';
-import type { BlobStore } from '../uploads/blob-store.ts';
-import { checkName, parseCustomId, parseFolderPath, parseMetadata, parseTags } from '../uploads/names.ts';
-import type { DeliverySigner } from '../crypto/delivery-url.ts';
 import { parseTransform } from '../media/transform.ts';
-import type { BlobRow, Database, FileRow, FolderRow } from '../db/schema.ts';
+import type { BlobStore } from '../uploads/blob-store.ts';
+import { deliveryPath, type FileRecord, type FileRecords } from './file-records.ts';
+import { checkName, parseCustomId, parseFolderPath, parseMetadata, parseTags } from '../uploads/names.ts';
 
-export interface FileRecord {
-  id: string;
-  file_no: string;
-  workspace_id: string;
-  name: string;
-  path: string;
-  url: string;
-  width: number | null;
-  height: number | null;
-  size: number;
-  mime_type: string;
-  tags: string[];
-  metadata: Record<string, unknown>;
-  custom_id: string | null;
-  folder_no: string | null;
-  is_duplicate: boolean;
-  created_at: string;
-  upload_source: FileRow['upload_source'];
-  thumbnail: string | null;
-  extension: string | null;
-  format: string | null;
-  hash: string;
-  is_private: boolean;
-  /** Names the hosted SDKs read for the same facts: file_size = size, workspace_no = workspace_id, source = upload_source. */
-  file_size: number;
-  workspace_no: string;
-  source: FileRow['upload_source'];
-  /** The name of the folder the file is in; null at the root. */
-  folder_name: string | null;
-  updated_at: string;
-  /** The hosted docs' spelling in list items, sent beside thumbnail. */
-  thumbanil: string | null;
-  /** Older hosted SDKs' names: meta_data = metadata; folder_id, the folder's id (null at the root). */
-  meta_data: Record<string, unknown>;
-  folder_id: string | null;
-}
+// Where the upload code and the container have always found them.
+export { deliveryPath, type FileRecord, FileRecords, type FileRecordsDeps, type NewFile } from './file-records.ts';
 
 /** GET /api/v1/files/{file_no}: the record plus the details the hosted docs list for it. */
 export interface FileDetails extends FileRecord {
@@ -58,171 +23,6 @@ export interface FileDetails extends FileRecord {
   uploaded_at: string;
   asset_key: string;
   asset_url: string;
-}
-
-export interface NewFile {
-  workspaceId: string;
-  folder: FolderRow | null;
-  name: string;
-  blob: BlobRow;
-  duplicate: boolean;
-  mime_type: string;
-  extension: string | null;
-  format: string | null;
-  width: number | null;
-  height: number | null;
-  tags: string[];
-  metadata: Record<string, unknown>;
-  custom_id: string | null;
-  upload_source: FileRow['upload_source'];
-  /** A file of that name is already in the folder: give it the new content, or use another name. */
-  onNameTaken: 'replace' | ((name: string) => string);
-}
-
-/**
- * The delivery path of a file: the one encoder behind every record `url`, `thumbnail` and
- * signed URL. Each segment (folder names, then the file name) is percent-encoded exactly once,
- * which the delivery route undoes exactly once (`decodeDeliveryPath`), so "50% off.png" and a
- * name holding a literal "%20" or "%2F" come back as themselves. Delivery reads a first segment
- * as transformation tokens only when it is spelled without escapes, so a first folder whose
- * name reads as tokens ("w_100", "c_fill"; a comma or colon is escaped anyway) gets its
- * underscore escaped ("w%5F100"): the URL names the folder, never a rendition of a root file.
- */
-export function deliveryPath(folderPath: string, name: string): string {
-  const segments = [...(folderPath ? folderPath.split('/') : []), name].map(encodeURIComponent);
-  if (segments.length > 1 && !segments[0].includes('%')) {
-    try {
-      parseTransform(segments[0]);
-      segments[0] = segments[0].replace('_', '%5F');
-    } catch {
-      // Not tokens ("my_photos"): delivery takes it as a folder, left as it is.
-    }
-  }
-  return segments.join('/');
-}
-
-export class FileRecords {
-  constructor(
-    private readonly publicUrl: string,
-    /** Required: without it, private files would be handed out as plain URLs. */
-    private readonly signer: DeliverySigner,
-    /** Private files get signed URLs valid this long (seconds). */
-    private readonly privateUrlTtl = 3600,
-  ) {}
-
-  /** A delivery URL; for a private file, signed and expiring. */
-  deliveryUrl(workspaceId: string, path: string, isPrivate: boolean, ttlSeconds = this.privateUrlTtl): string {
-    const url = `${this.publicUrl}/${workspaceId}/${path}`;
-    if (!isPrivate) return url;
-    return this.signer.sign(url, Math.floor(Date.now() / 1000) + ttlSeconds);
-  }
-
-  /**
-   * Inserts the file, or, when the folder already holds that name, gives the existing record
-   * the new content (it keeps its id and file_no). Returns the row and the blob the old
-   * content used, for the caller to release.
-   */
-  async createOrReplace(trx: Kysely<Database>, f: NewFile): Promise<{ row: FileRow; replacedBlobId: string | null }> {
-    const folderPath = f.folder?.path ?? '';
-    const now = nowIso();
-    const content = {
-      blob_id: f.blob.id,
-      size: f.blob.size,
-      mime_type: f.mime_type,
-      extension: f.extension,
-      format: f.format,
-      width: f.width,
-      height: f.height,
-      tags: JSON.stringify(f.tags),
-      metadata: JSON.stringify(f.metadata),
-      custom_id: f.custom_id,
-      is_duplicate: f.duplicate ? 1 : 0,
-      upload_source: f.upload_source,
-      updated_at: now,
-    };
-    // Inserted unless the name is taken (ON CONFLICT DO NOTHING, on both dialects), so two
-    // uploads of one name at once never fail on the unique index: the second one sees the
-    // first and replaces it, or takes another name.
-    let name = f.name;
-    for (let attempt = 0; attempt < 8; attempt++) {
-      const existing = await trx
-        .selectFrom('files')
-        .selectAll()
-        .where('workspace_id', '=', f.workspaceId)
-        .where('folder_path', '=', folderPath)
-        .where('name', '=', name)
-        .executeTakeFirst();
-      if (existing && f.onNameTaken === 'replace') {
-        await trx.updateTable('files').set(content).where('id', '=', existing.id).execute();
-        return {
-          row: { ...existing, ...content },
-          replacedBlobId: existing.blob_id === f.blob.id ? null : existing.blob_id,
-        };
-      }
-      if (existing && f.onNameTaken !== 'replace') {
-        name = f.onNameTaken(f.name);
-        continue;
-      }
-      const row: FileRow = {
-        id: newUuid(),
-        file_no: newShortId(),
-        workspace_id: f.workspaceId,
-        folder_id: f.folder?.id ?? null,
-        folder_path: folderPath,
-        name,
-        is_private: 0,
-        created_at: now,
-        ...content,
-      };
-      const inserted = await trx
-        .insertInto('files')
-        .values(row)
-        .onConflict((oc) => oc.doNothing())
-        .executeTakeFirst();
-      if (Number(inserted.numInsertedOrUpdatedRows ?? 0) === 1) return { row, replacedBlobId: null };
-    }
-    throw errors.fileNameTaken();
-  }
-
-  view(row: FileRow, folderNo: string | null, sha256: string): FileRecord {
-    const path = deliveryPath(row.folder_path, row.name);
-    const thumbnail = row.mime_type.startsWith('image/')
-      ? this.deliveryUrl(row.workspace_id, `w_200,h_200,c_fit/${path}`, Boolean(row.is_private))
-      : null;
-    const metadata = JSON.parse(row.metadata) as Record<string, unknown>;
-    return {
-      id: row.id,
-      file_no: row.file_no,
-      workspace_id: row.workspace_id,
-      name: row.name,
-      path: `/${row.folder_path ? `${row.folder_path}/` : ''}${row.name}`,
-      url: this.deliveryUrl(row.workspace_id, path, Boolean(row.is_private)),
-      width: row.width,
-      height: row.height,
-      size: Number(row.size),
-      mime_type: row.mime_type,
-      tags: JSON.parse(row.tags) as string[],
-      metadata,
-      custom_id: row.custom_id,
-      folder_no: folderNo,
-      is_duplicate: Boolean(row.is_duplicate),
-      created_at: row.created_at,
-      upload_source: row.upload_source,
-      thumbnail,
-      extension: row.extension,
-      format: row.format,
-      hash: sha256,
-      is_private: Boolean(row.is_private),
-      file_size: Number(row.size),
-      workspace_no: row.workspace_id,
-      source: row.upload_source,
-      folder_name: row.folder_path ? row.folder_path.slice(row.folder_path.lastIndexOf('/') + 1) : null,
-      updated_at: row.updated_at,
-      thumbanil: thumbnail,
-      meta_data: metadata,
-      folder_id: row.folder_id,
-    };
-  }
 }
 
 export type FileSort = 'created_at_desc' | 'created_at_asc' | 'name_asc' | 'name_desc' | 'size_asc' | 'size_desc';
@@ -256,31 +56,38 @@ export interface FileUpdate {
 }
 
 const SORT_COLUMNS = {
-  created_at: 'files.created_at',
-  updated_at: 'files.updated_at',
-  name: 'files.name',
-  file_size: 'files.size',
-  size: 'files.size',
-} as const;
+  created_at: 'created_at',
+  updated_at: 'updated_at',
+  name: 'name',
+  file_size: 'size',
+  size: 'size',
+} as const satisfies Record<string, FileSortColumn>;
 
-/** Files API (docs/api/files-folders.md#files): list, get, rename, update, delete. */
+export interface FileServiceDeps {
+  db: Db;
+  blobs: BlobStore;
+  records: FileRecords;
+}
+
+/** Files API (EXTENSIONS.md "Files"): list, get, rename, update, delete. */
 export class FileService {
-  constructor(
-    private readonly db: Db,
-    private readonly blobs: BlobStore,
-    private readonly records: FileRecords,
-  ) {}
+  private readonly db: Db;
+  private readonly blobs: BlobStore;
+  private readonly records: FileRecords;
+  private readonly files: FileRepository;
+  private readonly folders: FolderRepository;
+  private readonly workspaces: WorkspaceRepository;
 
-  private select(trx: Kysely<Database> = this.db.kysely) {
-    return trx
-      .selectFrom('files')
-      .innerJoin('blobs', 'blobs.id', 'files.blob_id')
-      .leftJoin('folders', 'folders.id', 'files.folder_id')
-      .selectAll('files')
-      .select(['blobs.sha256 as sha256', 'folders.folder_no as folder_no']);
+  constructor(deps: FileServiceDeps) {
+    this.db = deps.db;
+    this.blobs = deps.blobs;
+    this.records = deps.records;
+    this.files = new FileRepository(deps.db.kysely);
+    this.folders = new FolderRepository(deps.db.kysely);
+    this.workspaces = new WorkspaceRepository(deps.db.kysely);
   }
 
-  private toRecord(row: FileRow & { sha256: string; folder_no: string | null }): FileRecord {
+  private toRecord(row: FileWithRefs): FileRecord {
     const { sha256, folder_no, ...file } = row;
     return this.records.view(file, folder_no, sha256);
   }
@@ -292,65 +99,42 @@ export class FileService {
     files: FileRecord[];
     meta: { page: number; limit: number; total: number; hasNext: boolean; hasPrev: boolean };
   }> {
-    let base = this.select().where('files.workspace_id', '=', workspaceId);
+    const filter: FileFilter = {};
     const folderNo = q.folder_no ?? q.folderNo;
     if (folderNo !== undefined) {
-      const folder = await this.db.kysely
-        .selectFrom('folders')
-        .select('id')
-        .where('workspace_id', '=', workspaceId)
-        .where('folder_no', '=', folderNo)
-        .executeTakeFirst();
+      const folder = await this.folders.byNo(workspaceId, folderNo);
       if (!folder) throw errors.folderNotFound();
-      base = base.where('files.folder_id', '=', folder.id);
+      filter.folderId = folder.id;
     }
     if (q.path !== undefined) {
       // A folder prefix (the hosted SDKs' "products/sku123/"): the files in that folder and below; "/" is everything.
       const prefix = parseFolderPath(q.path).join('/');
-      if (prefix)
-        base = base.where((eb) =>
-          eb.or([eb('files.folder_path', '=', prefix), likeEscaped('files.folder_path', likeBelow(prefix), true)]),
-        );
+      if (prefix) filter.under = prefix;
     }
-    for (const text of [q.search, q.name])
-      if (text) base = base.where(likeEscaped('files.name', likeContains(text.normalize('NFC'))));
+    filter.nameContains = [q.search, q.name].filter((t): t is string => Boolean(t)).map((t) => t.normalize('NFC'));
     if (q.snapshot) {
       const at = Date.parse(q.snapshot);
       if (!Number.isFinite(at))
         throw errors.validation('snapshot must be an ISO 8601 date-time (from the X-Snapshot header of a first page)');
-      base = base.where('files.created_at', '<=', new Date(at).toISOString());
+      filter.createdAtMost = new Date(at).toISOString();
     }
-    for (const tag of q.tags ? parseTags(q.tags) : []) {
-      // Tags are stored as a JSON array: an element is its JSON string, quotes included.
-      base = base.where(likeEscaped('files.tags', `%${escapeLike(JSON.stringify(tag))}%`, true));
-    }
+    filter.tags = q.tags ? parseTags(q.tags) : [];
     const [field, direction] = sortOf(q);
-    const column = SORT_COLUMNS[field];
-    const [{ total }, rows] = await Promise.all([
-      base
-        .clearSelect()
-        .select((eb) => eb.fn.countAll<number>().as('total'))
-        .executeTakeFirstOrThrow(),
-      base
-        .orderBy(column, direction)
-        .orderBy('files.id', direction)
-        .limit(q.limit)
-        .offset((q.page - 1) * q.limit)
-        .execute(),
-    ]);
-    const count = Number(total);
+    const { rows, total: count } = await this.files.page(workspaceId, filter, {
+      sort: SORT_COLUMNS[field],
+      direction,
+      page: q.page,
+      limit: q.limit,
+    });
     return {
       files: rows.map((r) => this.toRecord(r)),
       meta: { page: q.page, limit: q.limit, total: count, hasNext: q.page * q.limit < count, hasPrev: q.page > 1 },
     };
   }
 
-  private async row(workspaceId: string, fileNo: string, trx: Kysely<Database> = this.db.kysely) {
+  private async row(workspaceId: string, fileNo: string, files = this.files): Promise<FileWithRefs> {
     if (typeof fileNo !== 'string' || !/^[0-9A-Za-z]{10,16}$/.test(fileNo)) throw errors.fileNotFound();
-    const row = await this.select(trx)
-      .where('files.workspace_id', '=', workspaceId)
-      .where('files.file_no', '=', fileNo)
-      .executeTakeFirst();
+    const row = await files.byFileNo(workspaceId, fileNo);
     if (!row) throw errors.fileNotFound();
     return row;
   }
@@ -362,11 +146,8 @@ export class FileService {
   /** The record with the details the hosted docs give a single file. */
   async details(workspaceId: string, fileNo: string): Promise<FileDetails> {
     const record = await this.get(workspaceId, fileNo);
-    const ws = await this.db.kysely
-      .selectFrom('workspaces')
-      .select('name')
-      .where('id', '=', workspaceId)
-      .executeTakeFirstOrThrow();
+    const ws = await this.workspaces.byId(workspaceId);
+    if (!ws) throw new Error(`workspace ${workspaceId} vanished`);
     const folderPath = record.path.slice(1, record.path.lastIndexOf('/'));
     return {
       ...record,
@@ -432,12 +213,7 @@ export class FileService {
       } else {
         if (typeof patch.folder_no !== 'string')
           throw errors.validation('folder_no must be a string, or null for the root');
-        const folder = await this.db.kysely
-          .selectFrom('folders')
-          .select(['id', 'path'])
-          .where('workspace_id', '=', workspaceId)
-          .where('folder_no', '=', patch.folder_no)
-          .executeTakeFirst();
+        const folder = await this.folders.byNo(workspaceId, patch.folder_no);
         if (!folder) throw errors.folderNotFound();
         changes.folder_id = folder.id;
         changes.folder_path = folder.path;
@@ -448,16 +224,7 @@ export class FileService {
   }
 
   private async write(id: string, changes: Partial<FileRow>): Promise<void> {
-    try {
-      await this.db.kysely
-        .updateTable('files')
-        .set({ ...changes, updated_at: nowIso() })
-        .where('id', '=', id)
-        .execute();
-    } catch (err) {
-      if (isUniqueViolation(err)) throw errors.fileNameTaken();
-      throw err;
-    }
+    if (!(await this.files.update(id, { ...changes, updated_at: nowIso() }))) throw errors.fileNameTaken();
   }
 
   /** A signed URL for the file (or a rendition of it), valid for `expiresIn` seconds. */
@@ -484,9 +251,10 @@ export class FileService {
   }
 
   async delete(workspaceId: string, fileNo: string): Promise<void> {
-    const released = await this.db.kysely.transaction().execute(async (trx) => {
-      const row = await this.row(workspaceId, fileNo, trx);
-      await trx.deleteFrom('files').where('id', '=', row.id).execute();
+    const released = await inTransaction(this.db.kysely, async (trx) => {
+      const files = new FileRepository(trx);
+      const row = await this.row(workspaceId, fileNo, files);
+      await files.delete(row.id);
       return this.blobs.releaseIfUnused(trx, row.blob_id);
     });
     if (released) await this.blobs.forget(workspaceId, released);

@@ -1,9 +1,9 @@
 // Folders by path. Uploads with a `folder` create what is missing; the Folders API lists,
 // creates, renames (paths below follow) and deletes (with everything inside).
-import { type Kysely, sql } from 'kysely';
+import type { Kysely } from 'kysely';
 import { newShortId, newUuid } from '../crypto/ids.ts';
-import { type Db, isUniqueViolation, nowIso } from '../db/database.ts';
-import { likeBelow, likeContains, likeEscaped } from '../db/like.ts';
+import { type Db, inTransaction, nowIso } from '../db/database.ts';
+import { FolderRepository } from '../db/folders.ts';
 import type { Database, FolderRow } from '../db/schema.ts';
 import { errors } from '../errors.ts';
 import type { BlobStore } from '../uploads/blob-store.ts';
@@ -15,31 +15,24 @@ export async function ensureFolderPath(
   workspaceId: string,
   segments: string[],
 ): Promise<FolderRow | null> {
+  const folders = new FolderRepository(db);
   let parent: FolderRow | null = null;
   for (let i = 0; i < segments.length; i++) {
     const path = segments.slice(0, i + 1).join('/');
     const now = nowIso();
     // Concurrent uploads may create the same folder: insert-or-ignore, then read.
-    await db
-      .insertInto('folders')
-      .values({
-        id: newUuid(),
-        folder_no: newShortId(),
-        workspace_id: workspaceId,
-        parent_id: parent?.id ?? null,
-        name: segments[i],
-        path,
-        created_at: now,
-        updated_at: now,
-      })
-      .onConflict((oc) => oc.columns(['workspace_id', 'path']).doNothing())
-      .execute();
-    parent = await db
-      .selectFrom('folders')
-      .selectAll()
-      .where('workspace_id', '=', workspaceId)
-      .where('path', '=', path)
-      .executeTakeFirstOrThrow();
+    await folders.insertIfPathFree({
+      id: newUuid(),
+      folder_no: newShortId(),
+      workspace_id: workspaceId,
+      parent_id: parent?.id ?? null,
+      name: segments[i],
+      path,
+      created_at: now,
+      updated_at: now,
+    });
+    parent = (await folders.byPath(workspaceId, path)) ?? null;
+    if (!parent) throw new Error(`folder ${path} vanished after it was created`);
   }
   return parent;
 }
@@ -68,48 +61,33 @@ export const FOLDER_LIST_CAP = 1000;
 
 /** Folders API (docs/api/files-folders.md#folders): list, create, rename, delete (with everything inside only when asked). */
 export class FolderService {
+  private readonly repo: FolderRepository;
+
   constructor(
     private readonly db: Db,
     private readonly blobs: BlobStore,
-  ) {}
+  ) {
+    this.repo = new FolderRepository(db.kysely);
+  }
 
-  private async byNo(
-    workspaceId: string,
-    folderNo: unknown,
-    trx: Kysely<Database> = this.db.kysely,
-  ): Promise<FolderRow> {
+  private async byNo(workspaceId: string, folderNo: unknown, repo = this.repo): Promise<FolderRow> {
     if (typeof folderNo !== 'string' || !/^[0-9A-Za-z]{10,16}$/.test(folderNo)) throw errors.folderNotFound();
-    const row = await trx
-      .selectFrom('folders')
-      .selectAll()
-      .where('workspace_id', '=', workspaceId)
-      .where('folder_no', '=', folderNo)
-      .executeTakeFirst();
+    const row = await repo.byNo(workspaceId, folderNo);
     if (!row) throw errors.folderNotFound();
     return row;
   }
 
   /** Files anywhere below the folder, and their total size. */
   private async view(row: FolderRow): Promise<FolderView> {
-    const [totals, parent] = await Promise.all([
-      this.db.kysely
-        .selectFrom('files')
-        .select((eb) => [
-          eb.fn.countAll<number>().as('items'),
-          eb.fn.coalesce(eb.fn.sum<number>('size'), eb.lit(0)).as('size'),
-        ])
-        .where('workspace_id', '=', row.workspace_id)
-        .where((eb) => eb.or([eb('folder_path', '=', row.path), likeEscaped('folder_path', likeBelow(row.path), true)]))
-        .executeTakeFirstOrThrow(),
-      row.parent_id
-        ? this.db.kysely.selectFrom('folders').select('folder_no').where('id', '=', row.parent_id).executeTakeFirst()
-        : undefined,
+    const [totals, parentNo] = await Promise.all([
+      this.repo.contentTotals(row.workspace_id, row.path),
+      row.parent_id ? this.repo.folderNoOf(row.parent_id) : undefined,
     ]);
     return {
       id: row.id,
       folder_no: row.folder_no,
       name: row.name,
-      parent_folder_no: parent?.folder_no ?? null,
+      parent_folder_no: parentNo ?? null,
       parent_folder: row.parent_id,
       workspace_id: row.workspace_id,
       workspace_no: row.workspace_id,
@@ -117,8 +95,8 @@ export class FolderService {
       is_active: true,
       is_delete: false,
       path: row.path,
-      total_items: Number(totals.items),
-      total_size: Number(totals.size),
+      total_items: totals.items,
+      total_size: totals.size,
       created_at: row.created_at,
       updated_at: row.updated_at,
     };
@@ -136,25 +114,17 @@ export class FolderService {
     },
   ) {
     const q = { ...query, page: query.page ?? 1, limit: query.limit ?? FOLDER_LIST_CAP };
-    let base = this.db.kysely.selectFrom('folders').where('workspace_id', '=', workspaceId);
-    if (q.parent_folder_no !== undefined) {
-      const parent = await this.byNo(workspaceId, q.parent_folder_no);
-      base = base.where('parent_id', '=', parent.id);
-    } else {
-      base = base.where('parent_id', 'is', null);
-    }
-    if (q.search) base = base.where(likeEscaped('name', likeContains(q.search.normalize('NFC'))));
-    const [{ total }, rows] = await Promise.all([
-      base.select((eb) => eb.fn.countAll<number>().as('total')).executeTakeFirstOrThrow(),
-      base
-        .selectAll()
-        .orderBy(q.sort?.startsWith('created_at') ? 'created_at' : 'name', q.sort?.endsWith('_desc') ? 'desc' : 'asc')
-        .orderBy('id', q.sort?.endsWith('_desc') ? 'desc' : 'asc')
-        .limit(q.limit)
-        .offset((q.page - 1) * q.limit)
-        .execute(),
-    ]);
-    const count = Number(total);
+    const parentId = q.parent_folder_no !== undefined ? (await this.byNo(workspaceId, q.parent_folder_no)).id : null;
+    const { rows, total: count } = await this.repo.page(
+      workspaceId,
+      { parentId, nameContains: q.search?.normalize('NFC') },
+      {
+        sort: q.sort?.startsWith('created_at') ? 'created_at' : 'name',
+        direction: q.sort?.endsWith('_desc') ? 'desc' : 'asc',
+        page: q.page,
+        limit: q.limit,
+      },
+    );
     return {
       folders: await Promise.all(rows.map((r) => this.view(r))),
       meta: { page: q.page, limit: q.limit, total: count, hasMore: q.page * q.limit < count },
@@ -174,13 +144,7 @@ export class FolderService {
       parent = await this.byNo(workspaceId, input.parent_folder_no);
     else if (typeof input.path === 'string' && parseFolderPath(input.path).length > 0) {
       const path = parseFolderPath(input.path).join('/');
-      parent =
-        (await this.db.kysely
-          .selectFrom('folders')
-          .selectAll()
-          .where('workspace_id', '=', workspaceId)
-          .where('path', '=', path)
-          .executeTakeFirst()) ?? null;
+      parent = (await this.repo.byPath(workspaceId, path)) ?? null;
       if (!parent) throw errors.folderNotFound();
     }
     const now = nowIso();
@@ -194,12 +158,7 @@ export class FolderService {
       created_at: now,
       updated_at: now,
     };
-    try {
-      await this.db.kysely.insertInto('folders').values(row).execute();
-    } catch (err) {
-      if (isUniqueViolation(err)) throw errors.folderExists();
-      throw err;
-    }
+    if (!(await this.repo.insert(row))) throw errors.folderExists();
     return this.view(row);
   }
 
@@ -207,35 +166,14 @@ export class FolderService {
   async rename(workspaceId: string, folderNo: string, rawName: unknown): Promise<FolderView> {
     if (typeof rawName !== 'string') throw errors.validation('name is required');
     const name = checkName(rawName, 'name');
-    const renamed = await this.db.kysely.transaction().execute(async (trx) => {
-      const row = await this.byNo(workspaceId, folderNo, trx);
+    const renamed = await inTransaction(this.db.kysely, async (trx) => {
+      const repo = new FolderRepository(trx);
+      const row = await this.byNo(workspaceId, folderNo, repo);
       const oldPath = row.path;
       const newPath = oldPath.includes('/') ? `${oldPath.slice(0, oldPath.lastIndexOf('/'))}/${name}` : name;
       if (newPath === oldPath) return row;
       const now = nowIso();
-      const moved = sql<string>`${newPath} || substr(${sql.ref('path')}, ${oldPath.length + 1})`;
-      try {
-        await trx
-          .updateTable('folders')
-          .set({ name, path: newPath, updated_at: now })
-          .where('id', '=', row.id)
-          .execute();
-        await trx
-          .updateTable('folders')
-          .set({ path: moved })
-          .where('workspace_id', '=', workspaceId)
-          .where(likeEscaped('path', likeBelow(oldPath), true))
-          .execute();
-        await trx
-          .updateTable('files')
-          .set({ folder_path: sql<string>`${newPath} || substr(${sql.ref('folder_path')}, ${oldPath.length + 1})` })
-          .where('workspace_id', '=', workspaceId)
-          .where((eb) => eb.or([eb('folder_path', '=', oldPath), likeEscaped('folder_path', likeBelow(oldPath), true)]))
-          .execute();
-      } catch (err) {
-        if (isUniqueViolation(err)) throw errors.folderExists();
-        throw err;
-      }
+      if (!(await repo.movePath(workspaceId, row.id, { name, oldPath, newPath, at: now }))) throw errors.folderExists();
       return { ...row, name, path: newPath, updated_at: now };
     });
     return this.view(renamed);
@@ -247,40 +185,16 @@ export class FolderService {
    * lost by surprise.
    */
   async delete(workspaceId: string, folderNo: string, opts: { recursive?: boolean } = {}): Promise<void> {
-    const released = await this.db.kysely.transaction().execute(async (trx) => {
-      const row = await this.byNo(workspaceId, folderNo, trx);
-      const inside = (eb: any) =>
-        eb.or([eb('folder_path', '=', row.path), likeEscaped('folder_path', likeBelow(row.path), true)]);
-      if (!opts.recursive) {
-        const [file, child] = await Promise.all([
-          trx
-            .selectFrom('files')
-            .select('id')
-            .where('workspace_id', '=', workspaceId)
-            .where(inside)
-            .limit(1)
-            .executeTakeFirst(),
-          trx.selectFrom('folders').select('id').where('parent_id', '=', row.id).limit(1).executeTakeFirst(),
-        ]);
-        if (file || child) throw errors.folderNotEmpty();
-      }
-      const files = await trx
-        .selectFrom('files')
-        .select(['id', 'blob_id'])
-        .where('workspace_id', '=', workspaceId)
-        .where(inside)
-        .execute();
-      await trx.deleteFrom('files').where('workspace_id', '=', workspaceId).where(inside).execute();
+    const released = await inTransaction(this.db.kysely, async (trx) => {
+      const repo = new FolderRepository(trx);
+      const row = await this.byNo(workspaceId, folderNo, repo);
+      if (!opts.recursive && (await repo.hasContents(workspaceId, row))) throw errors.folderNotEmpty();
       const keys: string[] = [];
-      for (const blobId of new Set(files.map((f) => f.blob_id))) {
+      for (const blobId of await repo.deleteFilesUnder(workspaceId, row)) {
         const key = await this.blobs.releaseIfUnused(trx, blobId);
         if (key) keys.push(key);
       }
-      await trx
-        .deleteFrom('folders')
-        .where('workspace_id', '=', workspaceId)
-        .where((eb) => eb.or([eb('id', '=', row.id), likeEscaped('path', likeBelow(row.path), true)]))
-        .execute();
+      await repo.deleteTree(workspaceId, row);
       return keys;
     });
     for (const key of released) await this.blobs.forget(workspaceId, key);

@@ -3,6 +3,7 @@
 import type { EventEmitter } from 'node:events';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { Db } from '../db/database.ts';
+import { InFlightWork } from '../db/in-flight.ts';
 
 export class Metrics {
   readonly registry = new Registry();
@@ -11,6 +12,7 @@ export class Metrics {
 
   constructor(db: Db, events: EventEmitter) {
     collectDefaultMetrics({ register: this.registry, prefix: 'stowage_' });
+    const inFlight = new InFlightWork(db.kysely);
     const registers = [this.registry];
     this.requests = new Counter({
       name: 'stowage_http_requests_total',
@@ -53,12 +55,7 @@ export class Metrics {
       help: 'Multipart sessions open for parts',
       registers,
       async collect() {
-        const row = await db.kysely
-          .selectFrom('multipart_sessions')
-          .select((eb) => eb.fn.countAll<number>().as('n'))
-          .where('status', '=', 'active')
-          .executeTakeFirst();
-        this.set(Number(row?.n ?? 0));
+        this.set(await inFlight.activeSessionCount());
       },
     });
     new Gauge({
@@ -67,14 +64,8 @@ export class Metrics {
       labelNames: ['status'],
       registers,
       async collect() {
-        const rows = await db.kysely
-          .selectFrom('webhook_deliveries')
-          .select(['status', (eb) => eb.fn.countAll<number>().as('n')])
-          .where('status', 'in', ['pending', 'failed'])
-          .groupBy('status')
-          .execute();
-        for (const status of ['pending', 'failed'])
-          this.set({ status }, Number(rows.find((r) => r.status === status)?.n ?? 0));
+        const counts = await inFlight.webhookDeliveryCounts();
+        for (const status of ['pending', 'failed'] as const) this.set({ status }, counts[status]);
       },
     });
   }

@@ -2,9 +2,9 @@
 // the visible fields as JSON, the secret fields sealed with the master key.
 import { isUuid, newUuid } from '../crypto/ids.ts';
 import type { SecretBox } from '../crypto/secret-box.ts';
-import { type Db, isUniqueViolation, nowIso } from '../db/database.ts';
-import { likeContains, likeEscaped } from '../db/like.ts';
+import { type Db, nowIso } from '../db/database.ts';
 import type { SourceRow } from '../db/schema.ts';
+import { SourceRepository } from '../db/sources.ts';
 import { AppError, errors } from '../errors.ts';
 import { type ProbeDeps, type ProbeResult, probeSource } from '../sources/probe.ts';
 import {
@@ -37,14 +37,27 @@ export interface ListQuery {
 
 export const SOURCE_NAME_RE = /^[A-Za-z0-9_-]{1,64}$/;
 
+export interface SourceServiceDeps {
+  db: Db;
+  box: SecretBox;
+  /** How origins are reached: the outbound guard and time limits. */
+  probeDeps: ProbeDeps;
+  /** Receives why a configuration was refused (a field name, never a value). */
+  debug?: (why: string) => void;
+}
+
 export class SourceService {
-  constructor(
-    private readonly db: Db,
-    private readonly box: SecretBox,
-    private readonly probeDeps: ProbeDeps,
-    /** Receives why a configuration was refused (a field name, never a value). */
-    private readonly debug: (why: string) => void = () => {},
-  ) {}
+  private readonly repo: SourceRepository;
+  private readonly box: SecretBox;
+  private readonly probeDeps: ProbeDeps;
+  private readonly debug: (why: string) => void;
+
+  constructor(deps: SourceServiceDeps) {
+    this.repo = new SourceRepository(deps.db.kysely);
+    this.box = deps.box;
+    this.probeDeps = deps.probeDeps;
+    this.debug = deps.debug ?? (() => {});
+  }
 
   async create(
     workspaceId: string,
@@ -71,12 +84,7 @@ export class SourceService {
       created_at: now,
       updated_at: now,
     };
-    try {
-      await this.db.kysely.insertInto('sources').values(row).execute();
-    } catch (err) {
-      if (isUniqueViolation(err)) throw errors.sourceNameTaken();
-      throw err;
-    }
+    if (!(await this.repo.insert(row))) throw errors.sourceNameTaken();
     return this.view(row);
   }
 
@@ -84,20 +92,12 @@ export class SourceService {
     workspaceId: string,
     q: ListQuery,
   ): Promise<{ sources: SourceView[]; meta: { page: number; limit: number; total: number; hasMore: boolean } }> {
-    let base = this.db.kysely.selectFrom('sources').where('workspace_id', '=', workspaceId);
-    if (q.type !== undefined) base = base.where('type', '=', q.type);
-    if (q.search) base = base.where(likeEscaped('name', likeContains(q.search)));
-    const [{ total }, rows] = await Promise.all([
-      base.select((eb) => eb.fn.countAll<number>().as('total')).executeTakeFirstOrThrow(),
-      base
-        .selectAll()
-        .orderBy('created_at', 'desc')
-        .orderBy('id', 'desc')
-        .limit(q.limit)
-        .offset((q.page - 1) * q.limit)
-        .execute(),
-    ]);
-    const count = Number(total);
+    const { rows, total: count } = await this.repo.list(workspaceId, {
+      type: q.type,
+      nameContains: q.search,
+      page: q.page,
+      limit: q.limit,
+    });
     return {
       sources: rows.map((r) => this.view(r)),
       meta: { page: q.page, limit: q.limit, total: count, hasMore: q.page * q.limit < count },
@@ -132,28 +132,13 @@ export class SourceService {
     }
     // updated_at always moves forward, even within the same millisecond as the last write.
     changes.updated_at = new Date(Math.max(Date.now(), Date.parse(row.updated_at) + 1)).toISOString();
-    try {
-      await this.db.kysely
-        .updateTable('sources')
-        .set(changes)
-        .where('id', '=', row.id)
-        .where('workspace_id', '=', workspaceId)
-        .execute();
-    } catch (err) {
-      if (isUniqueViolation(err)) throw errors.sourceNameTaken();
-      throw err;
-    }
+    if (!(await this.repo.update(workspaceId, row.id, changes))) throw errors.sourceNameTaken();
     return this.view({ ...row, ...changes });
   }
 
   async delete(workspaceId: string, id: string): Promise<void> {
     if (!isUuid(id)) throw errors.sourceNotFound();
-    const res = await this.db.kysely
-      .deleteFrom('sources')
-      .where('id', '=', id.toLowerCase())
-      .where('workspace_id', '=', workspaceId)
-      .executeTakeFirst();
-    if (Number(res.numDeletedRows) === 0) throw errors.sourceNotFound();
+    if (!(await this.repo.delete(workspaceId, id.toLowerCase()))) throw errors.sourceNotFound();
   }
 
   async test(workspaceId: string, id: string): Promise<ProbeResult> {
@@ -177,12 +162,7 @@ export class SourceService {
   ): Promise<{ id: string; type: SourceType; config: Configuration }> {
     if (!SOURCE_NAME_RE.test(name))
       throw new AppError(404, 'SOURCE_NOT_FOUND', 'Not found', 'No source with this name in this workspace');
-    const row = await this.db.kysely
-      .selectFrom('sources')
-      .selectAll()
-      .where('workspace_id', '=', workspaceId)
-      .where('name', '=', name)
-      .executeTakeFirst();
+    const row = await this.repo.byName(workspaceId, name);
     if (!row) throw new AppError(404, 'SOURCE_NOT_FOUND', 'Not found', 'No source with this name in this workspace');
     if (!row.is_active) throw new AppError(410, 'SOURCE_INACTIVE', 'Source inactive', 'This source is switched off');
     return { id: row.id, type: row.type as SourceType, config: this.configuration(row) };
@@ -195,21 +175,13 @@ export class SourceService {
 
   /** Re-seals every source secret under the current master key; returns how many changed. */
   async resealAll(): Promise<number> {
-    const rows = await this.db.kysely
-      .selectFrom('sources')
-      .select(['id', 'secrets'])
-      .where('secrets', 'is not', null)
-      .execute();
+    const rows = await this.repo.sealedSecrets();
     let changed = 0;
     for (const row of rows) {
       if (!row.secrets || !this.box.isStale(row.secrets)) continue;
       const resealed = this.box.seal(this.box.open(row.secrets, sourceAad(row.id)), sourceAad(row.id));
-      await this.db.kysely
-        .updateTable('sources')
-        .set({ secrets: resealed })
-        .where('id', '=', row.id)
-        .where('secrets', '=', row.secrets)
-        .execute();
+      // Counted even when another node re-sealed it first: it was stale when read.
+      await this.repo.replaceSecrets(row.id, row.secrets, resealed);
       changed++;
     }
     return changed;
@@ -217,12 +189,7 @@ export class SourceService {
 
   private async row(workspaceId: string, id: string): Promise<SourceRow> {
     if (!isUuid(id)) throw errors.sourceNotFound();
-    const row = await this.db.kysely
-      .selectFrom('sources')
-      .selectAll()
-      .where('id', '=', id.toLowerCase())
-      .where('workspace_id', '=', workspaceId)
-      .executeTakeFirst();
+    const row = await this.repo.byId(workspaceId, id.toLowerCase());
     if (!row) throw errors.sourceNotFound();
     return row;
   }

@@ -10,10 +10,9 @@ import {
   newWebhookSecret,
 } from '../crypto/ids.ts';
 import type { SecretBox } from '../crypto/secret-box.ts';
-import { type Db, isUniqueViolation, nowIso } from '../db/database.ts';
-import type { Database } from '../db/schema.ts';
+import { type Db, inTransaction, isUniqueViolation, nowIso } from '../db/database.ts';
+import { type KeyInForce, WorkspaceRepository } from '../db/workspaces.ts';
 import { errors } from '../errors.ts';
-import type { CompiledQuery, Kysely } from 'kysely';
 import { loadOrigins, parseOriginList, storeOrigins } from './origins.ts';
 
 export interface Principal {
@@ -39,14 +38,6 @@ export interface WorkspaceSettings {
   reserved_bytes: number;
 }
 
-interface AuthRow {
-  id: string;
-  workspace_id: string;
-  type: KeyType;
-  allowed_origins: string | null;
-  webhook_origins: string | null;
-}
-
 export interface CreatedWorkspace {
   workspace_id: string;
   public_key: string;
@@ -66,18 +57,20 @@ export interface KeyInfo {
 const KEY_SHAPE = new RegExp(`^(${KEY_PREFIX.public}|${KEY_PREFIX.private})[0-9A-Za-z]{43}$`);
 
 export class WorkspaceService {
-  private authQuery?: CompiledQuery<AuthRow>;
+  private readonly repo: WorkspaceRepository;
 
   constructor(
     private readonly db: Db,
     private readonly box: SecretBox,
-  ) {}
-
-  async create(name: string): Promise<CreatedWorkspace> {
-    return this.db.kysely.transaction().execute((trx) => this.createIn(trx, name));
+  ) {
+    this.repo = new WorkspaceRepository(db.kysely);
   }
 
-  private async createIn(trx: Kysely<Database>, name: string): Promise<CreatedWorkspace> {
+  async create(name: string): Promise<CreatedWorkspace> {
+    return inTransaction(this.db.kysely, (trx) => this.createIn(new WorkspaceRepository(trx), name));
+  }
+
+  private async createIn(repo: WorkspaceRepository, name: string): Promise<CreatedWorkspace> {
     const trimmed = name.trim();
     if (!trimmed || trimmed.length > 255) throw errors.validation('name must be 1 to 255 characters');
     const id = newShortId();
@@ -85,38 +78,32 @@ export class WorkspaceService {
     const now = nowIso();
     const publicKey = newApiKey('public');
     const privateKey = newApiKey('private');
-    await trx
-      .insertInto('workspaces')
-      .values({
-        id,
-        name: trimmed,
-        webhook_secret: this.box.seal(webhookSecret, webhookAad(id)),
-        quota_bytes: null,
-        max_file_size: null,
-        used_bytes: 0,
-        reserved_bytes: 0,
-        allowed_origins: null,
-        webhook_origins: null,
-        created_at: now,
-        updated_at: now,
-      })
-      .execute();
+    await repo.insert({
+      id,
+      name: trimmed,
+      webhook_secret: this.box.seal(webhookSecret, webhookAad(id)),
+      quota_bytes: null,
+      max_file_size: null,
+      used_bytes: 0,
+      reserved_bytes: 0,
+      allowed_origins: null,
+      webhook_origins: null,
+      created_at: now,
+      updated_at: now,
+    });
     for (const [type, key] of [
       ['public', publicKey],
       ['private', privateKey],
     ] as const) {
-      await trx
-        .insertInto('api_keys')
-        .values({
-          id: newUuid(),
-          workspace_id: id,
-          type,
-          key_hash: hashApiKey(key),
-          key_hint: keyHint(key),
-          created_at: now,
-          revoked_at: null,
-        })
-        .execute();
+      await repo.insertKey({
+        id: newUuid(),
+        workspace_id: id,
+        type,
+        key_hash: hashApiKey(key),
+        key_hint: keyHint(key),
+        created_at: now,
+        revoked_at: null,
+      });
     }
     return { workspace_id: id, public_key: publicKey, private_key: privateKey, webhook_secret: webhookSecret };
   }
@@ -128,14 +115,11 @@ export class WorkspaceService {
   async bootstrapIfEmpty(): Promise<CreatedWorkspace | null> {
     try {
       // One transaction: a node that dies half-way leaves the bootstrap to the next start.
-      return await this.db.kysely.transaction().execute(async (trx) => {
-        await trx.insertInto('settings').values({ key: 'bootstrapped_at', value: nowIso() }).execute();
-        const row = await trx
-          .selectFrom('workspaces')
-          .select((eb) => eb.fn.countAll<number>().as('n'))
-          .executeTakeFirstOrThrow();
-        if (Number(row.n) > 0) return null;
-        return this.createIn(trx, 'Default workspace');
+      return await inTransaction(this.db.kysely, async (trx) => {
+        const repo = new WorkspaceRepository(trx);
+        await repo.markBootstrapped(nowIso());
+        if ((await repo.count()) > 0) return null;
+        return this.createIn(repo, 'Default workspace');
       });
     } catch (err) {
       if (isUniqueViolation(err)) return null;
@@ -144,18 +128,13 @@ export class WorkspaceService {
   }
 
   async get(id: string) {
-    const ws = await this.db.kysely.selectFrom('workspaces').selectAll().where('id', '=', id).executeTakeFirst();
+    const ws = await this.repo.byId(id);
     if (!ws) throw errors.workspaceNotFound(id);
     return ws;
   }
 
   async list() {
-    return this.db.kysely
-      .selectFrom('workspaces')
-      .select(['id', 'name', 'created_at'])
-      .orderBy('created_at')
-      .orderBy('id')
-      .execute();
+    return this.repo.list();
   }
 
   /** Storage quota and maximum file size; null means unlimited / the server default. */
@@ -166,7 +145,7 @@ export class WorkspaceService {
     };
     if (limits.quotaBytes !== undefined) changes.quota_bytes = limits.quotaBytes;
     if (limits.maxFileSize !== undefined) changes.max_file_size = limits.maxFileSize;
-    await this.db.kysely.updateTable('workspaces').set(changes).where('id', '=', workspaceId).execute();
+    await this.repo.update(workspaceId, changes);
     const ws = await this.get(workspaceId);
     return {
       workspace_id: ws.id,
@@ -204,7 +183,7 @@ export class WorkspaceService {
     if (patch.webhook_origins !== undefined)
       changes.webhook_origins = storeOrigins(parseOriginList(patch.webhook_origins, 'webhook_origins'));
     await this.get(workspaceId);
-    await this.db.kysely.updateTable('workspaces').set(changes).where('id', '=', workspaceId).execute();
+    await this.repo.update(workspaceId, changes);
     return this.settings(workspaceId);
   }
 
@@ -224,42 +203,27 @@ export class WorkspaceService {
       created_at: nowIso(),
       revoked_at: null,
     };
-    await this.db.kysely
-      .insertInto('api_keys')
-      .values({
-        id: info.id,
-        workspace_id: workspaceId,
-        type,
-        key_hash: hashApiKey(key),
-        key_hint: info.hint,
-        created_at: info.created_at,
-        revoked_at: null,
-      })
-      .execute();
+    await this.repo.insertKey({
+      id: info.id,
+      workspace_id: workspaceId,
+      type,
+      key_hash: hashApiKey(key),
+      key_hint: info.hint,
+      created_at: info.created_at,
+      revoked_at: null,
+    });
     return { ...info, key };
   }
 
   async listKeys(workspaceId: string): Promise<KeyInfo[]> {
     await this.get(workspaceId);
-    const rows = await this.db.kysely
-      .selectFrom('api_keys')
-      .select(['id', 'workspace_id', 'type', 'key_hint', 'created_at', 'revoked_at'])
-      .where('workspace_id', '=', workspaceId)
-      .orderBy('created_at')
-      .orderBy('id')
-      .execute();
+    const rows = await this.repo.keysOf(workspaceId);
     return rows.map(({ key_hint, ...r }) => ({ ...r, hint: key_hint }));
   }
 
   async revokeKey(keyId: string): Promise<KeyInfo> {
-    const now = nowIso();
-    await this.db.kysely
-      .updateTable('api_keys')
-      .set({ revoked_at: now })
-      .where('id', '=', keyId)
-      .where('revoked_at', 'is', null)
-      .executeTakeFirst();
-    const row = await this.db.kysely.selectFrom('api_keys').selectAll().where('id', '=', keyId).executeTakeFirst();
+    await this.repo.revokeKey(keyId, nowIso());
+    const row = await this.repo.keyById(keyId);
     if (!row) throw errors.keyNotFound(keyId);
     return {
       id: row.id,
@@ -276,12 +240,12 @@ export class WorkspaceService {
    * `graceSeconds` (0: at once), so clients can switch over without an outage.
    */
   async rotateKey(keyId: string, graceSeconds = 0): Promise<{ old: KeyInfo; new: KeyInfo & { key: string } }> {
-    const row = await this.db.kysely.selectFrom('api_keys').selectAll().where('id', '=', keyId).executeTakeFirst();
+    const row = await this.repo.keyById(keyId);
     if (!row) throw errors.keyNotFound(keyId);
     if (row.revoked_at && row.revoked_at <= nowIso()) throw errors.validation('this key is already revoked');
     const created = await this.createKey(row.workspace_id, row.type);
     const revokedAt = new Date(Date.now() + graceSeconds * 1000).toISOString();
-    await this.db.kysely.updateTable('api_keys').set({ revoked_at: revokedAt }).where('id', '=', keyId).execute();
+    await this.repo.setKeyRevokedAt(keyId, revokedAt);
     return {
       old: {
         id: row.id,
@@ -297,17 +261,13 @@ export class WorkspaceService {
 
   /** Re-seals every webhook secret under the current master key; returns how many changed. */
   async resealAll(): Promise<number> {
-    const rows = await this.db.kysely.selectFrom('workspaces').select(['id', 'webhook_secret']).execute();
+    const rows = await this.repo.sealedSecrets();
     let changed = 0;
     for (const row of rows) {
       if (!this.box.isStale(row.webhook_secret)) continue;
       const resealed = this.box.seal(this.box.open(row.webhook_secret, webhookAad(row.id)), webhookAad(row.id));
-      await this.db.kysely
-        .updateTable('workspaces')
-        .set({ webhook_secret: resealed })
-        .where('id', '=', row.id)
-        .where('webhook_secret', '=', row.webhook_secret)
-        .execute();
+      // Counted even when another node re-sealed it first: it was stale when read.
+      await this.repo.replaceSecret(row.id, row.webhook_secret, resealed);
       changed++;
     }
     return changed;
@@ -315,52 +275,24 @@ export class WorkspaceService {
 
   /** What multipart start shows as `public_key` to a private-key caller: a hint, never a key. */
   async publicKeyHint(workspaceId: string): Promise<string> {
-    const row = await this.db.kysely
-      .selectFrom('api_keys')
-      .select('key_hint')
-      .where('workspace_id', '=', workspaceId)
-      .where('type', '=', 'public')
-      .where('revoked_at', 'is', null)
-      .orderBy('created_at', 'desc')
-      .executeTakeFirst();
-    return row?.key_hint ?? '';
+    return (await this.repo.publicKeyHint(workspaceId)) ?? '';
   }
 
   /** The principal a raw key stands for, or null when it is malformed, unknown or revoked. */
   async authenticate(rawKey: string | undefined): Promise<Principal | null> {
     if (!rawKey || !KEY_SHAPE.test(rawKey)) return null;
-    // Asked on every request: the query is built once and only its parameters change.
-    this.authQuery ??= this.keysInForce('$now').where('api_keys.key_hash', '=', '$hash').compile();
-    const values: Record<string, unknown> = { $hash: hashApiKey(rawKey), $now: nowIso() };
-    const parameters = this.authQuery.parameters.map((p) => (typeof p === 'string' && p in values ? values[p] : p));
-    const { rows } = await this.db.kysely.executeQuery<AuthRow>({ ...this.authQuery, parameters });
-    const row = rows[0];
+    const row = await this.repo.keyInForceByHash(hashApiKey(rawKey), nowIso());
     return row ? principalFrom(row) : null;
   }
 
   /** Whether the key with this id is still in force (upload tokens die with the key that minted them). */
   async keyPrincipal(keyId: string): Promise<Principal | null> {
-    const row = await this.keysInForce(nowIso()).where('api_keys.id', '=', keyId).executeTakeFirst();
+    const row = await this.repo.keyInForceById(keyId, nowIso());
     return row ? principalFrom(row) : null;
-  }
-
-  /** Keys not revoked at `now` (a revocation may be scheduled: rotation with a grace period), with what a Principal needs. */
-  private keysInForce(now: string) {
-    return this.db.kysely
-      .selectFrom('api_keys')
-      .innerJoin('workspaces', 'workspaces.id', 'api_keys.workspace_id')
-      .select([
-        'api_keys.id',
-        'api_keys.workspace_id',
-        'api_keys.type',
-        'workspaces.allowed_origins',
-        'workspaces.webhook_origins',
-      ])
-      .where((eb) => eb.or([eb('api_keys.revoked_at', 'is', null), eb('api_keys.revoked_at', '>', now)]));
   }
 }
 
-function principalFrom(row: AuthRow): Principal {
+function principalFrom(row: KeyInForce): Principal {
   return {
     workspaceId: row.workspace_id,
     keyId: row.id,

@@ -9,9 +9,8 @@
 import type { EventEmitter } from 'node:events';
 import type { Kysely } from 'kysely';
 import type { BlobRepository } from '../db/blobs.ts';
-import type { Db } from '../db/database.ts';
+import { type Db, inTransaction } from '../db/database.ts';
 import type { Database, FileRow, FolderRow } from '../db/schema.ts';
-import { inTransaction } from '../db/transaction.ts';
 import { detect, extensionOf } from '../media/detect.ts';
 import type { OutboundGuard } from '../outbound/guard.ts';
 import type { FileRecord, FileRecords } from '../services/files.ts';
@@ -73,7 +72,7 @@ export async function commitUpload(
     let duplicate = false;
     let folder: FolderRow | null = null;
     let sha256 = current.sha256;
-    const row = await inTransaction(deps.db, async (trx) => {
+    const row = await inTransaction(deps.db.kysely, async (trx) => {
       folder = await ensureFolderPath(trx, current.workspaceId, opts.folder);
       const committed = await blobs.commit(trx, current, quotaBytes);
       duplicate = committed.duplicate;

@@ -1,0 +1,212 @@
+// File records: the flat shape of INTERFACE.md 2.2, their delivery URLs, and the
+// create-or-replace an upload commits.
+import type { Kysely } from 'kysely';
+import type { DeliverySigner } from '../crypto/delivery-url.ts';
+import { newShortId, newUuid } from '../crypto/ids.ts';
+import { nowIso } from '../db/database.ts';
+import { FileRepository } from '../db/files.ts';
+import type { BlobRow, Database, FileRow, FolderRow } from '../db/schema.ts';
+import { errors } from '../errors.ts';
+import { parseTransform } from '../media/transform.ts';
+
+export interface FileRecord {
+  id: string;
+  file_no: string;
+  workspace_id: string;
+  name: string;
+  path: string;
+  url: string;
+  width: number | null;
+  height: number | null;
+  size: number;
+  mime_type: string;
+  tags: string[];
+  metadata: Record<string, unknown>;
+  custom_id: string | null;
+  folder_no: string | null;
+  is_duplicate: boolean;
+  created_at: string;
+  upload_source: FileRow['upload_source'];
+  thumbnail: string | null;
+  extension: string | null;
+  format: string | null;
+  hash: string;
+  is_private: boolean;
+  /** Names the hosted SDKs read for the same facts: file_size = size, workspace_no = workspace_id, source = upload_source. */
+  file_size: number;
+  workspace_no: string;
+  source: FileRow['upload_source'];
+  /** The name of the folder the file is in; null at the root. */
+  folder_name: string | null;
+  updated_at: string;
+  /** The hosted docs' spelling in list items, sent beside thumbnail. */
+  thumbanil: string | null;
+  /** Older hosted SDKs' names: meta_data = metadata; folder_id, the folder's id (null at the root). */
+  meta_data: Record<string, unknown>;
+  folder_id: string | null;
+}
+
+export interface NewFile {
+  workspaceId: string;
+  folder: FolderRow | null;
+  name: string;
+  blob: BlobRow;
+  duplicate: boolean;
+  mime_type: string;
+  extension: string | null;
+  format: string | null;
+  width: number | null;
+  height: number | null;
+  tags: string[];
+  metadata: Record<string, unknown>;
+  custom_id: string | null;
+  upload_source: FileRow['upload_source'];
+  /** A file of that name is already in the folder: give it the new content, or use another name. */
+  onNameTaken: 'replace' | ((name: string) => string);
+}
+
+/**
+ * The delivery path of a file: the one encoder behind every record `url`, `thumbnail` and
+ * signed URL. Each segment (folder names, then the file name) is percent-encoded exactly once,
+ * which the delivery route undoes exactly once (`decodeDeliveryPath`), so "50% off.png" and a
+ * name holding a literal "%20" or "%2F" come back as themselves. Delivery reads a first segment
+ * as transformation tokens only when it is spelled without escapes, so a first folder whose
+ * name reads as tokens ("w_100", "c_fill"; a comma or colon is escaped anyway) gets its
+ * underscore escaped ("w%5F100"): the URL names the folder, never a rendition of a root file.
+ */
+export function deliveryPath(folderPath: string, name: string): string {
+  const segments = [...(folderPath ? folderPath.split('/') : []), name].map(encodeURIComponent);
+  if (segments.length > 1 && !segments[0].includes('%')) {
+    try {
+      parseTransform(segments[0]);
+      segments[0] = segments[0].replace('_', '%5F');
+    } catch {
+      // Not tokens ("my_photos"): delivery takes it as a folder, left as it is.
+    }
+  }
+  return segments.join('/');
+}
+
+export interface FileRecordsDeps {
+  publicUrl: string;
+  /** Required: without it, private files would be handed out as plain URLs. */
+  signer: DeliverySigner;
+  /** Private files get signed URLs valid this long (seconds); 3600 when not given. */
+  privateUrlTtl?: number;
+}
+
+export class FileRecords {
+  private readonly publicUrl: string;
+  private readonly signer: DeliverySigner;
+  private readonly privateUrlTtl: number;
+
+  constructor(deps: FileRecordsDeps) {
+    this.publicUrl = deps.publicUrl;
+    this.signer = deps.signer;
+    this.privateUrlTtl = deps.privateUrlTtl ?? 3600;
+  }
+
+  /** A delivery URL; for a private file, signed and expiring. */
+  deliveryUrl(workspaceId: string, path: string, isPrivate: boolean, ttlSeconds = this.privateUrlTtl): string {
+    const url = `${this.publicUrl}/${workspaceId}/${path}`;
+    if (!isPrivate) return url;
+    return this.signer.sign(url, Math.floor(Date.now() / 1000) + ttlSeconds);
+  }
+
+  /**
+   * Inserts the file, or, when the folder already holds that name, gives the existing record
+   * the new content (it keeps its id and file_no). Returns the row and the blob the old
+   * content used, for the caller to release.
+   */
+  async createOrReplace(trx: Kysely<Database>, f: NewFile): Promise<{ row: FileRow; replacedBlobId: string | null }> {
+    const folderPath = f.folder?.path ?? '';
+    const now = nowIso();
+    const content = {
+      blob_id: f.blob.id,
+      size: f.blob.size,
+      mime_type: f.mime_type,
+      extension: f.extension,
+      format: f.format,
+      width: f.width,
+      height: f.height,
+      tags: JSON.stringify(f.tags),
+      metadata: JSON.stringify(f.metadata),
+      custom_id: f.custom_id,
+      is_duplicate: f.duplicate ? 1 : 0,
+      upload_source: f.upload_source,
+      updated_at: now,
+    };
+    // Inserted unless the name is taken (ON CONFLICT DO NOTHING, on both dialects), so two
+    // uploads of one name at once never fail on the unique index: the second one sees the
+    // first and replaces it, or takes another name.
+    const files = new FileRepository(trx);
+    let name = f.name;
+    for (let attempt = 0; attempt < 8; attempt++) {
+      const existing = await files.byName(f.workspaceId, folderPath, name);
+      if (existing && f.onNameTaken === 'replace') {
+        await files.update(existing.id, content);
+        return {
+          row: { ...existing, ...content },
+          replacedBlobId: existing.blob_id === f.blob.id ? null : existing.blob_id,
+        };
+      }
+      if (existing && f.onNameTaken !== 'replace') {
+        name = f.onNameTaken(f.name);
+        continue;
+      }
+      const row: FileRow = {
+        id: newUuid(),
+        file_no: newShortId(),
+        workspace_id: f.workspaceId,
+        folder_id: f.folder?.id ?? null,
+        folder_path: folderPath,
+        name,
+        is_private: 0,
+        created_at: now,
+        ...content,
+      };
+      if (await files.insertIfNameFree(row)) return { row, replacedBlobId: null };
+    }
+    throw errors.fileNameTaken();
+  }
+
+  view(row: FileRow, folderNo: string | null, sha256: string): FileRecord {
+    const path = deliveryPath(row.folder_path, row.name);
+    const thumbnail = row.mime_type.startsWith('image/')
+      ? this.deliveryUrl(row.workspace_id, `w_200,h_200,c_fit/${path}`, Boolean(row.is_private))
+      : null;
+    const metadata = JSON.parse(row.metadata) as Record<string, unknown>;
+    return {
+      id: row.id,
+      file_no: row.file_no,
+      workspace_id: row.workspace_id,
+      name: row.name,
+      path: `/${row.folder_path ? `${row.folder_path}/` : ''}${row.name}`,
+      url: this.deliveryUrl(row.workspace_id, path, Boolean(row.is_private)),
+      width: row.width,
+      height: row.height,
+      size: Number(row.size),
+      mime_type: row.mime_type,
+      tags: JSON.parse(row.tags) as string[],
+      metadata,
+      custom_id: row.custom_id,
+      folder_no: folderNo,
+      is_duplicate: Boolean(row.is_duplicate),
+      created_at: row.created_at,
+      upload_source: row.upload_source,
+      thumbnail,
+      extension: row.extension,
+      format: row.format,
+      hash: sha256,
+      is_private: Boolean(row.is_private),
+      file_size: Number(row.size),
+      workspace_no: row.workspace_id,
+      source: row.upload_source,
+      folder_name: row.folder_path ? row.folder_path.slice(row.folder_path.lastIndexOf('/') + 1) : null,
+      updated_at: row.updated_at,
+      thumbanil: thumbnail,
+      meta_data: metadata,
+      folder_id: row.folder_id,
+    };
+  }
+}
