@@ -46,7 +46,11 @@ export interface Config {
   /** Seconds between webhook attempts (attempt 2, 3, …); after the last, a delivery fails. */
   webhookRetrySchedule: number[];
   webhookTimeoutMs: number;
-  /** How often each node looks for due webhook deliveries (0 = never: no worker). */
+  /**
+   * 0: this node sends no webhooks. Otherwise, on PostgreSQL, how often idle job workers look for
+   * jobs that became due (retries; new jobs are announced at once); on SQLite attempts run at
+   * their due time and this only turns delivery on. See docs/deploy.md, "Background jobs".
+   */
   webhookPollMs: number;
   /** Per API key: upload endpoints, and everything else; null = no limit. */
   rateLimitUpload: RateLimit | null;
@@ -63,7 +67,10 @@ export interface Config {
   remoteTimeoutMs: number;
   /** Longest lifetime of a multipart session and its part URLs, in seconds. */
   multipartMaxTtl: number;
-  /** How often the sweeper frees expired sessions and abandoned bytes, in milliseconds (0 = never). */
+  /**
+   * Milliseconds from the end of one sweep (expired sessions, abandoned bytes, old tokens) to the
+   * start of the next (0 = never on this node). On PostgreSQL the nodes share one schedule.
+   */
   sweepIntervalMs: number;
   /** How long bytes nobody is writing must sit before the sweeper takes them for abandoned. */
   sweepGraceMs: number;

@@ -2,33 +2,53 @@
 // empty database, listen, and shut down cleanly on SIGTERM/SIGINT.
 import { chmodSync, mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { buildApp } from './app.ts';
-import { ConfigError, loadConfig } from './config.ts';
-import { redactText } from './http/log-redaction.ts';
+import pino, { type Logger, type LoggerOptions } from 'pino';
+import { buildApp, REDACT_PATHS } from './app.ts';
+import { type Config, ConfigError, loadConfig } from './config.ts';
+import { withLogRedaction } from './http/log-redaction.ts';
 import { tuneHeapForStreaming } from './heap.ts';
 import { createServices } from './services/container.ts';
 import type { CreatedWorkspace } from './services/workspaces.ts';
 import { S3Storage } from './storage/s3.ts';
 import { checkBucketCors, logCorsCheck } from './storage/s3-cors.ts';
 
+/** The process's own lines (start, jobs, shutdown) go through pino with the options the app's logger gets. */
+function processLogger(config: Config): Logger {
+  return pino(
+    withLogRedaction({
+      level: config.logLevel,
+      redact: { paths: REDACT_PATHS, censor: '[redacted]' },
+    }) as LoggerOptions,
+  );
+}
+
 async function main(): Promise<void> {
   tuneHeapForStreaming();
-  let config: ReturnType<typeof loadConfig>;
+  let config: Config;
   try {
     config = loadConfig();
   } catch (err) {
+    // No logger yet: its level is part of the configuration that just failed.
     if (err instanceof ConfigError) {
       process.stderr.write(`stowage: ${err.message}\n`);
       process.exit(78);
     }
     throw err;
   }
-  const services = await createServices(config, {
-    log: (msg, data) => process.stderr.write(`${redactText(JSON.stringify({ level: 40, msg, ...data }))}\n`),
-  });
+  const log = processLogger(config);
+  try {
+    await serve(config, log);
+  } catch (err) {
+    log.fatal({ err }, 'failed to start');
+    process.exit(1);
+  }
+}
+
+async function serve(config: Config, log: Logger): Promise<void> {
+  const services = await createServices(config, { logger: log });
   const created = await services.workspaces.bootstrapIfEmpty();
 
-  if (created) announceFirstWorkspace(created, config.dataDir);
+  if (created) announceFirstWorkspace(created, config.dataDir, log);
 
   const app = await buildApp(services);
   await app.listen({ host: config.host, port: config.port });
@@ -51,29 +71,10 @@ async function main(): Promise<void> {
     );
   }
 
-  // The sweeper: frees the bytes of expired or aborted multipart sessions and of uploads a
-  // crash interrupted, and forgets upload tokens a day past expiry. Safe on several nodes at
-  // once (every step is conditional).
-  let sweeping = false;
-  const sweeper =
-    config.sweepIntervalMs > 0
-      ? setInterval(() => {
-          // One sweep at a time on this node: a slow one (a large file to finish) is not joined by the next.
-          if (sweeping) return;
-          sweeping = true;
-          Promise.all([services.multipart.sweep(), services.tokens.sweep()])
-            .then(
-              ([r, tokens]) =>
-                r.expired || r.intents || r.finished || tokens ? app.log.info({ ...r, tokens }, 'sweep') : undefined,
-              (err) => app.log.warn({ err }, 'sweep failed'),
-            )
-            .finally(() => {
-              sweeping = false;
-            });
-        }, config.sweepIntervalMs).unref()
-      : undefined;
-
-  if (config.webhookPollMs > 0) services.webhooks.start();
+  // Background jobs: the sweep every STOWAGE_SWEEP_INTERVAL_MS and webhook deliveries (unless
+  // turned off on this node with 0), on this node's runner (docs/deploy.md, "Background jobs").
+  await services.jobs.start();
+  log.info({ runner: services.jobs.kind }, 'background jobs started');
 
   // Graceful shutdown: readiness turns false at once; after STOWAGE_SHUTDOWN_DELAY_MS the
   // listener closes (no new connections) while requests in flight, uploads included, finish;
@@ -84,7 +85,6 @@ async function main(): Promise<void> {
     closing = true;
     services.lifecycle.draining = true;
     app.log.info({ signal, delayMs: config.shutdownDelayMs, timeoutMs: config.shutdownTimeoutMs }, 'shutting down');
-    if (sweeper) clearInterval(sweeper);
     let cut = false;
     const deadline = setTimeout(() => {
       cut = true;
@@ -113,10 +113,11 @@ async function main(): Promise<void> {
 /**
  * The first workspace's keys exist once, in clear, right here: only their hashes are stored.
  * They go to DATA_DIR/first-workspace.json, readable by the owner only, and only its path is
- * printed, since stdout usually ends up in a log collector that keeps everything. The keys
- * themselves are printed too when stdout is a terminal, where a person reads them.
+ * logged, since logs usually end up in a collector that keeps everything. When stdout is a
+ * terminal, a person reads it: the keys are shown there too, as plain text, never through the
+ * logger.
  */
-function announceFirstWorkspace(created: CreatedWorkspace, dataDir: string): void {
+function announceFirstWorkspace(created: CreatedWorkspace, dataDir: string, log: Logger): void {
   const file = resolve(dataDir, 'first-workspace.json');
   let written = false;
   try {
@@ -135,28 +136,36 @@ function announceFirstWorkspace(created: CreatedWorkspace, dataDir: string): voi
     }
     written = true;
   } catch (err) {
-    process.stderr.write(
-      `stowage: could not write ${file} (${err instanceof Error ? err.message : String(err)}); ` +
-        `make new keys with: npx stowage key create --workspace ${created.workspace_id} --type private\n`,
+    log.error(
+      { err: { message: err instanceof Error ? err.message : String(err) }, file },
+      `could not write ${file}; make new keys with: npx stowage key create --workspace ${created.workspace_id} --type private`,
     );
   }
-  const lines = ['', `Stowage created your first workspace.`, `  workspace_id:   ${created.workspace_id}`];
   if (written)
-    lines.push(
-      `  Its public key, private key and webhook secret are in ${file} (readable by you only).`,
-      '  Copy them somewhere safe, then delete that file: only hashes of the keys are stored.',
+    log.warn(
+      { workspace_id: created.workspace_id, file },
+      `Stowage created your first workspace. Its public key, private key and webhook secret are in ${file} ` +
+        '(readable by you only). Copy them somewhere safe, then delete that file: only hashes of the keys are stored.',
     );
+  else log.warn({ workspace_id: created.workspace_id }, 'Stowage created your first workspace');
   if (process.stdout.isTTY) {
+    const lines = ['', `Stowage created your first workspace.`, `  workspace_id:   ${created.workspace_id}`];
+    if (written)
+      lines.push(
+        `  Its public key, private key and webhook secret are in ${file} (readable by you only).`,
+        '  Copy them somewhere safe, then delete that file: only hashes of the keys are stored.',
+      );
     lines.push(
       `  public_key:     ${created.public_key}`,
       `  private_key:    ${created.private_key}`,
       `  webhook_secret: ${created.webhook_secret}`,
     );
+    process.stdout.write(`${lines.join('\n')}\n\n`);
   }
-  process.stdout.write(`${lines.join('\n')}\n\n`);
 }
 
 main().catch((err) => {
+  // Only reached when the logger itself could not be made.
   process.stderr.write(`stowage: failed to start: ${err instanceof Error ? err.message : String(err)}\n`);
   process.exit(1);
 });

@@ -9,7 +9,8 @@ import { newShortId, newUuid } from '../src/crypto/ids.ts';
 import { type Db, inTransaction, isUniqueViolation, openDatabase } from '../src/db/database.ts';
 import { FileRepository } from '../src/db/files.ts';
 import { FolderRepository } from '../src/db/folders.ts';
-import { InFlightWork } from '../src/db/in-flight.ts';
+import { UploadSessionRepository } from '../src/db/upload-sessions.ts';
+import { WebhookDeliveries } from '../src/db/webhooks.ts';
 import { migrateToLatest } from '../src/db/migrations.ts';
 import type { FileRow, FolderRow, SourceRow } from '../src/db/schema.ts';
 import { SourceRepository } from '../src/db/sources.ts';
@@ -539,12 +540,13 @@ for (const dialect of DIALECTS) {
       });
     });
 
-    describe('InFlightWork', () => {
+    describe('work in flight (upload sessions, webhook deliveries)', () => {
       test('open multipart sessions and queued webhook deliveries', async () => {
-        const work = new InFlightWork(db.kysely);
+        const sessions = new UploadSessionRepository(db.kysely);
+        const deliveries = new WebhookDeliveries(db);
         const ws = await workspace();
-        const sessionsBefore = await work.activeSessionCount();
-        const deliveriesBefore = await work.webhookDeliveryCounts();
+        const sessionsBefore = await sessions.activeSessionCount();
+        const deliveriesBefore = await deliveries.counts();
         const session = (status: 'active' | 'completed') => ({
           id: newShortId() + newShortId(),
           uuid: newUuid(),
@@ -571,10 +573,10 @@ for (const dialect of DIALECTS) {
         const open = session('active');
         const done = session('completed');
         await db.kysely.insertInto('multipart_sessions').values([open, done]).execute();
-        assert.equal(await work.activeSessionWorkspace(open.id), ws);
-        assert.equal(await work.activeSessionWorkspace(done.id), undefined, 'not open for parts');
-        assert.equal(await work.activeSessionWorkspace('x'.repeat(24)), undefined);
-        assert.equal(await work.activeSessionCount(), sessionsBefore + 1);
+        assert.equal(await sessions.activeSessionWorkspace(open.id), ws);
+        assert.equal(await sessions.activeSessionWorkspace(done.id), undefined, 'not open for parts');
+        assert.equal(await sessions.activeSessionWorkspace('x'.repeat(24)), undefined);
+        assert.equal(await sessions.activeSessionCount(), sessionsBefore + 1);
 
         const delivery = (status: 'pending' | 'delivered' | 'failed') => ({
           id: newUuid(),
@@ -592,7 +594,7 @@ for (const dialect of DIALECTS) {
         });
         const statuses = ['pending', 'pending', 'failed', 'delivered'] as const;
         await db.kysely.insertInto('webhook_deliveries').values(statuses.map(delivery)).execute();
-        assert.deepEqual(await work.webhookDeliveryCounts(), {
+        assert.deepEqual(await deliveries.counts(), {
           pending: deliveriesBefore.pending + 2,
           failed: deliveriesBefore.failed + 1,
         });

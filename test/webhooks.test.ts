@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
+import { sql } from 'kysely';
 import { Webhook } from 'standardwebhooks';
 import { createServices } from '../src/services/container.ts';
 import { DIALECTS, type Harness, makeHarness } from './helpers/harness.ts';
@@ -207,6 +208,71 @@ describe('webhooks', () => {
 
 for (const dialect of DIALECTS) {
   describe(`webhook durability and claiming on ${dialect.name}`, { skip: dialect.skip }, () => {
+    test('with the job runner started, deliveries go out by themselves, retries too', async () => {
+      const r = await receiver((n) => (n === 1 ? 'fail' : 'ok'));
+      const h = await makeHarness(dialect.name, {
+        config: { outboundAllow: ['127.0.0.1'], webhookPollMs: 50, webhookRetrySchedule: [1] },
+      });
+      try {
+        await h.services.jobs.start();
+        const base = await h.app.listen({ host: '127.0.0.1', port: 0 });
+        assert.equal((await upload(base, h.ws.private_key, `${r.url}/auto`)).status, 201);
+        const deadline = Date.now() + 15_000;
+        while (r.got.length < 2 && Date.now() < deadline) await new Promise((res) => setTimeout(res, 50));
+        assert.equal(r.got.length, 2, 'a failed first attempt and its retry');
+        assert.equal(r.got[0].headers['webhook-id'], r.got[1].headers['webhook-id']);
+        const delivery = () =>
+          h.services.db.kysely.selectFrom('webhook_deliveries').selectAll().executeTakeFirstOrThrow();
+        await until(
+          async () => (await delivery()).status === 'delivered',
+          async () => {},
+        );
+        const row = await delivery();
+        assert.equal(row.id, r.got[0].headers['webhook-id']);
+        assert.equal(row.attempts, 2);
+      } finally {
+        await r.close();
+        await h.close();
+      }
+    });
+
+    test('a pending delivery whose job was lost is queued again and sent once', async () => {
+      const r = await receiver(() => 'ok');
+      const h = await makeHarness(dialect.name, { config: { outboundAllow: ['127.0.0.1'] } });
+      try {
+        const base = await h.app.listen({ host: '127.0.0.1', port: 0 });
+        assert.equal((await upload(base, h.ws.private_key, `${r.url}/lost`)).status, 201);
+        const { id } = await h.services.db.kysely
+          .selectFrom('webhook_deliveries')
+          .select('id')
+          .executeTakeFirstOrThrow();
+        if (dialect.name === 'postgres') {
+          // The job is gone (as after a node died and its lock was cleared by hand).
+          await sql`select graphile_worker.remove_job(${`webhook:${id}`})`.execute(h.services.db.kysely);
+          assert.equal(await h.services.jobs.runDue('webhook.deliver'), 0, 'no job left');
+        }
+        // A fresh node (on SQLite: the restart of the one process) has no job for it either.
+        const node = await createServices(h.config);
+        try {
+          assert.equal(await node.webhooks.requeue(), 1);
+          assert.equal(await node.webhooks.requeue(), 0, 'queued once');
+          await until(
+            () => r.got.length === 1,
+            () => node.webhooks.runOnce(),
+          );
+          assert.equal(r.got[0].headers['webhook-id'], id);
+          await node.webhooks.runOnce();
+          await h.services.webhooks.runOnce();
+          assert.equal(r.got.length, 1, 'sent once');
+        } finally {
+          await node.close();
+        }
+      } finally {
+        await r.close();
+        await h.close();
+      }
+    });
+
     test('deliveries pending at shutdown are sent after a restart, exactly once each by two workers', async () => {
       const r = await receiver(() => 'ok');
       const h = await makeHarness(dialect.name, { config: { outboundAllow: ['127.0.0.1'] } });

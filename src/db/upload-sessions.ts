@@ -107,4 +107,25 @@ export class UploadSessionRepository {
     const { sha256, folder_no, ...file } = row;
     return { file, sha256, folder_no };
   }
+
+  /** The workspace of a multipart session still open for parts; undefined for any other id. */
+  async activeSessionWorkspace(sessionId: string): Promise<string | undefined> {
+    const row = await this.q
+      .selectFrom('multipart_sessions')
+      .select('workspace_id')
+      .where('id', '=', sessionId)
+      .where('status', '=', 'active')
+      .executeTakeFirst();
+    return row?.workspace_id;
+  }
+
+  /** How many multipart sessions are open for parts. */
+  async activeSessionCount(): Promise<number> {
+    const row = await this.q
+      .selectFrom('multipart_sessions')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .where('status', '=', 'active')
+      .executeTakeFirst();
+    return Number(row?.n ?? 0);
+  }
 }

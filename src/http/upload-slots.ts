@@ -17,7 +17,7 @@ import { statfs } from 'node:fs/promises';
 import type { ServerResponse } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Db } from '../db/database.ts';
-import { InFlightWork } from '../db/in-flight.ts';
+import { UploadSessionRepository } from '../db/upload-sessions.ts';
 import { errors } from '../errors.ts';
 import { rawAnswer } from './errors.ts';
 
@@ -97,7 +97,7 @@ type Marked = FastifyRequest & { [kReply]?: FastifyReply; [kRelease]?: () => voi
  */
 export function installUploadSlots(app: FastifyInstance, opts: { slots: UploadSlots; db: Db; disk?: DiskSpace }): void {
   const { slots, db, disk } = opts;
-  const inFlight = new InFlightWork(db.kysely);
+  const sessions = new UploadSessionRepository(db.kysely);
   app.decorate('uploadSlots', slots);
 
   const admit = async (request: Marked, workspaceId: string, declared: number): Promise<void> => {
@@ -132,7 +132,7 @@ export function installUploadSlots(app: FastifyInstance, opts: { slots: UploadSl
     // A part's workspace is its session's. Unknown sessions are left to the handler (404).
     const { sessionId } = request.params as { sessionId?: string };
     if (typeof sessionId !== 'string' || !/^[0-9A-Za-z]{24}$/.test(sessionId)) return;
-    const workspaceId = await inFlight.activeSessionWorkspace(sessionId);
+    const workspaceId = await sessions.activeSessionWorkspace(sessionId);
     if (!workspaceId) return;
     const length = Number((request.query as { length?: string }).length);
     return admit(

@@ -14,7 +14,12 @@ import { FileRecords, FileService } from './files.ts';
 import { FolderService } from './folders.ts';
 import { DeliveryService } from './delivery.ts';
 import { Redis } from 'ioredis';
-import { EventEmitter, once } from 'node:events';
+import { once } from 'node:events';
+import pino from 'pino';
+import { DomainEvents } from '../events.ts';
+import { type JobQueue, openJobQueue } from '../jobs/index.ts';
+import { scheduleSweep } from '../jobs/sweep.ts';
+import type { JobLogger } from '../jobs/types.ts';
 import { Metrics } from './metrics.ts';
 import { WebhookService } from './webhooks.ts';
 import { SourceService } from './sources.ts';
@@ -44,10 +49,12 @@ export interface Services {
   delivery: DeliveryService;
   deliverySigner: DeliverySigner;
   webhooks: WebhookService;
+  /** Background jobs (webhook deliveries, the sweep): main.ts starts them; close() drains them. */
+  jobs: JobQueue;
   /** Set when the process is shutting down: readiness answers 503. */
   lifecycle: { draining: boolean };
   /** Domain events (upload.completed, rendition): side effects such as metrics subscribe here. */
-  events: EventEmitter;
+  events: DomainEvents;
   metrics: Metrics;
   /** Shared by the nodes for rate limits, when REDIS_URL is set. */
   redis?: Redis;
@@ -59,14 +66,34 @@ export interface ServiceOptions {
   resolver?: Resolver;
   /** Receives debug notes such as which configuration field was refused. */
   debug?: (why: string) => void;
-  /** Receives operational notes (webhook retries). */
-  log?: (msg: string, data?: Record<string, unknown>) => void;
+  /** Receives operational notes (webhook retries, sweeps, job failures); none when not given. */
+  logger?: JobLogger;
 }
+
+/** Jobs one node runs at once (webhook attempts are mostly waiting on a receiver). */
+const JOB_CONCURRENCY = 8;
 
 export async function createServices(config: Config, opts: ServiceOptions = {}): Promise<Services> {
   const db = openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
   try {
     await migrateToLatest(db.kysely);
+  } catch (err) {
+    await db.close();
+    throw err;
+  }
+  const events = new DomainEvents();
+  const metrics = new Metrics(db, events);
+  const logger = opts.logger ?? pino({ level: 'silent' });
+  let jobs: JobQueue;
+  try {
+    jobs = await openJobQueue(db, {
+      databaseUrl: config.databaseUrl,
+      // New jobs are seen at once (NOTIFY); jobs that become due (retries, schedules) within this.
+      pollMs: Math.min(config.webhookPollMs || 1000, config.sweepIntervalMs || 1000),
+      concurrency: JOB_CONCURRENCY,
+      log: logger,
+      registry: metrics.registry,
+    });
   } catch (err) {
     await db.close();
     throw err;
@@ -84,8 +111,6 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
     debug: opts.debug,
   });
   const blobs = new BlobStore(db, storage, config.sweepGraceMs);
-  const events = new EventEmitter();
-  const metrics = new Metrics(db, events);
   const deliverySigner = new DeliverySigner(config.masterKey);
   const records = new FileRecords({
     publicUrl: config.publicUrl,
@@ -96,13 +121,14 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
     db,
     workspaces,
     guard,
+    jobs,
     {
       retrySchedule: config.webhookRetrySchedule,
       timeoutMs: config.webhookTimeoutMs,
-      pollIntervalMs: config.webhookPollMs,
+      deliver: config.webhookPollMs > 0,
       claimMs: Math.max(60_000, config.webhookTimeoutMs * 3),
     },
-    opts.log,
+    logger,
   );
   const uploads = new UploadService({
     db,
@@ -122,6 +148,14 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
     settings: { publicUrl: config.publicUrl, maxTtlSeconds: config.multipartMaxTtl },
     hasher,
   });
+  const tokens = new UploadTokenService({
+    db,
+    uploads,
+    workspaces,
+    masterKey: config.masterKey,
+    settings: { publicUrl: config.publicUrl, maxTtlSeconds: config.multipartMaxTtl, graceMs: config.sweepGraceMs },
+  });
+  scheduleSweep(jobs, { multipart, tokens }, config.sweepIntervalMs, logger);
   const remote = new RemoteUploadService({
     uploads,
     guard,
@@ -148,18 +182,13 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
     metrics,
     redis,
     webhooks,
+    jobs,
     files: new FileService({ db, blobs, records }),
     folders: new FolderService(db, blobs),
     delivery: new DeliveryService({ db, storage, maxImagePixels: config.maxImagePixels, sources, events }),
     deliverySigner,
     remote,
-    tokens: new UploadTokenService({
-      db,
-      uploads,
-      workspaces,
-      masterKey: config.masterKey,
-      settings: { publicUrl: config.publicUrl, maxTtlSeconds: config.multipartMaxTtl, graceMs: config.sweepGraceMs },
-    }),
+    tokens,
     multipart,
     config,
     blobs,
@@ -171,7 +200,7 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
     workspaces,
     sources,
     async close() {
-      await webhooks.stop();
+      await jobs.close();
       redis?.disconnect();
       guard.destroy();
       if (storage instanceof S3Storage) storage.destroy();

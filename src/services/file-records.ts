@@ -1,4 +1,4 @@
-// File records: the flat shape of INTERFACE.md 2.2, their delivery URLs, and the
+// File records: the flat shape of docs/api/uploads.md#the-file-record, their delivery URLs, and the
 // create-or-replace an upload commits.
 import type { Kysely } from 'kysely';
 import type { DeliverySigner } from '../crypto/delivery-url.ts';

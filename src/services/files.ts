@@ -69,7 +69,7 @@ export interface FileServiceDeps {
   records: FileRecords;
 }
 
-/** Files API (EXTENSIONS.md "Files"): list, get, rename, update, delete. */
+/** Files API (docs/api/files-folders.md): list, get, rename, update, delete. */
 export class FileService {
   private readonly db: Db;
   private readonly blobs: BlobStore;

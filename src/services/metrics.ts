@@ -3,7 +3,8 @@
 import type { EventEmitter } from 'node:events';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { Db } from '../db/database.ts';
-import { InFlightWork } from '../db/in-flight.ts';
+import { UploadSessionRepository } from '../db/upload-sessions.ts';
+import { WebhookDeliveries } from '../db/webhooks.ts';
 
 export class Metrics {
   readonly registry = new Registry();
@@ -12,7 +13,8 @@ export class Metrics {
 
   constructor(db: Db, events: EventEmitter) {
     collectDefaultMetrics({ register: this.registry, prefix: 'stowage_' });
-    const inFlight = new InFlightWork(db.kysely);
+    const sessions = new UploadSessionRepository(db.kysely);
+    const deliveries = new WebhookDeliveries(db);
     const registers = [this.registry];
     this.requests = new Counter({
       name: 'stowage_http_requests_total',
@@ -55,7 +57,7 @@ export class Metrics {
       help: 'Multipart sessions open for parts',
       registers,
       async collect() {
-        this.set(await inFlight.activeSessionCount());
+        this.set(await sessions.activeSessionCount());
       },
     });
     new Gauge({
@@ -64,7 +66,7 @@ export class Metrics {
       labelNames: ['status'],
       registers,
       async collect() {
-        const counts = await inFlight.webhookDeliveryCounts();
+        const counts = await deliveries.counts();
         for (const status of ['pending', 'failed'] as const) this.set({ status }, counts[status]);
       },
     });

@@ -1,13 +1,17 @@
-// Webhooks (docs/api/webhooks.md): an outbox in the database, written in the same
-// transaction as the file record, so an upload that succeeded always has its notification
-// queued and a restart loses nothing. Workers on any number of nodes claim due deliveries
-// (SKIP LOCKED on PostgreSQL), sign them the Standard Webhooks way and retry with exponential
-// backoff; the message id stays the same on every attempt (at-least-once).
+// Webhooks (docs/api/webhooks.md): the rules. A delivery is a row written in the same
+// transaction as the file record, with its first attempt queued as a job in that transaction,
+// so an upload that succeeded always has its notification on the way and a restart loses
+// nothing. Each attempt is one job: it signs the message the Standard Webhooks way, sends it,
+// records the outcome and, on failure, queues the next attempt after the retry schedule's wait.
+// The message id stays the same on every attempt (at-least-once). The SQL is in db/webhooks.ts.
 import { createHmac } from 'node:crypto';
-import { type Kysely, sql } from 'kysely';
+import type { Kysely } from 'kysely';
 import { randomBase62 } from '../crypto/ids.ts';
 import { type Db, nowIso } from '../db/database.ts';
 import type { Database, WebhookDeliveryRow } from '../db/schema.ts';
+import { type AttemptOutcome, WebhookDeliveries } from '../db/webhooks.ts';
+import type { JobQueue } from '../jobs/index.ts';
+import type { JobLogger } from '../jobs/types.ts';
 import type { OutboundGuard } from '../outbound/guard.ts';
 import { outboundRequest } from '../outbound/http-client.ts';
 import type { FileRecord } from './files.ts';
@@ -19,8 +23,9 @@ export const DEFAULT_RETRY_SCHEDULE = [5, 300, 1800, 7200, 18000, 36000, 36000];
 export interface WebhookSettings {
   retrySchedule: number[];
   timeoutMs: number;
-  pollIntervalMs: number;
-  /** How long a claimed delivery stays with its node before another may take it. */
+  /** Whether this node sends deliveries (STOWAGE_WEBHOOK_POLL_MS > 0). */
+  deliver: boolean;
+  /** An attempt still running after this long is taken for lost (its node died) and queued again. */
   claimMs: number;
 }
 
@@ -30,17 +35,29 @@ export function signWebhook(secret: string, id: string, timestamp: number, body:
   return `v1,${createHmac('sha256', key).update(`${id}.${timestamp}.${body}`).digest('base64')}`;
 }
 
+/** One waiting attempt per delivery. */
+const jobKey = (id: string) => `webhook:${id}`;
+
+const silent: JobLogger = { debug() {}, info() {}, warn() {}, error() {} };
+
 export class WebhookService {
-  private timer?: NodeJS.Timeout;
-  private running?: Promise<void>;
+  private readonly deliveries: WebhookDeliveries;
 
   constructor(
     private readonly db: Db,
     private readonly workspaces: WorkspaceService,
     private readonly guard: OutboundGuard,
+    private readonly jobs: JobQueue,
     private readonly settings: WebhookSettings,
-    private readonly log: (msg: string, data?: Record<string, unknown>) => void = () => {},
-  ) {}
+    private readonly log: JobLogger = silent,
+  ) {
+    this.deliveries = new WebhookDeliveries(db);
+    jobs.define('webhook.deliver', (p) => this.attempt(p.id, p.attempt), { enabled: settings.deliver });
+    // At start (the in-process queue starts empty) and then now and then (a node that died mid-attempt).
+    jobs.every('webhook.requeue', settings.deliver ? settings.claimMs : 0, () => this.requeue().then(() => {}), {
+      atStart: true,
+    });
+  }
 
   /** Queues `upload.completed` in the caller's transaction. */
   async enqueueUpload(trx: Kysely<Database>, url: string, record: FileRecord): Promise<string> {
@@ -53,90 +70,60 @@ export class WebhookService {
       workspace_id: record.workspace_id,
       data: record,
     });
-    await trx
-      .insertInto('webhook_deliveries')
-      .values({
-        id,
-        workspace_id: record.workspace_id,
-        url,
-        payload,
-        status: 'pending',
-        attempts: 0,
-        next_attempt_at: now,
-        locked_until: null,
-        last_status: null,
-        last_error: null,
-        created_at: now,
-        updated_at: now,
-      })
-      .execute();
+    await this.deliveries.insert(trx, { id, workspace_id: record.workspace_id, url, payload, now });
+    await this.jobs.add('webhook.deliver', { id, attempt: 1 }, { trx, jobKey: jobKey(id) });
     return id;
   }
 
-  start(): void {
-    if (this.timer) return;
-    this.timer = setInterval(() => {
-      if (this.running) return;
-      this.running = this.runOnce()
-        .then(
-          () => undefined,
-          (err) => this.log('webhook worker failed', { err: String(err) }),
-        )
-        .finally(() => (this.running = undefined));
-    }, this.settings.pollIntervalMs);
-    this.timer.unref();
-  }
-
-  async stop(): Promise<void> {
-    clearInterval(this.timer);
-    this.timer = undefined;
-    await this.running;
-  }
-
-  /** Claims what is due (on every node at once without overlap) and delivers it. */
+  /** Makes the attempts due now on this node (whether or not its job runner was started); returns how many ran. */
   async runOnce(limit = 20): Promise<number> {
-    const claimed = await this.claim(limit);
-    await Promise.all(claimed.map((d) => this.deliver(d)));
-    return claimed.length;
+    await this.requeue();
+    return this.jobs.runDue('webhook.deliver', limit);
   }
 
-  private async claim(limit: number): Promise<WebhookDeliveryRow[]> {
-    const now = nowIso();
-    const until = new Date(Date.now() + this.settings.claimMs).toISOString();
-    const due = (db: Kysely<Database>) =>
-      db
-        .selectFrom('webhook_deliveries')
-        .select('id')
-        .where('status', '=', 'pending')
-        .where('next_attempt_at', '<=', now)
-        .where((eb) => eb.or([eb('locked_until', 'is', null), eb('locked_until', '<', now)]))
-        .orderBy('next_attempt_at')
-        .limit(limit);
-    if (this.db.dialect === 'postgres') {
-      return this.db.kysely.transaction().execute(async (trx) => {
-        const ids = (await due(trx).forUpdate().skipLocked().execute()).map((r) => r.id);
-        if (ids.length === 0) return [];
-        return trx
-          .updateTable('webhook_deliveries')
-          .set({ locked_until: until })
-          .where('id', 'in', ids)
-          .returningAll()
-          .execute();
-      });
+  /** Queues again the pending deliveries that have no job (lost in a restart or with a dead node); returns how many. */
+  async requeue(): Promise<number> {
+    const PAGE = 500;
+    let queued = 0;
+    let after: { next_attempt_at: string; id: string } | undefined;
+    for (;;) {
+      const page = await this.deliveries.pending(PAGE, after);
+      const lost = await this.jobs.missing(
+        page.map((d) => jobKey(d.id)),
+        this.settings.claimMs,
+      );
+      for (const d of page) {
+        if (!lost.has(jobKey(d.id))) continue;
+        const runAt = new Date(d.next_attempt_at);
+        await this.jobs.add('webhook.deliver', { id: d.id, attempt: d.attempts + 1 }, { jobKey: jobKey(d.id), runAt });
+        queued++;
+      }
+      if (page.length < PAGE) break;
+      after = page[page.length - 1];
     }
-    // SQLite: one writer at a time, so the update is the claim.
-    return this.db.kysely
-      .updateTable('webhook_deliveries')
-      .set({ locked_until: until })
-      .where('id', 'in', due(this.db.kysely))
-      .returningAll()
-      .execute();
+    if (queued > 0) this.log.info({ queued }, 'webhook deliveries queued again');
+    return queued;
   }
 
-  private async deliver(d: WebhookDeliveryRow): Promise<void> {
+  /** Attempt number `attempt` of a delivery; nothing when that attempt is no longer the one to make. */
+  private async attempt(id: string, attempt: number): Promise<void> {
+    const d = await this.deliveries.forAttempt(id, attempt);
+    if (!d) return;
+    const { status, error } = await this.send(d);
+    const wait = error === null ? undefined : this.settings.retrySchedule[attempt - 1];
+    const next = wait === undefined ? null : new Date(Date.now() + wait * 1000 * (0.9 + Math.random() * 0.2));
+    const outcome: AttemptOutcome = { status, error, nextAttemptAt: next?.toISOString() ?? null };
+    // The outcome and the next attempt's job are written together.
+    await this.db.kysely.transaction().execute(async (trx) => {
+      if ((await this.deliveries.record(trx, id, attempt, outcome)) && next)
+        await this.jobs.add('webhook.deliver', { id, attempt: attempt + 1 }, { trx, jobKey: jobKey(id), runAt: next });
+    });
+    if (error !== null)
+      this.log.warn({ id, attempts: attempt, error, retry: outcome.nextAttemptAt }, 'webhook attempt failed');
+  }
+
+  private async send(d: WebhookDeliveryRow): Promise<{ status: number | null; error: string | null }> {
     const timestamp = Math.floor(Date.now() / 1000);
-    let status: number | null = null;
-    let error: string | null = null;
     try {
       const secret = await this.workspaces.webhookSecret(d.workspace_id);
       const res = await outboundRequest(this.guard, d.url, {
@@ -152,59 +139,18 @@ export class WebhookService {
         },
       });
       res.body.resume();
-      status = res.status;
-      if (status < 200 || status > 299) error = `HTTP ${status}`;
+      return { status: res.status, error: res.status < 200 || res.status > 299 ? `HTTP ${res.status}` : null };
     } catch (err) {
-      error =
+      const error =
         (err as NodeJS.ErrnoException).code === 'EOUTBOUNDBLOCKED'
           ? `address refused: ${(err as Error).message}`
           : (err as Error).message.slice(0, 300);
+      return { status: null, error };
     }
-    const attempts = d.attempts + 1;
-    const now = nowIso();
-    if (!error) {
-      await this.db.kysely
-        .updateTable('webhook_deliveries')
-        .set({
-          status: 'delivered',
-          attempts,
-          last_status: status,
-          last_error: null,
-          locked_until: null,
-          updated_at: now,
-        })
-        .where('id', '=', d.id)
-        .execute();
-      return;
-    }
-    const wait = this.settings.retrySchedule[attempts - 1];
-    const next =
-      wait === undefined ? null : new Date(Date.now() + wait * 1000 * (0.9 + Math.random() * 0.2)).toISOString();
-    await this.db.kysely
-      .updateTable('webhook_deliveries')
-      .set({
-        status: next ? 'pending' : 'failed',
-        attempts,
-        last_status: status,
-        last_error: error,
-        locked_until: null,
-        next_attempt_at: next ?? d.next_attempt_at,
-        updated_at: now,
-      })
-      .where('id', '=', d.id)
-      .execute();
-    this.log('webhook attempt failed', { id: d.id, attempts, error, retry: next });
   }
 
   /** Queue depth and failures, for readiness and metrics. */
   async counts(): Promise<{ pending: number; failed: number }> {
-    const rows = await this.db.kysely
-      .selectFrom('webhook_deliveries')
-      .select(['status', sql<number>`count(*)`.as('n')])
-      .where('status', 'in', ['pending', 'failed'])
-      .groupBy('status')
-      .execute();
-    const of = (s: string) => Number(rows.find((r) => r.status === s)?.n ?? 0);
-    return { pending: of('pending'), failed: of('failed') };
+    return this.deliveries.counts();
   }
 }

@@ -1,0 +1,22 @@
+// Domain events: the event map (name -> listener arguments) and the emitter services publish on
+// and side effects (metrics) subscribe to. A typed node:events EventEmitter: emitting or
+// listening with a wrong name or payload does not compile.
+import { EventEmitter } from 'node:events';
+
+/** A file record was written by an upload of any kind. */
+export interface UploadCompleted {
+  /** How it came in: direct, multipart, remote, token. */
+  source: string;
+  size: number;
+  workspaceId: string;
+}
+
+export interface DomainEventMap {
+  'upload.completed': [UploadCompleted];
+  /** A rendition was asked for: true when it came from the cache, false when it was made. */
+  rendition: [hit: boolean];
+}
+
+export type DomainEventName = keyof DomainEventMap;
+
+export class DomainEvents extends EventEmitter<DomainEventMap> {}

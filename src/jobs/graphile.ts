@@ -1,0 +1,143 @@
+// The PostgreSQL runner: graphile-worker, in its own schema (graphile_worker, made by its own
+// migrations), over one pg pool of its own. Jobs are added with its SQL function add_job, on
+// the caller's Kysely transaction when given one, so a job exists if and only if the row that
+// causes it was committed. Any number of nodes (or separate worker processes) run the jobs; a
+// job is taken by one of them at a time (SKIP LOCKED) and survives restarts.
+import { Logger, type Runner, run, runMigrations, runOnce, type TaskList } from 'graphile-worker';
+import { sql } from 'kysely';
+import pg from 'pg';
+import type { Db } from '../db/database.ts';
+import type { JobMetrics } from './metrics.ts';
+import { BaseJobQueue, type EnqueueOptions } from './queue.ts';
+import type { JobLogger, JobName } from './types.ts';
+
+const SCHEMA = 'graphile_worker';
+
+export interface GraphileSettings {
+  databaseUrl: string;
+  /** How often idle workers look for jobs that became due (new jobs are announced by NOTIFY). */
+  pollMs: number;
+  /** Jobs run at once by this node. */
+  concurrency: number;
+}
+
+/** graphile-worker's log lines go to ours; its per-job "completed" notes are debug. */
+function toLogger(log: JobLogger): Logger {
+  return new Logger((scope) => (level, message, meta) => {
+    const data = { graphile: scope, ...meta };
+    if (level === 'error') log.error(data, message);
+    else if (level === 'warning') log.warn(data, message);
+    else log.debug(data, message);
+  });
+}
+
+export class GraphileJobQueue extends BaseJobQueue {
+  readonly kind = 'graphile-worker';
+  readonly durable = true;
+  private readonly pool: pg.Pool;
+  private readonly logger: Logger;
+  private runner?: Runner;
+  private closed?: Promise<void>;
+
+  private constructor(
+    private readonly db: Db,
+    private readonly settings: GraphileSettings,
+    log: JobLogger,
+    metrics: JobMetrics,
+  ) {
+    super(log, metrics);
+    // Its LISTEN connection plus one per job at work, at most.
+    this.pool = new pg.Pool({ connectionString: settings.databaseUrl, max: settings.concurrency + 2 });
+    // A dropped connection (idle, or in use: its query fails on its own) is replaced by the
+    // pool; it must not crash the process.
+    this.pool.on('error', (err) => log.warn({ err }, 'job queue connection lost'));
+    this.pool.on('connect', (client) => client.on('error', () => {}));
+    this.logger = toLogger(log);
+  }
+
+  /** Opens the queue and brings its schema up to date (concurrent nodes are fine: graphile-worker detects it). */
+  static async open(
+    db: Db,
+    settings: GraphileSettings,
+    log: JobLogger,
+    metrics: JobMetrics,
+  ): Promise<GraphileJobQueue> {
+    const queue = new GraphileJobQueue(db, settings, log, metrics);
+    try {
+      await runMigrations({ pgPool: queue.pool, logger: queue.logger, schema: SCHEMA });
+    } catch (err) {
+      await queue.pool.end();
+      throw err;
+    }
+    return queue;
+  }
+
+  protected async enqueue(name: JobName, payload: unknown, opts: EnqueueOptions): Promise<void> {
+    await sql`select ${sql.id(SCHEMA)}.add_job(
+      identifier => ${name}::text,
+      payload => ${JSON.stringify(payload)}::json,
+      run_at => ${opts.runAt?.toISOString() ?? null}::timestamptz,
+      max_attempts => ${opts.maxAttempts}::int,
+      job_key => ${opts.jobKey ?? null}::text,
+      job_key_mode => ${opts.keepRunAt ? 'preserve_run_at' : 'replace'}::text
+    )`.execute(opts.trx ?? this.db.kysely);
+  }
+
+  async missing(keys: string[], staleAfterMs: number): Promise<Set<string>> {
+    if (keys.length === 0) return new Set();
+    // Waiting (with tries left), or running and not for too long.
+    const { rows } = await sql<{ key: string }>`select key from ${sql.id(SCHEMA, 'jobs')}
+      where key = any(${keys}::text[])
+      and ((locked_at is null and attempts < max_attempts)
+        or locked_at > now() - make_interval(secs => ${staleAfterMs / 1000}::float8))`.execute(this.db.kysely);
+    const live = new Set(rows.map((r) => r.key));
+    return new Set(keys.filter((k) => !live.has(k)));
+  }
+
+  /** graphile-worker's runOnce over this one job: it runs what is due until none is left (`limit` is not applied). */
+  async runDue(name: JobName, _limit?: number): Promise<number> {
+    let ran = 0;
+    await runOnce(
+      { pgPool: this.pool, logger: this.logger, schema: SCHEMA, noHandleSignals: true },
+      {
+        [name]: async (payload: unknown) => {
+          ran++;
+          await this.execute(name, payload);
+        },
+      },
+    );
+    return ran;
+  }
+
+  protected async startRunner(): Promise<void> {
+    if (this.runner) return;
+    const taskList: TaskList = {};
+    for (const [name, def] of this.definitions)
+      if (def.enabled) taskList[name] = (payload: unknown) => this.execute(name, payload);
+    if (Object.keys(taskList).length === 0) return;
+    this.runner = await run({
+      pgPool: this.pool,
+      logger: this.logger,
+      schema: SCHEMA,
+      taskList,
+      // Schedules are ours (see queue.ts): no crontab file is read.
+      parsedCronItems: [],
+      concurrency: this.settings.concurrency,
+      pollInterval: this.settings.pollMs,
+      // The process's own SIGTERM handling stops the runner (main.ts, services.close()).
+      noHandleSignals: true,
+    });
+    this.runner.promise.catch((err) => this.log.error({ err }, 'job runner stopped'));
+  }
+
+  protected async stopRunner(): Promise<void> {
+    const runner = this.runner;
+    this.runner = undefined;
+    await runner?.stop();
+  }
+
+  async close(): Promise<void> {
+    this.closed ??= this.stop().then(() => this.pool.end());
+    await this.closed;
+  }
+}
