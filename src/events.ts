@@ -2,11 +2,12 @@
 // and side effects (metrics) subscribe to. A typed node:events EventEmitter: emitting or
 // listening with a wrong name or payload does not compile.
 import { EventEmitter } from 'node:events';
+import type { UploadSource } from './uploads/options.ts';
 
 /** A file record was written by an upload of any kind. */
 export interface UploadCompleted {
   /** How it came in: direct, multipart, remote, token. */
-  source: string;
+  source: UploadSource;
   size: number;
   workspaceId: string;
 }

@@ -14,7 +14,7 @@ import { renditionPrefix } from '../uploads/blob-store.ts';
 import { createHash } from 'node:crypto';
 import { openOrigin, webOriginRequest, webOriginUrl } from '../sources/origin.ts';
 import type { SourceService } from './sources.ts';
-import type { EventEmitter } from 'node:events';
+import type { DomainEvents } from '../events.ts';
 
 /** How long a rendition of an origin's object is served before it is made again. */
 const ORIGIN_RENDITION_TTL_MS = 24 * 3600 * 1000;
@@ -139,7 +139,7 @@ export interface DeliveryServiceDeps {
   maxImagePixels: number;
   /** Sources, for `/{workspace_id}-{source_name}/…`. */
   sources?: SourceService;
-  events?: EventEmitter;
+  events?: DomainEvents;
 }
 
 export class DeliveryService {
@@ -147,7 +147,7 @@ export class DeliveryService {
   private readonly storage: StorageDriver;
   private readonly maxPixels: number;
   private readonly sources?: SourceService;
-  private readonly events?: EventEmitter;
+  private readonly events?: DomainEvents;
   /** Counts renditions made (tests and metrics read it). */
   readonly stats = { renditionsMade: 0, renditionCacheHits: 0 };
 

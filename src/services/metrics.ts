@@ -1,6 +1,6 @@
 // Prometheus metrics. One registry per service container (tests build several in a process).
 // Counters are fed by events; gauges that live in the database are read at scrape time.
-import type { EventEmitter } from 'node:events';
+import type { DomainEvents } from '../events.ts';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { Db } from '../db/database.ts';
 import { UploadSessionRepository } from '../db/upload-sessions.ts';
@@ -11,7 +11,7 @@ export class Metrics {
   readonly requests: Counter<'method' | 'route' | 'status'>;
   readonly duration: Histogram<'method' | 'route' | 'status'>;
 
-  constructor(db: Db, events: EventEmitter) {
+  constructor(db: Db, events: DomainEvents) {
     collectDefaultMetrics({ register: this.registry, prefix: 'stowage_' });
     const sessions = new UploadSessionRepository(db.kysely);
     const deliveries = new WebhookDeliveries(db);
@@ -47,7 +47,7 @@ export class Metrics {
       labelNames: ['result'],
       registers,
     });
-    events.on('upload.completed', (e: { source: string; size: number }) => {
+    events.on('upload.completed', (e) => {
       uploaded.inc({ source: e.source }, e.size);
       uploads.inc({ source: e.source });
     });

@@ -6,7 +6,7 @@
 // becomes usage), writes the record (replacing a file or taking a free name), releases a
 // replaced blob, runs the caller's hook and queues the webhook. After it, duplicate bytes and
 // released blobs go and the upload is announced (events.ts). On failure nothing is left behind.
-import type { EventEmitter } from 'node:events';
+import type { DomainEvents } from '../events.ts';
 import type { Kysely } from 'kysely';
 import type { BlobRepository } from '../db/blobs.ts';
 import { type Db, inTransaction } from '../db/database.ts';
@@ -31,7 +31,7 @@ export interface CommitDeps {
   records: FileRecords;
   webhooks?: WebhookService;
   guard?: OutboundGuard;
-  events?: EventEmitter;
+  events?: DomainEvents;
   transform: TransformDeps;
 }
 

@@ -1,17 +1,9 @@
 // The last step of the pipeline: what an upload tells the rest of the process once its record
-// is committed. Side effects such as metrics subscribe to these on the services' EventEmitter;
-// the webhook is not one of them (it is queued in the commit's transaction, see commit.ts).
-import type { EventEmitter } from 'node:events';
-import type { UploadSource } from './options.ts';
+// is committed. Side effects such as metrics subscribe on the services' typed emitter
+// (src/events.ts); the webhook is not one of them (it is queued in the commit's transaction,
+// see commit.ts).
+import type { DomainEvents, UploadCompleted } from '../events.ts';
 
-export const UPLOAD_COMPLETED = 'upload.completed';
-
-export interface UploadCompleted {
-  source: UploadSource;
-  size: number;
-  workspaceId: string;
-}
-
-export function announceUpload(events: EventEmitter | undefined, e: UploadCompleted): void {
-  events?.emit(UPLOAD_COMPLETED, e);
+export function announceUpload(events: DomainEvents | undefined, e: UploadCompleted): void {
+  events?.emit('upload.completed', e);
 }

@@ -1,7 +1,7 @@
 // The upload pipeline as the routes and the other intakes (multipart, remote, tokens) use it:
 // the limits of the next upload to a workspace, staging a body (staging.ts), and finishing it
 // into a file record (commit.ts).
-import type { EventEmitter } from 'node:events';
+import type { DomainEvents } from '../events.ts';
 import type { Readable } from 'node:stream';
 import { BlobRepository } from '../db/blobs.ts';
 import type { Db } from '../db/database.ts';
@@ -28,7 +28,7 @@ export interface UploadDeps {
   limits: UploadLimits;
   webhooks?: WebhookService;
   guard?: OutboundGuard;
-  events?: EventEmitter;
+  events?: DomainEvents;
 }
 
 export class UploadService {
