@@ -3,7 +3,9 @@
 import { join } from 'node:path';
 import type { StorageConfig } from '../config.ts';
 import type { FileHasher } from '../hashing/file-hasher.ts';
+import { AzureStorage } from './azure.ts';
 import type { StorageDriver } from './driver.ts';
+import { GcsStorage } from './gcs.ts';
 import { LocalStorage } from './local.ts';
 import { S3Storage } from './s3.ts';
 
@@ -21,6 +23,10 @@ export function createStorage(
   switch (storage.driver) {
     case 's3':
       return new S3Storage(storage.s3);
+    case 'azure':
+      return new AzureStorage(storage.azure);
+    case 'gcs':
+      return new GcsStorage(storage.gcs);
     case 'local':
       return new LocalStorage(join(config.dataDir, 'storage'), { fsync: storage.fsync, hasher: opts.hasher });
   }
