@@ -116,8 +116,10 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
   installAuth(app, services.workspaces, config.publicUrl);
   await installRateLimits(app, { upload: config.rateLimitUpload, api: config.rateLimitApi, redis: services.redis });
   // After auth: upload slots are counted per workspace.
-  const disk =
-    config.storage.driver === 'local' ? new DiskSpace(join(config.dataDir, 'storage'), config.minFreeBytes) : undefined;
+  // Stores on a disk of this machine have a free-space floor (STOWAGE_MIN_FREE_BYTES).
+  const disk = services.storage.freeSpace
+    ? new DiskSpace(join(config.dataDir, 'storage'), config.minFreeBytes)
+    : undefined;
   installUploadSlots(app, { slots: new UploadSlots(config.maxConcurrentUploads), db: services.db, disk });
   installBodyIdleTimeout(app, config.bodyIdleTimeoutMs);
 
@@ -145,13 +147,11 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
   await app.register(async (scope) => remoteUploadRoute(scope, services.remote));
   await app.register(multipartRoutes, { multipart: services.multipart, workspaces: services.workspaces });
   await app.register(fileRoutes, { files: services.files, folders: services.folders });
-  const s3 = config.storage.driver === 's3' ? config.storage.s3 : undefined;
-  const storageOrigin = s3
-    ? s3.endpoint
-      ? new URL(s3.endpoint).origin
-      : `https://*.s3.${s3.region}.amazonaws.com`
-    : undefined;
-  await app.register(dashboardRoutes, { publicUrl: config.publicUrl, storageOrigin });
+  // Where the dashboard's browser PUTs parts when storage presigns them.
+  await app.register(dashboardRoutes, {
+    publicUrl: config.publicUrl,
+    storageOrigin: services.storage.partUploadOrigin,
+  });
   await app.register(deliveryRoutes, { delivery: services.delivery, signer: services.deliverySigner });
 
   return app;

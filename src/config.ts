@@ -4,6 +4,8 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { isAbsolute, join, resolve } from 'node:path';
 
+import type { AzureSettings } from './storage/azure.ts';
+import type { GcsSettings } from './storage/gcs.ts';
 import type { S3Settings } from './storage/s3.ts';
 
 export interface RateLimit {
@@ -12,7 +14,11 @@ export interface RateLimit {
 }
 
 /** `fsync: false` acknowledges local writes once the kernel has them (STOWAGE_FSYNC=false). */
-export type StorageConfig = { driver: 'local'; fsync: boolean } | { driver: 's3'; s3: S3Settings };
+export type StorageConfig =
+  | { driver: 'local'; fsync: boolean }
+  | { driver: 's3'; s3: S3Settings }
+  | { driver: 'azure'; azure: AzureSettings }
+  | { driver: 'gcs'; gcs: GcsSettings };
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 
@@ -37,7 +43,7 @@ export interface Config {
   outboundTimeoutMs: number;
   /** Google Cloud Storage JSON API endpoint; unset = Google's. Set for an emulator. */
   gcsApiEndpoint?: string;
-  /** Where file bytes go: local disk under dataDir/storage, or an S3-compatible bucket. */
+  /** Where file bytes go: local disk under dataDir/storage, an S3-compatible bucket, Azure or GCS. */
   storage: StorageConfig;
   /** Largest file a workspace may upload unless it has its own limit (413 above). */
   maxFileSize: number;
@@ -286,8 +292,10 @@ function readStorage(read: (name: string) => string | undefined, problems: strin
   if (fsync !== undefined && fsync !== 'true' && fsync !== 'false')
     problems.push(`STOWAGE_FSYNC must be true or false (got "${fsync}")`);
   if (driver === 'local') return { driver: 'local', fsync: fsync !== 'false' };
+  if (driver === 'azure') return { driver: 'azure', azure: readAzure(read, problems) };
+  if (driver === 'gcs') return { driver: 'gcs', gcs: readGcs(read, problems) };
   if (driver !== 's3') {
-    problems.push(`STOWAGE_STORAGE must be "local" or "s3" (got "${driver}")`);
+    problems.push(`STOWAGE_STORAGE must be "local", "s3", "azure" or "gcs" (got "${driver}")`);
     return { driver: 'local', fsync: true };
   }
   const endpoint = read('S3_ENDPOINT');
@@ -316,6 +324,54 @@ function readStorage(read: (name: string) => string | undefined, problems: strin
       // Path-style by default for a custom endpoint (MinIO, Swift); virtual-hosted for AWS.
       forcePathStyle: pathStyle === undefined ? endpoint !== undefined : pathStyle === 'true',
     },
+  };
+}
+
+/** Azure Blob Storage: a connection string (a secret: never echoed) and a container. */
+function readAzure(read: (name: string) => string | undefined, problems: string[]): AzureSettings {
+  const connectionString = read('AZURE_STORAGE_CONNECTION_STRING');
+  if (!connectionString) problems.push('AZURE_STORAGE_CONNECTION_STRING is required when STOWAGE_STORAGE=azure');
+  else if (!/(^|;)\s*(AccountName|BlobEndpoint|UseDevelopmentStorage)=/i.test(connectionString))
+    problems.push(
+      'AZURE_STORAGE_CONNECTION_STRING must be a connection string (AccountName=…;AccountKey=…;…) as the Azure portal shows it',
+    );
+  const container = read('AZURE_STORAGE_CONTAINER');
+  // Azure's rule: 3 to 63 lowercase letters, digits and single hyphens, starting with a letter or digit.
+  if (!container) problems.push('AZURE_STORAGE_CONTAINER is required when STOWAGE_STORAGE=azure');
+  else if (!/^(?=.{3,63}$)[a-z0-9]+(-[a-z0-9]+)*$/.test(container))
+    problems.push(
+      `AZURE_STORAGE_CONTAINER must be 3 to 63 lowercase letters, digits and single hyphens (got "${container}")`,
+    );
+  return { connectionString: connectionString ?? '', container: container ?? '' };
+}
+
+/**
+ * Google Cloud Storage: a bucket, and a service account key (JSON, a secret: never echoed) or,
+ * without one, Google's application default credentials. STOWAGE_GCS_API_ENDPOINT (shared with
+ * google_cloud sources) points it at an emulator.
+ */
+function readGcs(read: (name: string) => string | undefined, problems: string[]): GcsSettings {
+  const bucket = read('GCS_BUCKET');
+  if (!bucket) problems.push('GCS_BUCKET is required when STOWAGE_STORAGE=gcs');
+  const keyJson = read('GCS_CREDENTIALS');
+  let credentials: GcsSettings['credentials'];
+  if (keyJson !== undefined) {
+    try {
+      const key = JSON.parse(keyJson) as { client_email?: unknown; private_key?: unknown };
+      if (typeof key.client_email !== 'string' || typeof key.private_key !== 'string') throw new Error('fields');
+      credentials = { client_email: key.client_email, private_key: key.private_key };
+    } catch {
+      problems.push(
+        'GCS_CREDENTIALS must be a service account key (JSON with client_email and private_key); unset it to use application default credentials',
+      );
+    }
+  }
+  const apiEndpoint = read('STOWAGE_GCS_API_ENDPOINT');
+  return {
+    bucket: bucket ?? '',
+    projectId: read('GCS_PROJECT_ID'),
+    credentials,
+    apiEndpoint: apiEndpoint && /^https?:\/\/[^\s]+$/.test(apiEndpoint) ? apiEndpoint.replace(/\/+$/, '') : undefined,
   };
 }
 

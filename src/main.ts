@@ -9,8 +9,7 @@ import { withLogRedaction } from './http/log-redaction.ts';
 import { tuneHeapForStreaming } from './heap.ts';
 import { createServices } from './services/container.ts';
 import type { CreatedWorkspace } from './services/workspaces.ts';
-import { S3Storage } from './storage/s3.ts';
-import { checkBucketCors, logCorsCheck } from './storage/s3-cors.ts';
+import { logCorsCheck } from './storage/s3-cors.ts';
 
 /** The process's own lines (start, jobs, shutdown) go through pino with the options the app's logger gets. */
 function processLogger(config: Config): Logger {
@@ -56,12 +55,9 @@ async function serve(config: Config, log: Logger): Promise<void> {
   // Browsers PUT multipart parts straight to the bucket, which only works if its CORS allows
   // them: say so once at start instead of letting the first browser upload fail. Not awaited
   // and time-limited, so a slow or odd storage server never holds up or fails the start.
-  if (config.storage.driver === 's3' && services.storage instanceof S3Storage) {
-    const s3 = config.storage.s3;
-    checkBucketCors(services.storage.client, s3.bucket, {
-      timeoutMs: 5000,
-      secrets: [s3.accessKeyId, s3.secretAccessKey],
-    }).then(
+  const bucketCors = services.storage.bucketCors;
+  if (bucketCors) {
+    bucketCors.check({ timeoutMs: 5000 }).then(
       (check) => logCorsCheck(app.log, check),
       (err) =>
         app.log.warn(

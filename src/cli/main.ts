@@ -5,14 +5,8 @@ import { Command, InvalidArgumentError } from 'commander';
 import { ConfigError, loadConfig } from '../config.ts';
 import { AppError } from '../errors.ts';
 import { createServices, type Services } from '../services/container.ts';
-import { S3Storage } from '../storage/s3.ts';
-import {
-  applyBucketCors,
-  type CorsCheck,
-  checkBucketCors,
-  isValidOrigin,
-  stowageCorsRule,
-} from '../storage/s3-cors.ts';
+import { createStorage } from '../storage/open.ts';
+import { type CorsCheck, isValidOrigin, stowageCorsRule } from '../storage/s3-cors.ts';
 import { StowageError } from '../../sdk/src/errors.ts';
 import { ExitError, exitCodeFor, registerClientCommands } from './client.ts';
 
@@ -257,16 +251,16 @@ export async function runCli(
     )
     .option('--json', 'print JSON')
     .action(async (opts: { apply?: boolean; origins?: string[]; json?: boolean }) => {
-      const config = loadConfig(env);
-      if (config.storage.driver !== 's3')
+      // The service's own driver (endpoint, path style, credentials), not prepared: no database needed.
+      const bucketStorage = createStorage(loadConfig(env));
+      const bucketCors = bucketStorage.bucketCors;
+      if (!bucketCors)
         throw new ExitError(
-          'STOWAGE_STORAGE is not "s3": files are on local disk and part uploads go through the service, so there is no bucket CORS to set',
+          `STOWAGE_STORAGE is not "s3": ${bucketStorage.description} and part uploads go through the service, so there is no bucket CORS to set`,
           78,
         );
-      const s3 = config.storage.s3;
-      // The service's own client construction (endpoint, path style, credentials); no database needed.
-      const bucketStorage = new S3Storage(s3);
-      const cors = { origins: opts.origins, timeoutMs: 15_000, secrets: [s3.accessKeyId, s3.secretAccessKey] };
+      const bucket = bucketCors.bucket;
+      const cors = { origins: opts.origins, timeoutMs: 15_000 };
       const rule = stowageCorsRule(opts.origins);
       const explain = (c: CorsCheck): string[] => {
         if (c.status === 'missing') {
@@ -297,25 +291,23 @@ export async function runCli(
       let result: CorsCheck;
       try {
         if (opts.apply) {
-          const r = await applyBucketCors(bucketStorage.client, s3.bucket, cors);
+          const r = await bucketCors.apply(cors);
           result = r.after;
           print(Boolean(opts.json), { ...json(r.after), applied: r.applied, before: r.before.status }, () =>
             [
-              r.applied
-                ? `Applied the CORS rule to bucket "${s3.bucket}".`
-                : `Nothing applied to bucket "${s3.bucket}".`,
+              r.applied ? `Applied the CORS rule to bucket "${bucket}".` : `Nothing applied to bucket "${bucket}".`,
               `S3 bucket CORS: ${r.after.status}: ${r.after.detail}`,
               ...(r.applied ? [] : explain(r.after)),
             ].join('\n'),
           );
         } else {
-          result = await checkBucketCors(bucketStorage.client, s3.bucket, cors);
+          result = await bucketCors.check(cors);
           print(Boolean(opts.json), json(result), () =>
             [`S3 bucket CORS: ${result.status}: ${result.detail}`, ...explain(result)].join('\n'),
           );
         }
       } finally {
-        bucketStorage.destroy();
+        await bucketStorage.close?.();
       }
       if (result.status !== 'ok') throw new ExitError('', 1);
     });

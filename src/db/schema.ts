@@ -140,7 +140,7 @@ export interface UploadTokenTable {
   workspace_id: string;
   /** The private key that minted it: revoking or rotating that key ends the token. */
   key_id: string;
-  /** JSON of TokenPolicy (services/upload-tokens.ts). */
+  /** JSON of TokenPolicy (uploads/token-policy.ts). */
   policy: string;
   /** Unix seconds. */
   expire_at: number;

@@ -1,5 +1,4 @@
 // Builds every service from the configuration, once. Tests build their own with a test config.
-import { join } from 'node:path';
 import type { Config } from '../config.ts';
 import { SecretBox } from '../crypto/secret-box.ts';
 import { type Db, openDatabase } from '../db/database.ts';
@@ -7,8 +6,7 @@ import { migrateToLatest } from '../db/migrations.ts';
 import { OutboundGuard, type Resolver } from '../outbound/guard.ts';
 import type { StorageDriver } from '../storage/driver.ts';
 import { FileHasher } from '../uploads/hashing/file-hasher.ts';
-import { LocalStorage } from '../storage/local.ts';
-import { S3Storage } from '../storage/s3.ts';
+import { openStorage } from '../storage/open.ts';
 import { BlobStore } from '../uploads/blob-store.ts';
 import { FileRecords, FileService } from './files.ts';
 import { FolderService } from './folders.ts';
@@ -100,9 +98,9 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
   }
   const box = new SecretBox(config.masterKey, config.previousMasterKeys);
   const guard = new OutboundGuard(config.outboundAllow, opts.resolver);
-  // One thread hashes what is written to local disk (see hashing/file-hasher.ts).
+  // One thread hashes what is written to local disk (see uploads/hashing/file-hasher.ts).
   const hasher = new FileHasher();
-  const storage = await openStorage(config, hasher);
+  const storage = await openStorage(config, { hasher });
   const workspaces = new WorkspaceService(db, box);
   const sources = new SourceService({
     db,
@@ -203,16 +201,9 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
       await jobs.close();
       redis?.disconnect();
       guard.destroy();
-      if (storage instanceof S3Storage) storage.destroy();
+      await storage.close?.();
       await hasher.close();
       await db.close();
     },
   };
-}
-
-async function openStorage(config: Config, hasher: FileHasher): Promise<StorageDriver> {
-  if (config.storage.driver === 's3') return new S3Storage(config.storage.s3);
-  const local = new LocalStorage(join(config.dataDir, 'storage'), { fsync: config.storage.fsync, hasher });
-  await local.init();
-  return local;
 }

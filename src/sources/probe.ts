@@ -3,6 +3,7 @@
 // signature or request detail can leak into a response.
 import { createSign } from 'node:crypto';
 import { HeadBucketCommand } from '@aws-sdk/client-s3';
+import type { GetBucketMetadataOptions } from '@google-cloud/storage';
 import { OutboundBlockedError } from '../outbound/guard.ts';
 import { outboundRequest } from '../outbound/http-client.ts';
 import { azureServiceFor, checkGcsEndpoint, type ClientDeps, gcsStorageFor, s3ClientFor } from './clients.ts';
@@ -109,7 +110,9 @@ async function probeGoogleCloud(config: Configuration, deps: ProbeDeps): Promise
   }
   const storage = gcsStorageFor(account, deps);
   try {
-    await storage.bucket(String(config.bucket_name)).getMetadata({ timeout: deps.timeoutMs } as any);
+    // The client's types leave out `timeout`, which it hands on with the request.
+    const options: GetBucketMetadataOptions & { timeout: number } = { timeout: deps.timeoutMs };
+    await storage.bucket(String(config.bucket_name)).getMetadata(options);
     return undefined;
   } catch (err) {
     const status = (err as { code?: number }).code;

@@ -7,34 +7,23 @@
 // and completing a multipart upload is a rename, never a copy.
 import { randomUUID } from 'node:crypto';
 import { close, type Dirent, fdatasync, open as fsOpen, writev } from 'node:fs';
-import { mkdir, open, readdir, readFile, rename, rm, stat, truncate, writeFile } from 'node:fs/promises';
+import { mkdir, open, readdir, readFile, rename, rm, stat, statfs, truncate, writeFile } from 'node:fs/promises';
 import { dirname, join, relative, sep } from 'node:path';
 import { type Readable, Transform, Writable } from 'node:stream';
 import { errors } from '../errors.ts';
 import type { FileHasher } from '../uploads/hashing/file-hasher.ts';
 import { pipeline } from 'node:stream/promises';
-import { xxh3 } from '@node-rs/xxhash';
+import { PartWriteGate, partMeter } from './part-writes.ts';
 import {
   assertKey,
   type ByteRange,
   type MultipartStorage,
-  MultipartSealedError,
   type ObjectInfo,
   ObjectNotFoundError,
   type PartInfo,
+  PartLengthError,
   type StorageDriver,
 } from './driver.ts';
-
-export class PartLengthError extends Error {
-  readonly code = 'EPARTLENGTH';
-  constructor(
-    public readonly expected: number,
-    public readonly received: number,
-  ) {
-    super(`part must be exactly ${expected} bytes; ${received > expected ? 'more' : `only ${received}`} arrived`);
-    this.name = 'PartLengthError';
-  }
-}
 
 /**
  * Writes a stream to an open file from `start` on, in batches (writev), reporting each written
@@ -224,6 +213,7 @@ const UPLOAD_ID_RE = /^[0-9a-f-]{36}$/;
 
 export class LocalStorage implements StorageDriver, MultipartStorage {
   readonly name = 'local' as const;
+  readonly description = 'files are on local disk';
   private readonly objects: string;
   private readonly tmp: string;
   private readonly multipart: string;
@@ -253,6 +243,11 @@ export class LocalStorage implements StorageDriver, MultipartStorage {
 
   async init(): Promise<void> {
     await Promise.all([this.objects, this.tmp, this.multipart].map((d) => mkdir(d, { recursive: true })));
+  }
+
+  async freeSpace(): Promise<number> {
+    const s = await statfs(this.root);
+    return s.bavail * s.bsize;
   }
 
   async check(): Promise<void> {
@@ -402,20 +397,14 @@ export class LocalStorage implements StorageDriver, MultipartStorage {
     return uploadId;
   }
 
-  /** Part writes in flight, per upload: what sealing cuts and waits for. */
-  private readonly writers = new Map<string, Set<{ cut: AbortController; settled: Promise<unknown> }>>();
-  /** Uploads being completed or aborted: part writes are refused. */
-  private readonly sealed = new Set<string>();
+  private readonly gate = new PartWriteGate();
 
   async sealMultipart(uploadId: string): Promise<void> {
-    this.sealed.add(uploadId);
-    const running = [...(this.writers.get(uploadId) ?? [])];
-    for (const w of running) w.cut.abort(new MultipartSealedError());
-    await Promise.allSettled(running.map((w) => w.settled));
+    await this.gate.seal(uploadId);
   }
 
   unsealMultipart(uploadId: string): void {
-    this.sealed.delete(uploadId);
+    this.gate.unseal(uploadId);
   }
 
   async writePart(
@@ -426,37 +415,15 @@ export class LocalStorage implements StorageDriver, MultipartStorage {
     length: number,
     signal?: AbortSignal,
   ): Promise<PartInfo> {
-    // Registered before the seal is checked: a seal either sees this writer (and cuts it) or
-    // came first (and this writer is refused). No third order exists.
-    const cut = new AbortController();
-    let settle!: () => void;
-    const entry = { cut, settled: new Promise<void>((resolve) => (settle = resolve)) };
-    let set = this.writers.get(uploadId);
-    if (!set) {
-      set = new Set();
-      this.writers.set(uploadId, set);
-    }
-    set.add(entry);
-    try {
-      if (this.sealed.has(uploadId)) throw new MultipartSealedError();
-      return await this.writePartUnsealed(
-        key,
-        uploadId,
-        partNumber,
-        body,
-        length,
-        signal ? AbortSignal.any([signal, cut.signal]) : cut.signal,
-      );
-    } catch (err) {
-      // A part the disk had no room for is not recorded (it counts as missing); the bytes it got
-      // to write stay in the session's file, where its retry writes them again, until the
-      // session is completed, aborted or expires.
-      throw cut.signal.aborted ? new MultipartSealedError() : mapDiskFull(err);
-    } finally {
-      set.delete(entry);
-      if (set.size === 0) this.writers.delete(uploadId);
-      settle();
-    }
+    // A part the disk had no room for is not recorded (it counts as missing); the bytes it got
+    // to write stay in the session's file, where its retry writes them again, until the
+    // session is completed, aborted or expires.
+    return this.gate.run(
+      uploadId,
+      signal,
+      (cut) => this.writePartUnsealed(key, uploadId, partNumber, body, length, cut),
+      mapDiskFull,
+    );
   }
 
   private async writePartUnsealed(
@@ -480,30 +447,21 @@ export class LocalStorage implements StorageDriver, MultipartStorage {
     // 10 GB/s, so it costs the event loop next to nothing; a second SHA-256 pass over every part
     // cost multipart a quarter of its throughput here). The file's SHA-256 is the hashing
     // thread's (see MultipartService).
-    const etag = xxh3.Xxh3.withSeed();
-    let received = 0;
-    const limiter = new Transform({
-      transform(chunk: Buffer, _enc, cb) {
-        received += chunk.length;
-        if (received > length) return cb(new PartLengthError(length, received));
-        etag.update(chunk);
-        cb(null, chunk);
-      },
-    });
+    const meter = partMeter(length);
     signal.throwIfAborted();
     const sink = await FileSink.open(join(dir, 'data'), 'r+', offset, this.fsync);
     // Settled only once the descriptor is closed, i.e. after its last write: a seal that waits
     // for this knows no byte of this part can still reach the file.
     const closed = new Promise<void>((resolve) => sink.once('close', resolve));
     try {
-      await pipeline(body, limiter, sink, { signal });
+      await pipeline(body, meter.stream, sink, { signal });
     } finally {
       if (!sink.closed) sink.destroy();
       await closed;
     }
     signal.throwIfAborted();
-    if (received !== length) throw new PartLengthError(length, received);
-    const part: PartInfo = { partNumber, size: length, etag: `"${etag.digest().toString(16).padStart(16, '0')}"` };
+    meter.check();
+    const part: PartInfo = { partNumber, size: length, etag: meter.etag() };
     await writeAtomic(join(dir, `part-${partNumber}.json`), JSON.stringify(part), this.fsync);
     return part;
   }
@@ -539,14 +497,14 @@ export class LocalStorage implements StorageDriver, MultipartStorage {
     await rename(join(dir, 'data'), target);
     this.metas.delete(uploadId);
     await rm(dir, { recursive: true, force: true });
-    this.sealed.delete(uploadId);
+    this.gate.unseal(uploadId);
   }
 
   async abortMultipart(_key: string, uploadId: string): Promise<void> {
     await this.sealMultipart(uploadId);
     this.metas.delete(uploadId);
     await rm(this.uploadDir(uploadId), { recursive: true, force: true });
-    this.sealed.delete(uploadId);
+    this.gate.unseal(uploadId);
   }
 
   /**

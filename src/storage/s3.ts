@@ -20,8 +20,10 @@ import {
 import { Upload } from '@aws-sdk/lib-storage';
 import { getSignedUrl, S3RequestPresigner } from '@aws-sdk/s3-request-presigner';
 import type { Readable } from 'node:stream';
+import { applyBucketCors, checkBucketCors } from './s3-cors.ts';
 import {
   assertKey,
+  type BucketCors,
   type ByteRange,
   type MultipartStorage,
   type ObjectInfo,
@@ -56,8 +58,13 @@ const isMissing = (err: unknown) =>
 
 export class S3Storage implements StorageDriver, MultipartStorage {
   readonly name = 's3' as const;
+  readonly description = 'files are in an S3 bucket';
   readonly client: S3Client;
   private readonly bucket: string;
+  /** Browsers PUT parts to presigned URLs, so the bucket's CORS must allow them (storage/s3-cors.ts). */
+  readonly bucketCors: BucketCors;
+  /** The origin of presigned part URLs: the endpoint's, or any AWS bucket host of the region. */
+  readonly partUploadOrigin: string;
   /** Part URL presigners by signing region and service (see presignParts). */
   private readonly presigners = new Map<string, S3RequestPresigner>();
 
@@ -74,6 +81,17 @@ export class S3Storage implements StorageDriver, MultipartStorage {
       requestChecksumCalculation: 'WHEN_REQUIRED',
       responseChecksumValidation: 'WHEN_REQUIRED',
     });
+    this.partUploadOrigin = settings.endpoint
+      ? new URL(settings.endpoint).origin
+      : `https://*.s3.${settings.region}.amazonaws.com`;
+    // Messages never hold the credentials.
+    const secrets = [settings.accessKeyId, settings.secretAccessKey];
+    const bucket = settings.bucket;
+    this.bucketCors = {
+      bucket,
+      check: (opts = {}) => checkBucketCors(this.client, bucket, { ...opts, secrets }),
+      apply: (opts = {}) => applyBucketCors(this.client, bucket, { ...opts, secrets }),
+    };
   }
 
   async check(): Promise<void> {
@@ -287,5 +305,9 @@ export class S3Storage implements StorageDriver, MultipartStorage {
 
   destroy(): void {
     this.client.destroy();
+  }
+
+  close(): void {
+    this.destroy();
   }
 }

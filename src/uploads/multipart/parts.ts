@@ -4,7 +4,7 @@
 import { PassThrough, type Readable } from 'node:stream';
 import { AppError, errors } from '../../errors.ts';
 import { MultipartSealedError, ObjectNotFoundError, type PartInfo } from '../../storage/driver.ts';
-import { PartLengthError } from '../../storage/local.ts';
+import { PartLengthError } from '../../storage/driver.ts';
 import { type MultipartContext, nowSeconds } from './context.ts';
 import { partLength } from './part-layout.ts';
 
