@@ -4,14 +4,14 @@
 // causes it was committed. Any number of nodes (or separate worker processes) run the jobs; a
 // job is taken by one of them at a time (SKIP LOCKED) and survives restarts.
 import { Logger, type Runner, run, runMigrations, runOnce, type TaskList } from 'graphile-worker';
-import { sql } from 'kysely';
 import pg from 'pg';
 import type { Db } from '../db/database.ts';
+import { addGraphileJob, deadGraphileJobKeys, GRAPHILE_SCHEMA } from '../db/graphile-jobs.ts';
 import type { JobMetrics } from './metrics.ts';
 import { BaseJobQueue, type EnqueueOptions } from './queue.ts';
 import type { JobLogger, JobName } from './types.ts';
 
-const SCHEMA = 'graphile_worker';
+const SCHEMA = GRAPHILE_SCHEMA;
 
 export interface GraphileSettings {
   databaseUrl: string;
@@ -73,25 +73,19 @@ export class GraphileJobQueue extends BaseJobQueue {
   }
 
   protected async enqueue(name: JobName, payload: unknown, opts: EnqueueOptions): Promise<void> {
-    await sql`select ${sql.id(SCHEMA)}.add_job(
-      identifier => ${name}::text,
-      payload => ${JSON.stringify(payload)}::json,
-      run_at => ${opts.runAt?.toISOString() ?? null}::timestamptz,
-      max_attempts => ${opts.maxAttempts}::int,
-      job_key => ${opts.jobKey ?? null}::text,
-      job_key_mode => ${opts.keepRunAt ? 'preserve_run_at' : 'replace'}::text
-    )`.execute(opts.trx ?? this.db.kysely);
+    await addGraphileJob(opts.trx ?? this.db.kysely, {
+      identifier: name,
+      payload,
+      runAt: opts.runAt ?? null,
+      maxAttempts: opts.maxAttempts,
+      jobKey: opts.jobKey ?? null,
+      jobKeyMode: opts.keepRunAt ? 'preserve_run_at' : 'replace',
+    });
   }
 
   async missing(keys: string[], staleAfterMs: number): Promise<Set<string>> {
-    if (keys.length === 0) return new Set();
     // Waiting (with tries left), or running and not for too long.
-    const { rows } = await sql<{ key: string }>`select key from ${sql.id(SCHEMA, 'jobs')}
-      where key = any(${keys}::text[])
-      and ((locked_at is null and attempts < max_attempts)
-        or locked_at > now() - make_interval(secs => ${staleAfterMs / 1000}::float8))`.execute(this.db.kysely);
-    const live = new Set(rows.map((r) => r.key));
-    return new Set(keys.filter((k) => !live.has(k)));
+    return deadGraphileJobKeys(this.db.kysely, keys, staleAfterMs);
   }
 
   /** graphile-worker's runOnce over this one job: it runs what is due until none is left (`limit` is not applied). */

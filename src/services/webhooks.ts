@@ -7,7 +7,7 @@
 import { createHmac } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import { randomBase62 } from '../crypto/ids.ts';
-import { type Db, nowIso } from '../db/database.ts';
+import { type Db, inTransaction, nowIso } from '../db/database.ts';
 import type { Database, WebhookDeliveryRow } from '../db/schema.ts';
 import { type AttemptOutcome, WebhookDeliveries } from '../db/webhooks.ts';
 import type { JobQueue } from '../jobs/index.ts';
@@ -114,7 +114,7 @@ export class WebhookService {
     const next = wait === undefined ? null : new Date(Date.now() + wait * 1000 * (0.9 + Math.random() * 0.2));
     const outcome: AttemptOutcome = { status, error, nextAttemptAt: next?.toISOString() ?? null };
     // The outcome and the next attempt's job are written together.
-    await this.db.kysely.transaction().execute(async (trx) => {
+    await inTransaction(this.db.kysely, async (trx) => {
       if ((await this.deliveries.record(trx, id, attempt, outcome)) && next)
         await this.jobs.add('webhook.deliver', { id, attempt: attempt + 1 }, { trx, jobKey: jobKey(id), runAt: next });
     });

@@ -1,0 +1,43 @@
+// The two statements the PostgreSQL job runner (src/jobs/graphile.ts) makes itself against
+// graphile-worker's schema: adding a job through its add_job function (on the caller's
+// transaction when there is one) and asking which keyed jobs are no longer alive.
+import { type Kysely, sql } from 'kysely';
+import type { Database } from './schema.ts';
+
+export const GRAPHILE_SCHEMA = 'graphile_worker';
+
+export interface GraphileJob {
+  identifier: string;
+  payload: unknown;
+  runAt: Date | null;
+  maxAttempts: number;
+  jobKey: string | null;
+  /** preserve_run_at keeps a waiting keyed job's time; replace moves it. */
+  jobKeyMode: 'preserve_run_at' | 'replace';
+}
+
+export async function addGraphileJob(q: Kysely<Database>, job: GraphileJob): Promise<void> {
+  await sql`select ${sql.id(GRAPHILE_SCHEMA)}.add_job(
+      identifier => ${job.identifier}::text,
+      payload => ${JSON.stringify(job.payload)}::json,
+      run_at => ${job.runAt?.toISOString() ?? null}::timestamptz,
+      max_attempts => ${job.maxAttempts}::int,
+      job_key => ${job.jobKey}::text,
+      job_key_mode => ${job.jobKeyMode}::text
+    )`.execute(q);
+}
+
+/** The keys among `keys` with no job waiting (tries left) or running for less than `staleAfterMs`. */
+export async function deadGraphileJobKeys(
+  q: Kysely<Database>,
+  keys: string[],
+  staleAfterMs: number,
+): Promise<Set<string>> {
+  if (keys.length === 0) return new Set();
+  const { rows } = await sql<{ key: string }>`select key from ${sql.id(GRAPHILE_SCHEMA, 'jobs')}
+      where key = any(${keys}::text[])
+      and ((locked_at is null and attempts < max_attempts)
+        or locked_at > now() - make_interval(secs => ${staleAfterMs / 1000}::float8))`.execute(q);
+  const live = new Set(rows.map((r) => r.key));
+  return new Set(keys.filter((k) => !live.has(k)));
+}
