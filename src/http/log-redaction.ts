@@ -116,7 +116,7 @@ export function serializeRequest(req: LoggedRequest): Record<string, unknown> {
 }
 
 /** pino's `err` serializer (or another one's output), with URLs in the message and stack redacted. */
-export function serializeError(err: unknown, base: (e: any) => unknown = pino.stdSerializers.err): unknown {
+export function serializeError(err: unknown, base: Serializer = pino.stdSerializers.err): unknown {
   const out = base(err);
   if (!out || typeof out !== 'object') return out;
   const o = out as Record<string, unknown>;
@@ -125,6 +125,8 @@ export function serializeError(err: unknown, base: (e: any) => unknown = pino.st
 }
 
 type LoggerOption = FastifyServerOptions['logger'];
+/** A pino serializer as a method type: one written for its own value type (a request, an error) fits. */
+type Serializer = { serialize(value: unknown): unknown }['serialize'];
 
 /**
  * The logger options buildApp uses: whatever was given (or nothing), plus the redacting `req`
@@ -134,7 +136,7 @@ type LoggerOption = FastifyServerOptions['logger'];
 export function withLogRedaction(logger: LoggerOption): LoggerOption {
   if (!logger) return logger;
   const given = (logger === true ? {} : logger) as unknown as {
-    serializers?: Record<string, (value: any) => unknown>;
+    serializers?: Record<string, Serializer>;
     hooks?: { streamWrite?: (line: string) => string } & Record<string, unknown>;
   } & Record<string, unknown>;
   const theirs = given.serializers ?? {};

@@ -30,7 +30,7 @@ export async function s3ClientFor(config: Configuration, deps: ClientDeps, patie
       ? { accessKeyId: String(config.access_key), secretAccessKey: String(config.secret_key) }
       : undefined,
     // No keys: anonymous requests (public buckets), left unsigned.
-    signer: config.access_key ? undefined : { sign: async (request: any) => request },
+    signer: config.access_key ? undefined : { sign: async <R>(request: R) => request },
     maxAttempts: patience.attempts,
     requestChecksumCalculation: 'WHEN_REQUIRED',
     responseChecksumValidation: 'WHEN_REQUIRED',

@@ -25,7 +25,8 @@ interface FieldSpec {
   required?: boolean;
   secret?: boolean;
   /** Returns the normalised value, or undefined when the value is not acceptable. */
-  check?: (value: any) => ConfigValue | undefined;
+  /** A method, so a check written for its kind's type (string, number, ...) fits. */
+  check?(value: unknown): ConfigValue | undefined;
 }
 
 const MAX_STRING = 64 * 1024;
@@ -105,7 +106,7 @@ export interface ServiceAccount {
 }
 
 export function parseServiceAccount(value: string): ServiceAccount | undefined {
-  let parsed: any;
+  let parsed: Partial<Record<keyof ServiceAccount | 'type', unknown>>;
   try {
     parsed = JSON.parse(value);
   } catch {
