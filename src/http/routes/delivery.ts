@@ -1,6 +1,6 @@
 // GET /{workspace_id}/{path} and /{workspace_id}/{tokens}/{path}: public delivery.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { AppError } from '../../errors.ts';
+import { appError } from '../../errors.ts';
 import type { DeliverySigner } from '../../crypto/delivery-url.ts';
 import type { Delivered, DeliveryService } from '../../services/delivery.ts';
 import type { ByteRange } from '../../storage/driver.ts';
@@ -95,11 +95,9 @@ export async function deliveryRoutes(
           { expires: text(expires), signature: text(signature) },
           Math.floor(Date.now() / 1000),
         );
-        if (verdict === 'missing')
-          throw new AppError(403, 'SIGNED_URL_REQUIRED', 'Forbidden', 'This file is private: use a signed URL');
-        if (verdict === 'bad')
-          throw new AppError(403, 'INVALID_SIGNATURE', 'Forbidden', 'The URL signature is not valid');
-        if (verdict === 'expired') throw new AppError(403, 'URL_EXPIRED', 'Forbidden', 'The signed URL has expired');
+        if (verdict === 'missing') throw appError('SIGNED_URL_REQUIRED');
+        if (verdict === 'bad') throw appError('INVALID_SIGNATURE');
+        if (verdict === 'expired') throw appError('URL_EXPIRED');
       }
 
       reply.headers({
@@ -123,7 +121,7 @@ export async function deliveryRoutes(
       const range = d.ranges && d.size !== undefined ? parseRange(request.headers.range, d.size) : null;
       if (range === 'unsatisfiable') {
         reply.header('content-range', `bytes */${d.size}`);
-        throw new AppError(416, 'RANGE_NOT_SATISFIABLE', 'Range not satisfiable', `The file is ${d.size} bytes long`);
+        throw appError('RANGE_NOT_SATISFIABLE', `The file is ${d.size} bytes long`);
       }
       reply.type(d.contentType);
       if (range && d.size !== undefined) {
