@@ -14,7 +14,6 @@ import { withLogRedaction } from './http/log-redaction.ts';
 import { installRateLimits } from './http/rate-limit.ts';
 import { healthRoutes } from './http/routes/health.ts';
 import { sourceRoutes } from './http/routes/sources.ts';
-import { ErrorBody, FileDetails, FileRecord, Source, UploadAnswer } from './http/schemas.ts';
 import { remoteUploadRoute, uploadRoutes } from './http/routes/uploads.ts';
 import { multipartRoutes } from './http/routes/multipart.ts';
 import { fileRoutes } from './http/routes/files.ts';
@@ -23,6 +22,7 @@ import { dashboardRoutes } from './http/routes/dashboard.ts';
 import { tokenRoutes } from './http/routes/tokens.ts';
 import { workspaceRoutes } from './http/routes/workspace.ts';
 import type { Services } from './services/container.ts';
+import { OPENAPI_HEAD, SHARED_SCHEMAS } from './contract/openapi.ts';
 
 /** Header and body paths that must never reach a log line. */
 export const REDACT_PATHS = [
@@ -57,7 +57,8 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
     routerOptions: { ignoreTrailingSlash: true },
     // Request ids for log correlation; honour an incoming one from a proxy.
     requestIdHeader: 'x-request-id',
-    frameworkErrors: frameworkErrors as any,
+    // Fastify types this option generically; the handler needs only the reply.
+    frameworkErrors: (err, request, reply) => frameworkErrors(err, request, reply),
     clientErrorHandler,
     // Timeouts for large uploads: no limit on a request's total time (Node's own requestTimeout,
     // 300 s, would cut long uploads; Fastify sets 0 too); headers must arrive within
@@ -77,28 +78,11 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
   // Only JSON bodies are parsed here; anything else is 415 (uploads add their own parsers).
   app.removeContentTypeParser('text/plain');
 
-  app.addSchema(ErrorBody);
-  app.addSchema(Source);
-  app.addSchema(FileRecord);
-  app.addSchema(FileDetails);
-  app.addSchema(UploadAnswer);
+  // The contract's named schemas: routes refer to them, and /openapi.json lists them as components.
+  for (const schema of SHARED_SCHEMAS) app.addSchema(schema);
 
   await app.register(swagger, {
-    openapi: {
-      openapi: '3.0.3',
-      info: {
-        title: 'Stowage API',
-        version: '1.0.0',
-        description: 'Media asset uploads, sources and delivery. See README.md.',
-      },
-      components: {
-        securitySchemes: {
-          bearer: { type: 'http', scheme: 'bearer', description: 'Authorization: Bearer <API key>' },
-          apiKey: { type: 'apiKey', in: 'header', name: 'x-api-key' },
-        },
-      },
-      security: [{ bearer: [] }, { apiKey: [] }],
-    },
+    openapi: OPENAPI_HEAD,
     refResolver: { buildLocalReference: (json, _base, _fragment, i) => String(json.$id ?? `def-${i}`) },
   });
   await app.register(swaggerUi, { routePrefix: '/docs' });

@@ -1,17 +1,34 @@
 // The Stowage client: every endpoint, for Node (>= 20) and browsers, on plain `fetch`.
 import { StowageAbortError, StowageError } from './errors.ts';
 import type {
+  FileListQuery,
+  FilePage,
   FileRecord,
+  FileUpdateBody,
   Folder,
+  FolderCreateBody,
+  FolderListQuery,
+  FolderPage,
   GenerateTokenOptions,
+  MultipartCompleteBody,
   MultipartSession,
+  MultipartStartBody,
   Progress,
+  RemoteUploadBody,
   SessionStatus,
+  SignedUrl,
+  SignedUrlBody,
   Source,
-  SourceType,
+  SourceCreateBody,
+  SourceListQuery,
+  SourcePage,
+  SourceTest,
+  SourceUpdateBody,
+  TokenMintBody,
   TokenUploadOptions,
   UploadOptions,
   UploadToken,
+  WorkspacePatchBody,
   WorkspaceSettings,
   WorkspaceSettingsPatch,
 } from './types.ts';
@@ -156,26 +173,12 @@ export class Stowage {
         random_prefix: opts.randomPrefix,
         transform: opts.transform,
         webhook_url: opts.webhookUrl,
-      },
+      } satisfies RemoteUploadBody,
       signal: opts.signal,
     });
   }
 
-  startMultipart(
-    input: {
-      file_name: string;
-      size: number;
-      format: string;
-      folder?: string;
-      tags?: string[];
-      metadata?: Json;
-      custom_id?: string;
-      random_prefix?: boolean;
-      ttl_seconds?: number;
-      webhook_url?: string;
-    },
-    opts: RequestOptions = {},
-  ): Promise<MultipartSession> {
+  startMultipart(input: MultipartStartBody, opts: RequestOptions = {}): Promise<MultipartSession> {
     // Either documented answer (200 with the short shape, 201 with the full one) is fine.
     return this.request<MultipartSession>('POST', '/api/v1/multipart/start', {
       json: input,
@@ -192,7 +195,7 @@ export class Stowage {
 
   completeMultipart(sessionId: string, opts: RequestOptions & { uuid?: string } = {}): Promise<FileRecord> {
     return this.request<FileRecord>('POST', '/api/v1/multipart/complete', {
-      json: { session_id: sessionId, uuid: opts.uuid },
+      json: { session_id: sessionId, uuid: opts.uuid } satisfies MultipartCompleteBody,
       signal: opts.signal,
     });
   }
@@ -302,7 +305,7 @@ export class Stowage {
         custom_id: input.customId,
         random_prefix: input.randomPrefix,
         allow_override: o ? { folder: o.folder, tags: o.tags, transform: o.transform } : undefined,
-      },
+      } satisfies TokenMintBody,
       signal: opts.signal,
       raw: true,
     });
@@ -328,7 +331,10 @@ export class Stowage {
   /** Changes the lists given; a list left out stays as it is, `[]` (or `null`) empties it. */
   updateWorkspace(patch: WorkspaceSettingsPatch, opts: RequestOptions = {}): Promise<WorkspaceSettings> {
     return this.request<WorkspaceSettings>('PATCH', '/api/v1/workspace', {
-      json: { allowed_origins: patch.allowedOrigins, webhook_origins: patch.webhookOrigins },
+      json: {
+        allowed_origins: patch.allowedOrigins,
+        webhook_origins: patch.webhookOrigins,
+      } satisfies WorkspacePatchBody,
       signal: opts.signal,
     });
   }
@@ -336,22 +342,15 @@ export class Stowage {
   // --- files and folders -----------------------------------------------------------------
 
   async listFiles(
-    query: {
-      page?: number;
-      limit?: number;
-      folder_no?: string;
-      search?: string;
-      tags?: string[] | string;
-      sort?: string;
-      snapshot?: string;
-    } = {},
+    query: Partial<Omit<FileListQuery, 'tags'>> & { tags?: string[] | string } = {},
     opts: RequestOptions = {},
   ) {
     const tags = Array.isArray(query.tags) ? query.tags.join(',') : query.tags;
-    return this.request<{
-      files: FileRecord[];
-      meta: { page: number; limit: number; total: number; hasNext: boolean; hasPrev: boolean };
-    }>('GET', '/api/v1/files', { query: { ...query, tags }, signal: opts.signal, raw: true });
+    return this.request<FilePage>('GET', '/api/v1/files', {
+      query: { ...query, tags },
+      signal: opts.signal,
+      raw: true,
+    });
   }
 
   getFile(fileNo: string, opts: RequestOptions = {}): Promise<FileRecord> {
@@ -365,18 +364,7 @@ export class Stowage {
     });
   }
 
-  updateFile(
-    fileNo: string,
-    patch: {
-      add_tags?: string[];
-      remove_tags?: string[];
-      metadata?: Json;
-      custom_id?: string | null;
-      folder_no?: string | null;
-      is_private?: boolean;
-    },
-    opts: RequestOptions = {},
-  ): Promise<FileRecord> {
+  updateFile(fileNo: string, patch: FileUpdateBody, opts: RequestOptions = {}): Promise<FileRecord> {
     return this.request<FileRecord>('PATCH', `/api/v1/files/${encodeURIComponent(fileNo)}`, {
       json: patch,
       signal: opts.signal,
@@ -387,31 +375,20 @@ export class Stowage {
     await this.request('DELETE', `/api/v1/files/${encodeURIComponent(fileNo)}`, opts);
   }
 
-  signedUrl(
-    fileNo: string,
-    input: { expires_in?: number; transform?: string } = {},
-    opts: RequestOptions = {},
-  ): Promise<{ url: string; expires_at: number }> {
+  signedUrl(fileNo: string, input: SignedUrlBody = {}, opts: RequestOptions = {}): Promise<SignedUrl> {
     return this.request('POST', `/api/v1/files/${encodeURIComponent(fileNo)}/signed-url`, {
       json: input,
       signal: opts.signal,
     });
   }
 
-  listFolders(
-    query: { parent_folder_no?: string; search?: string; page?: number; limit?: number } = {},
-    opts: RequestOptions = {},
-  ) {
-    return this.request<{ folders: Folder[]; meta: { page: number; limit: number; total: number; hasMore: boolean } }>(
-      'GET',
-      '/api/v1/folders',
-      { query, signal: opts.signal, raw: true },
-    );
+  listFolders(query: Partial<FolderListQuery> = {}, opts: RequestOptions = {}) {
+    return this.request<FolderPage>('GET', '/api/v1/folders', { query, signal: opts.signal, raw: true });
   }
 
   createFolder(name: string, parentFolderNo?: string, opts: RequestOptions = {}): Promise<Folder> {
     return this.request<Folder>('POST', '/api/v1/folders', {
-      json: { name, parent_folder_no: parentFolderNo },
+      json: { name, parent_folder_no: parentFolderNo } satisfies FolderCreateBody,
       signal: opts.signal,
     });
   }
@@ -433,33 +410,19 @@ export class Stowage {
 
   // --- sources ---------------------------------------------------------------------------
 
-  listSources(
-    query: { page?: number; limit?: number; search?: string; type?: SourceType } = {},
-    opts: RequestOptions = {},
-  ) {
-    return this.request<{ sources: Source[]; meta: { page: number; limit: number; total: number; hasMore: boolean } }>(
-      'GET',
-      '/api/v1/sources',
-      { query, signal: opts.signal, raw: true },
-    );
+  listSources(query: Partial<SourceListQuery> = {}, opts: RequestOptions = {}) {
+    return this.request<SourcePage>('GET', '/api/v1/sources', { query, signal: opts.signal, raw: true });
   }
 
   getSource(id: string, opts: RequestOptions = {}): Promise<Source> {
     return this.request<Source>('GET', `/api/v1/sources/${encodeURIComponent(id)}`, opts);
   }
 
-  createSource(
-    input: { name: string; type: SourceType; configuration: Json },
-    opts: RequestOptions = {},
-  ): Promise<Source> {
+  createSource(input: SourceCreateBody, opts: RequestOptions = {}): Promise<Source> {
     return this.request<Source>('POST', '/api/v1/sources', { json: input, signal: opts.signal });
   }
 
-  updateSource(
-    id: string,
-    patch: { name?: string; configuration?: Json; is_active?: boolean },
-    opts: RequestOptions = {},
-  ): Promise<Source> {
+  updateSource(id: string, patch: SourceUpdateBody, opts: RequestOptions = {}): Promise<Source> {
     return this.request<Source>('PATCH', `/api/v1/sources/${encodeURIComponent(id)}`, {
       json: patch,
       signal: opts.signal,
@@ -470,7 +433,7 @@ export class Stowage {
     await this.request('DELETE', `/api/v1/sources/${encodeURIComponent(id)}`, opts);
   }
 
-  testSource(id: string, opts: RequestOptions = {}): Promise<{ ok: boolean; latency_ms: number; error?: string }> {
+  testSource(id: string, opts: RequestOptions = {}): Promise<SourceTest> {
     return this.request('POST', `/api/v1/sources/${encodeURIComponent(id)}/test`, opts);
   }
 

@@ -2,4 +2,5 @@
 export { Stowage, uploadWithToken } from './client.ts';
 export type { AutoUploadOptions, ClientOptions, MultipartOptions, RequestOptions } from './client.ts';
 export { StowageAbortError, StowageError } from './errors.ts';
+export type { AnyErrorCode } from './errors.ts';
 export type * from './types.ts';

@@ -1,85 +1,9 @@
-// Shapes of the Stowage API (docs/api.md).
+// Shapes of the Stowage API. The wire types (records, sessions, sources, tokens, the error
+// codes) are generated from the server's contract into types.gen.ts (`npm run gen:sdk`); the
+// client's own options are here.
+import type { TokenPolicy, WorkspacePatchBody } from './types.gen.ts';
 
-export interface FileRecord {
-  id: string;
-  file_no: string;
-  workspace_id: string;
-  name: string;
-  path: string;
-  url: string;
-  width: number | null;
-  height: number | null;
-  size: number;
-  mime_type: string;
-  tags: string[];
-  metadata: Record<string, unknown>;
-  custom_id: string | null;
-  folder_no: string | null;
-  is_duplicate: boolean;
-  created_at: string;
-  upload_source: string;
-  thumbnail: string | null;
-  extension: string | null;
-  format: string | null;
-  hash: string;
-  is_private: boolean;
-  /** The hosted API's names for the same facts: file_size = size, workspace_no = workspace_id, source = upload_source. */
-  file_size: number;
-  workspace_no: string;
-  source: string;
-  folder_name: string | null;
-  updated_at: string;
-  /** Older hosted names, sent too: thumbanil = thumbnail, meta_data = metadata; folder_id is the folder's id. */
-  thumbanil: string | null;
-  meta_data: Record<string, unknown>;
-  folder_id: string | null;
-}
-
-export interface MultipartSession {
-  session_id: string;
-  uuid?: string;
-  part_size: number;
-  min_part_size?: number;
-  parts: string[];
-  expire_at?: number;
-  public_key?: string;
-  workspace_id?: string;
-  policy?: { folder: string; tags: string[]; size: number; format: string };
-}
-
-export interface SessionStatus {
-  session_id: string;
-  status: 'active' | 'completed' | 'aborted' | 'expired';
-  part_size: number;
-  size: number;
-  expire_at: number;
-  uploaded_parts: { part_number: number; size: number; etag: string }[];
-}
-
-export interface Folder {
-  id: string;
-  folder_no: string;
-  name: string;
-  parent_folder_no: string | null;
-  path: string;
-  total_items: number;
-  total_size: number;
-  created_at: string;
-  updated_at: string;
-}
-
-export type SourceType = 's3' | 'azure' | 'google_cloud' | 'image_source';
-
-export interface Source {
-  id: string;
-  name: string;
-  type: SourceType;
-  /** Text, booleans, or a list of header names (image_source forward_header). */
-  configuration: Record<string, string | boolean | string[]>;
-  is_active: boolean;
-  created_at: string;
-  updated_at: string;
-}
+export type * from './types.gen.ts';
 
 export interface UploadOptions {
   folder?: string;
@@ -97,23 +21,10 @@ export interface Progress {
   total: number;
 }
 
-/** The workspace as `GET /api/v1/workspace` answers, with its browser settings. */
-export interface WorkspaceSettings {
-  workspace_id: string;
-  name: string;
-  /** Web page origins that may use the public key and upload tokens; empty = any origin. */
-  allowed_origins: string[];
-  /** Origins a public-key upload may send `webhook_url` to; empty = public keys may not set one. */
-  webhook_origins: string[];
-  quota_bytes: number | null;
-  max_file_size: number | null;
-  used_bytes: number;
-}
-
 export interface WorkspaceSettingsPatch {
   /** e.g. `https://shop.example.com`, `https://*.example.com`, `http://localhost:5173`; `[]` or `null` clears. */
-  allowedOrigins?: string[] | null;
-  webhookOrigins?: string[] | null;
+  allowedOrigins?: WorkspacePatchBody['allowed_origins'];
+  webhookOrigins?: WorkspacePatchBody['webhook_origins'];
 }
 
 export interface GenerateTokenOptions {
@@ -130,27 +41,7 @@ export interface GenerateTokenOptions {
   customId?: string;
   randomPrefix?: boolean;
   /** What the uploader may change with `uploadWithToken`'s `folder`, `tags`, `transform`. */
-  allowOverride?: { folder?: boolean; tags?: boolean; transform?: boolean };
-}
-
-export interface UploadToken {
-  token: string;
-  signature: string;
-  /** Unix seconds. */
-  expire_at: number;
-  public_key: string;
-  workspace_id: string;
-  /** `${base}/api/v1/uploads/${token}`: POST the raw bytes there, no key needed. */
-  upload_url: string;
-  policy: {
-    file_name: string;
-    /** Folder path, "" for the root. */
-    folder: string;
-    tags: string[];
-    max_file_size: number;
-    transform: string | null;
-    allow_override: { folder: boolean; tags: boolean; transform: boolean };
-  };
+  allowOverride?: Partial<TokenPolicy['allow_override']>;
 }
 
 export interface TokenUploadOptions {

@@ -3,40 +3,36 @@
 // an unreachable database becomes 503.
 import { STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
-import type { FastifyError, FastifyInstance } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyReply } from 'fastify';
 import FindMyWay from 'find-my-way';
+import { ERROR_CATALOGUE, type ErrorCode } from '../contract/error-catalogue.ts';
 import { AppError, errors } from '../errors.ts';
 
-const body = (error: string, errorCode: string, message: string) => ({
-  success: false,
-  error,
-  errorCode,
-  code: errorCode,
-  message,
-});
+/** The documented error body for a catalogue code: its `error` text unless told, its default message unless told. */
+const body = (errorCode: ErrorCode, message?: string, error?: string) => {
+  const entry = ERROR_CATALOGUE[errorCode];
+  return {
+    success: false,
+    error: error ?? entry.error,
+    errorCode,
+    code: errorCode,
+    message: message ?? entry.message,
+  };
+};
+const statusOf = (code: ErrorCode): number => ERROR_CATALOGUE[code].status;
 
-const FASTIFY_CODES: Record<string, [number, string, string, string]> = {
-  FST_ERR_CTP_BODY_TOO_LARGE: [
-    413,
-    'PAYLOAD_TOO_LARGE',
-    'Payload too large',
-    'The request body is larger than this endpoint accepts',
-  ],
-  FST_ERR_CTP_INVALID_MEDIA_TYPE: [
-    415,
-    'UNSUPPORTED_MEDIA_TYPE',
-    'Unsupported media type',
-    'Send the body as application/json',
-  ],
-  FST_ERR_CTP_EMPTY_JSON_BODY: [400, 'INVALID_JSON', 'Invalid JSON', 'The body is empty but Content-Type says JSON'],
-  FST_ERR_CTP_INVALID_JSON_BODY: [400, 'INVALID_JSON', 'Invalid JSON', 'The body is not valid JSON'],
-  FST_ERR_CTP_INVALID_CONTENT_LENGTH: [
-    400,
-    'INVALID_CONTENT_LENGTH',
-    'Bad request',
-    'Content-Length does not match the body',
-  ],
-  FST_ERR_CTP_INVALID_TYPE: [400, 'INVALID_CONTENT_TYPE', 'Bad request', 'The Content-Type header is not valid'],
+/** Fastify's own errors, as catalogue codes (with the texts that say what went wrong here). */
+const FASTIFY_CODES: Record<string, { code: ErrorCode; error?: string; message?: string }> = {
+  FST_ERR_CTP_BODY_TOO_LARGE: { code: 'PAYLOAD_TOO_LARGE' },
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: { code: 'UNSUPPORTED_MEDIA_TYPE' },
+  FST_ERR_CTP_EMPTY_JSON_BODY: { code: 'INVALID_JSON', message: 'The body is empty but Content-Type says JSON' },
+  FST_ERR_CTP_INVALID_JSON_BODY: { code: 'INVALID_JSON' },
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: { code: 'INVALID_CONTENT_LENGTH' },
+  FST_ERR_CTP_INVALID_TYPE: {
+    code: 'INVALID_CONTENT_TYPE',
+    error: 'Bad request',
+    message: 'The Content-Type header is not valid',
+  },
 };
 
 /** Errors that mean a dependency (database, storage) is down rather than a bug. */
@@ -77,17 +73,13 @@ export function isUnavailable(err: unknown): boolean {
  * Errors Fastify raises before routing (a malformed URL, a path parameter over its length
  * limit): answered in the same shape, without echoing the URL.
  */
-export function frameworkErrors(
-  err: FastifyError,
-  _request: unknown,
-  reply: { code(n: number): { send(b: unknown): unknown } },
-): void {
+export function frameworkErrors(err: FastifyError, _request: unknown, reply: FastifyReply): void {
   if (err.code === 'FST_ERR_MAX_PARAM_LENGTH') {
-    reply.code(414).send(body('URI too long', 'URI_TOO_LONG', 'A path segment is longer than any valid id'));
+    reply.code(statusOf('URI_TOO_LONG')).send(body('URI_TOO_LONG'));
   } else if (err.code === 'FST_ERR_BAD_URL') {
-    reply.code(400).send(body('Bad request', 'BAD_URL', 'The request URL is malformed'));
+    reply.code(statusOf('BAD_URL')).send(body('BAD_URL'));
   } else {
-    reply.code(400).send(body('Bad request', 'BAD_REQUEST', 'The request could not be routed'));
+    reply.code(statusOf('BAD_REQUEST')).send(body('BAD_REQUEST'));
   }
 }
 
@@ -99,18 +91,13 @@ export function frameworkErrors(
 export function clientErrorHandler(err: NodeJS.ErrnoException, socket: Duplex): void {
   // A connection reset: nobody is left to answer.
   if (err.code === 'ECONNRESET' || socket.destroyed) return;
-  let answer: [number, string, string, string];
-  if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT')
-    answer = [408, 'REQUEST_TIMEOUT', 'Request timeout', 'The request headers did not arrive in time'];
-  else if (err.code === 'HPE_HEADER_OVERFLOW')
-    answer = [
-      431,
-      'HEADERS_TOO_LARGE',
-      'Request header fields too large',
-      'The request headers are larger than the server accepts',
-    ];
-  else answer = [400, 'BAD_REQUEST', 'Bad request', 'The request is not valid HTTP'];
-  if (socket.writable) socket.write(rawAnswer(answer[0], body(answer[2], answer[1], answer[3])));
+  const [code, message]: [ErrorCode, string?] =
+    err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      ? ['REQUEST_TIMEOUT']
+      : err.code === 'HPE_HEADER_OVERFLOW'
+        ? ['HEADERS_TOO_LARGE']
+        : ['BAD_REQUEST', 'The request is not valid HTTP'];
+  if (socket.writable) socket.write(rawAnswer(statusOf(code), body(code, message)));
   socket.destroy();
 }
 
@@ -137,15 +124,18 @@ export function installErrorHandling(app: FastifyInstance): void {
       const first = err.validation[0];
       const where = `${err.validationContext ?? 'request'}${first?.instancePath?.replace(/\//g, '.') ?? ''}`;
       const message = first ? `${where} ${first.message}` : err.message;
-      return reply.code(400).send(body('Validation failed', 'VALIDATION_FAILED', message));
+      return reply.code(statusOf('VALIDATION_FAILED')).send(body('VALIDATION_FAILED', message));
     }
     const mapped = err.code ? FASTIFY_CODES[err.code] : undefined;
-    if (mapped) return reply.code(mapped[0]).send(body(mapped[2], mapped[1], mapped[3]));
+    if (mapped) return reply.code(statusOf(mapped.code)).send(body(mapped.code, mapped.message, mapped.error));
     if (err instanceof SyntaxError && err.statusCode === 400) {
-      return reply.code(400).send(body('Invalid JSON', 'INVALID_JSON', 'The body is not valid JSON'));
+      return reply.code(statusOf('INVALID_JSON')).send(body('INVALID_JSON'));
     }
+    // Other client errors a plugin raises keep the plugin's status and code (docs/errors.md says so).
     if (typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500) {
-      return reply.code(err.statusCode).send(body('Bad request', err.code ?? 'BAD_REQUEST', err.message));
+      const code = err.code ?? 'BAD_REQUEST';
+      const error = ERROR_CATALOGUE.BAD_REQUEST.error;
+      return reply.code(err.statusCode).send({ success: false, error, errorCode: code, code, message: err.message });
     }
     if (isDiskFull(err)) {
       request.log.warn({ code: (err as { code?: string }).code }, 'disk full');
@@ -155,16 +145,10 @@ export function installErrorHandling(app: FastifyInstance): void {
     if (isUnavailable(err)) {
       request.log.warn({ code: (err as { code?: string }).code }, 'dependency unavailable');
       reply.header('retry-after', '5');
-      return reply
-        .code(503)
-        .send(
-          body('Service unavailable', 'SERVICE_UNAVAILABLE', 'A backing service is not answering; try again shortly'),
-        );
+      return reply.code(statusOf('SERVICE_UNAVAILABLE')).send(body('SERVICE_UNAVAILABLE'));
     }
     request.log.error({ err }, 'unhandled error');
-    return reply
-      .code(500)
-      .send(body('Internal server error', 'INTERNAL_ERROR', 'Something went wrong on our side; it has been logged'));
+    return reply.code(statusOf('INTERNAL_ERROR')).send(body('INTERNAL_ERROR'));
   });
 
   // Wrong method on a known path is 405 with Allow, not 404: keep a second router that knows
@@ -200,10 +184,10 @@ export function installErrorHandling(app: FastifyInstance): void {
         .join(', ');
       reply.header('allow', allow);
       return reply
-        .code(405)
-        .send(body('Method not allowed', 'METHOD_NOT_ALLOWED', `${request.method} is not allowed here; use ${allow}`));
+        .code(statusOf('METHOD_NOT_ALLOWED'))
+        .send(body('METHOD_NOT_ALLOWED', `${request.method} is not allowed here; use ${allow}`));
     }
     const shown = path.length > 120 ? `${path.slice(0, 120)}…` : path;
-    return reply.code(404).send(body('Not found', 'ROUTE_NOT_FOUND', `No route ${request.method} ${shown}`));
+    return reply.code(statusOf('ROUTE_NOT_FOUND')).send(body('ROUTE_NOT_FOUND', `No route ${request.method} ${shown}`));
   });
 }

@@ -1,5 +1,7 @@
 // Two validators: query strings and params arrive as text and are coerced to the schema's
-// types; JSON bodies are checked as sent, so `5` is never silently read as `"5"`.
+// types; JSON bodies are checked as sent, so `5` is never silently read as `"5"`. The contract's
+// TypeBox schemas are plain JSON Schema, compiled here by Ajv; the TypeBox type provider routes
+// use (withTypeProvider) only types handlers from them, it validates nothing itself.
 import Ajv, { type Options } from 'ajv';
 import addFormats from 'ajv-formats';
 import type { FastifyInstance } from 'fastify';

@@ -77,7 +77,7 @@ export class OutboundGuard {
     const mapped = ip.kind() === 'ipv6' ? mappedIPv4(ip as ipaddr.IPv6) : null;
     if (mapped) candidates.push(mapped);
     for (const [net, bits] of this.cidrs) {
-      if (candidates.some((c) => c.kind() === net.kind() && c.match(net as any, bits))) return true;
+      if (candidates.some((c) => c.kind() === net.kind() && c.match(net, bits))) return true;
     }
     return isPublicIp(ip);
   }
@@ -138,17 +138,17 @@ export class OutboundGuard {
 
   /** A `lookup` for net.connect: the same checks, on the addresses actually connected to. */
   readonly lookup: LookupFunction = (hostname, options, callback) => {
-    this.resolve(hostname).then(
-      (addresses) => {
-        const family = typeof options === 'object' ? options.family : undefined;
-        const usable = family === 4 || family === 6 ? addresses.filter((a) => a.family === family) : addresses;
-        if (usable.length === 0)
-          return (callback as any)(Object.assign(new Error(`${hostname}: no usable address`), { code: 'ENOTFOUND' }));
-        if (typeof options === 'object' && options.all) return (callback as any)(null, usable);
-        (callback as any)(null, usable[0].address, usable[0].family);
-      },
-      (err) => (callback as any)(err),
-    );
+    const all = typeof options === 'object' && options.all === true;
+    // With an error, the address is empty (net reads only the error).
+    const fail = (err: NodeJS.ErrnoException) => callback(err, all ? [] : '');
+    this.resolve(hostname).then((addresses) => {
+      const family = typeof options === 'object' ? options.family : undefined;
+      const usable = family === 4 || family === 6 ? addresses.filter((a) => a.family === family) : addresses;
+      if (usable.length === 0)
+        return fail(Object.assign(new Error(`${hostname}: no usable address`), { code: 'ENOTFOUND' }));
+      if (all) return callback(null, usable);
+      callback(null, usable[0].address, usable[0].family);
+    }, fail);
   };
 
   /** The guarded agent for a URL's scheme, for SDKs that take one (AWS, Azure). */

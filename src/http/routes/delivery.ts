@@ -1,6 +1,6 @@
 // GET /{workspace_id}/{path} and /{workspace_id}/{tokens}/{path}: public delivery.
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { AppError } from '../../errors.ts';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { appError } from '../../errors.ts';
 import type { DeliverySigner } from '../../crypto/delivery-url.ts';
 import type { Delivered, DeliveryService } from '../../services/delivery.ts';
 import type { ByteRange } from '../../storage/driver.ts';
@@ -47,6 +47,11 @@ export function rawQuery(url: string): string | undefined {
   return url.slice(q + 1, hash === -1 ? undefined : hash);
 }
 
+/** A query value as text: a repeated one (`?signature=a&signature=b`) is its values joined, which never verifies. */
+function text(value: string | string[] | undefined): string | undefined {
+  return value === undefined ? undefined : String(value);
+}
+
 function notModified(request: FastifyRequest, d: Delivered): boolean {
   const inm = request.headers['if-none-match'];
   if (typeof inm === 'string')
@@ -63,11 +68,13 @@ export async function deliveryRoutes(
   app: FastifyInstance,
   opts: { delivery: DeliveryService; signer: DeliverySigner },
 ): Promise<void> {
-  app.get(
+  // No schemas (the path is decoded here, and a query is anything a CDN adds): the router's
+  // parameters are text, and the query is what Node's querystring parser gives.
+  app.get<{ Params: { workspace: string }; Querystring: Record<string, string | string[] | undefined> }>(
     '/:workspace/*',
     { config: { auth: 'none' }, schema: { hide: true } },
-    async (request: FastifyRequest, reply: FastifyReply) => {
-      const { workspace } = request.params as { workspace: string };
+    async (request, reply) => {
+      const { workspace } = request.params;
       // Not a workspace id (e.g. /api/...): an unknown route, answered by the 404 handler.
       if (!/^[0-9A-Za-z]{10,16}(-[A-Za-z0-9_-]{1,64})?$/.test(workspace)) return reply.callNotFound();
       // What follows the first segment, still encoded (the router never splits on an encoded "/").
@@ -82,16 +89,15 @@ export async function deliveryRoutes(
         headers: request.headers,
       });
       if (d.isPrivate) {
+        const { expires, signature } = request.query;
         const verdict = opts.signer.verify(
           pathname,
-          request.query as { expires?: string; signature?: string },
+          { expires: text(expires), signature: text(signature) },
           Math.floor(Date.now() / 1000),
         );
-        if (verdict === 'missing')
-          throw new AppError(403, 'SIGNED_URL_REQUIRED', 'Forbidden', 'This file is private: use a signed URL');
-        if (verdict === 'bad')
-          throw new AppError(403, 'INVALID_SIGNATURE', 'Forbidden', 'The URL signature is not valid');
-        if (verdict === 'expired') throw new AppError(403, 'URL_EXPIRED', 'Forbidden', 'The signed URL has expired');
+        if (verdict === 'missing') throw appError('SIGNED_URL_REQUIRED');
+        if (verdict === 'bad') throw appError('INVALID_SIGNATURE');
+        if (verdict === 'expired') throw appError('URL_EXPIRED');
       }
 
       reply.headers({
@@ -115,7 +121,7 @@ export async function deliveryRoutes(
       const range = d.ranges && d.size !== undefined ? parseRange(request.headers.range, d.size) : null;
       if (range === 'unsatisfiable') {
         reply.header('content-range', `bytes */${d.size}`);
-        throw new AppError(416, 'RANGE_NOT_SATISFIABLE', 'Range not satisfiable', `The file is ${d.size} bytes long`);
+        throw appError('RANGE_NOT_SATISFIABLE', `The file is ${d.size} bytes long`);
       }
       reply.type(d.contentType);
       if (range && d.size !== undefined) {

@@ -1,31 +1,19 @@
 // Upload tokens: minted by a backend with its private key, spent by a browser with no key.
-import type { Readable } from 'node:stream';
+import { Readable } from 'node:stream';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import contentDisposition from 'content-disposition';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { Type } from 'typebox';
+import { errorResponses } from '../../contract/errors.ts';
+import { UploadAnswerRef } from '../../contract/files.ts';
+import { TokenMintBody, TokenParams, UploadToken } from '../../contract/uploads.ts';
 import { errors } from '../../errors.ts';
-import type { MintInput } from '../../uploads/token-policy.ts';
 import type { UploadTokenService } from '../../uploads/tokens.ts';
 import type { WorkspaceService } from '../../services/workspaces.ts';
 import { checkBrowserOrigin, principalOf } from '../auth.ts';
-import { errorResponses } from '../schemas.ts';
 import { uploadAnswer } from './upload-answer.ts';
 import { takeRawBodies } from '../raw-body.ts';
 
 const tags = ['uploads'];
-const flags = Type.Object({
-  folder: Type.Optional(Type.Boolean()),
-  tags: Type.Optional(Type.Boolean()),
-  transform: Type.Optional(Type.Boolean()),
-});
-const Policy = Type.Object({
-  file_name: Type.String(),
-  folder: Type.String(),
-  tags: Type.Array(Type.String()),
-  max_file_size: Type.Integer(),
-  transform: Type.Union([Type.String(), Type.Null()]),
-  allow_override: Type.Object({ folder: Type.Boolean(), tags: Type.Boolean(), transform: Type.Boolean() }),
-});
 
 /** A header value, once; a header sent twice is refused rather than guessed at. */
 function header(request: FastifyRequest, name: string): string | undefined {
@@ -69,7 +57,7 @@ export async function tokenRoutes(
   const { tokens, workspaces } = opts;
   const ownOrigin = new URL(opts.publicUrl).origin;
 
-  app.post(
+  app.withTypeProvider<TypeBoxTypeProvider>().post(
     '/api/v1/generate-token',
     {
       config: { auth: 'private' },
@@ -78,39 +66,16 @@ export async function tokenRoutes(
         summary: 'Mint an upload token for a browser',
         description:
           'A short-lived, single-use token that lets a web page upload one file with POST /api/v1/uploads/{token} and no API key. The policy (folder, tags, transform, size limit, metadata) is fixed here; the uploader may override folder, tags or transform only where allow_override says so.',
-        body: Type.Object({
-          file_name: Type.String({ minLength: 1 }),
-          folder: Type.Optional(Type.String({ maxLength: 4096 })),
-          tags: Type.Optional(Type.Union([Type.Array(Type.String()), Type.String()])),
-          transform: Type.Optional(Type.String({ maxLength: 1024 })),
-          max_file_size: Type.Optional(Type.Integer({ minimum: 1 })),
-          ttl_seconds: Type.Optional(Type.Integer({ minimum: 1 })),
-          metadata: Type.Optional(Type.Object({}, { additionalProperties: true })),
-          custom_id: Type.Optional(Type.String()),
-          random_prefix: Type.Optional(Type.Boolean()),
-          allow_override: Type.Optional(flags),
-        }),
+        body: TokenMintBody,
         response: {
-          201: Type.Object({
-            token: Type.String(),
-            signature: Type.String(),
-            expire_at: Type.Integer(),
-            public_key: Type.String(),
-            workspace_id: Type.String(),
-            upload_url: Type.String(),
-            policy: Policy,
-          }),
+          201: UploadToken,
           ...errorResponses(400, 401, 403),
         },
       },
     },
     async (request, reply) => {
       const principal = principalOf(request);
-      const minted = await tokens.mint(
-        principal,
-        await workspaces.publicKeyHint(principal.workspaceId),
-        request.body as MintInput,
-      );
+      const minted = await tokens.mint(principal, await workspaces.publicKeyHint(principal.workspaceId), request.body);
       return reply.code(201).send(minted);
     },
   );
@@ -118,7 +83,7 @@ export async function tokenRoutes(
   // The body is the file itself, whatever its Content-Type: streamed, never parsed.
   await app.register(async (scope) => {
     takeRawBodies(scope);
-    scope.post(
+    scope.withTypeProvider<TypeBoxTypeProvider>().post(
       '/api/v1/uploads/:token',
       {
         config: { auth: 'none' },
@@ -127,17 +92,19 @@ export async function tokenRoutes(
           summary: 'Upload one file with an upload token (no API key)',
           description:
             "The body is the raw file. Content-Type: the file type. X-File-Name: the name, percent-encoded UTF-8 (else Content-Disposition filename, else the token's file_name). X-Folder, X-Tags (comma-separated) and X-Transform (each percent-encoded UTF-8 too) override the policy where the token allows it. A token uploads one file; a failed upload leaves it usable until it expires.",
-          params: Type.Object({ token: Type.String({ maxLength: 100 }) }),
-          response: { 201: Type.Ref('UploadAnswer'), ...errorResponses(400, 401, 402, 403, 413) },
+          params: TokenParams,
+          response: { 201: UploadAnswerRef, ...errorResponses(400, 401, 402, 403, 413) },
         },
       },
       async (request, reply) => {
-        const resolved = await tokens.resolve((request.params as { token: string }).token);
+        const resolved = await tokens.resolve(request.params.token);
         checkBrowserOrigin(request, resolved.principal.allowedOrigins, ownOrigin);
         // Free space and a slot of the workspace's concurrent uploads, before the token is claimed.
         await request.admitUpload(resolved.principal.workspaceId);
         const length = header(request, 'content-length');
-        const record = await tokens.upload(resolved, (request.body as Readable | undefined) ?? request.raw, {
+        // The raw-body parser hands the request stream on; no body at all leaves it unread.
+        const body = request.body instanceof Readable ? request.body : request.raw;
+        const record = await tokens.upload(resolved, body, {
           fileName: sentFileName(request),
           folder: textHeader(request, 'x-folder'),
           tags: textHeader(request, 'x-tags'),

@@ -1,28 +1,22 @@
+// Uploads with a key: direct (multipart/form-data, streamed) and remote (from a URL).
 import type { EventEmitter } from 'node:events';
 import type { IncomingMessage } from 'node:http';
 import multipart from '@fastify/multipart';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
-import { Type } from 'typebox';
+import { errorResponses } from '../../contract/errors.ts';
+import { UploadAnswerRef } from '../../contract/files.ts';
+import { RemoteUploadBody, UPLOAD_FORM_FIELDS } from '../../contract/uploads.ts';
 import { AppError, errors } from '../../errors.ts';
-import { IncompleteBodyError, type Staged } from '../../uploads/staging.ts';
-import type { RemoteUploadService } from '../../uploads/remote.ts';
 import { applyGrant } from '../../uploads/grants.ts';
-import { parseUploadFields, type UploadFields, type UploadOptions } from '../../uploads/options.ts';
+import { parseUploadFields, type UploadOptions } from '../../uploads/options.ts';
+import type { RemoteUploadService } from '../../uploads/remote.ts';
+import { IncompleteBodyError, type Staged } from '../../uploads/staging.ts';
 import type { UploadService } from '../../uploads/upload-service.ts';
 import { principalOf } from '../auth.ts';
-import { errorResponses } from '../schemas.ts';
 import { uploadAnswer } from './upload-answer.ts';
 
-const FORM_FIELDS = new Set([
-  'file_name',
-  'folder',
-  'tags',
-  'transform',
-  'metadata',
-  'custom_id',
-  'random_prefix',
-  'webhook_url',
-]);
+const FORM_FIELDS = new Set<string>(UPLOAD_FORM_FIELDS);
 
 export async function uploadRoutes(app: FastifyInstance, opts: { uploads: UploadService }): Promise<void> {
   const { uploads } = opts;
@@ -51,7 +45,7 @@ export async function uploadRoutes(app: FastifyInstance, opts: { uploads: Upload
         description:
           'multipart/form-data with `file` and `file_name`; optional folder, tags (comma-separated), transform, metadata (JSON object), custom_id, random_prefix (true/false), webhook_url. The file streams to storage.',
         consumes: ['multipart/form-data'],
-        response: { 201: Type.Ref('UploadAnswer'), ...errorResponses(400, 401, 402, 413, 415) },
+        response: { 201: UploadAnswerRef, ...errorResponses(400, 401, 402, 413, 415) },
       },
     },
     async (request, reply) => {
@@ -100,7 +94,7 @@ export async function uploadRoutes(app: FastifyInstance, opts: { uploads: Upload
       }
       let options: UploadOptions;
       try {
-        options = applyGrant(parseUploadFields(fields as UploadFields), principal);
+        options = applyGrant(parseUploadFields(fields), principal);
       } catch (err) {
         await uploads.discard(staged);
         throw err;
@@ -111,10 +105,8 @@ export async function uploadRoutes(app: FastifyInstance, opts: { uploads: Upload
   );
 }
 
-const flag = Type.Union([Type.Boolean(), Type.String()]);
-
 export async function remoteUploadRoute(app: FastifyInstance, remote: RemoteUploadService): Promise<void> {
-  app.post(
+  app.withTypeProvider<TypeBoxTypeProvider>().post(
     '/api/v1/uploads/remote',
     {
       config: { auth: 'any' },
@@ -123,28 +115,12 @@ export async function remoteUploadRoute(app: FastifyInstance, remote: RemoteUplo
         summary: 'Upload from a URL',
         description:
           'The service downloads remote_url (http or https, public addresses only, at most 5 redirects) and stores it like a direct upload.',
-        body: Type.Object({
-          remote_url: Type.String({ minLength: 1, maxLength: 4096 }),
-          file_name: Type.Optional(Type.String()),
-          folder: Type.Optional(Type.String()),
-          tags: Type.Optional(Type.Union([Type.Array(Type.String()), Type.String()])),
-          metadata: Type.Optional(Type.Union([Type.Object({}, { additionalProperties: true }), Type.String()])),
-          custom_id: Type.Optional(Type.String()),
-          random_prefix: Type.Optional(flag),
-          transform: Type.Optional(Type.String()),
-          webhook_url: Type.Optional(Type.String()),
-        }),
-        response: { 201: Type.Ref('UploadAnswer'), ...errorResponses(400, 401, 402, 413, 502) },
+        body: RemoteUploadBody,
+        response: { 201: UploadAnswerRef, ...errorResponses(400, 401, 402, 413, 502) },
       },
     },
     async (request, reply) =>
-      reply
-        .code(201)
-        .send(
-          uploadAnswer(
-            await remote.upload(principalOf(request), request.body as UploadFields & { remote_url?: unknown }),
-          ),
-        ),
+      reply.code(201).send(uploadAnswer(await remote.upload(principalOf(request), request.body))),
   );
 }
 

@@ -1,0 +1,177 @@
+// Files: the record every upload and listing answers with (docs/api/uploads.md#the-file-record), its details, and
+// the requests of /api/v1/files.
+import { type Static, Type } from 'typebox';
+import { AnyObject, nullable, PAGE, TagsInput } from './common.ts';
+
+/** docs/api/uploads.md#the-file-record: every field present, null where unknown. */
+export const FileRecord = Type.Object(
+  {
+    id: Type.String({ format: 'uuid' }),
+    file_no: Type.String(),
+    workspace_id: Type.String(),
+    name: Type.String(),
+    path: Type.String(),
+    url: Type.String(),
+    width: Type.Union([Type.Integer(), Type.Null()]),
+    height: Type.Union([Type.Integer(), Type.Null()]),
+    size: Type.Integer(),
+    mime_type: Type.String(),
+    tags: Type.Array(Type.String()),
+    metadata: AnyObject(),
+    custom_id: nullable(Type.String()),
+    folder_no: nullable(Type.String()),
+    is_duplicate: Type.Boolean(),
+    created_at: Type.String({ format: 'date-time' }),
+    upload_source: Type.String(),
+    thumbnail: nullable(Type.String()),
+    extension: nullable(Type.String()),
+    format: nullable(Type.String()),
+    hash: Type.String(),
+    is_private: Type.Boolean(),
+    file_size: Type.Integer({ description: 'The same as size (the hosted SDKs read this name)' }),
+    workspace_no: Type.String({ description: 'The same as workspace_id' }),
+    source: Type.String({ description: 'The same as upload_source' }),
+    folder_name: nullable(Type.String()),
+    updated_at: Type.String({ format: 'date-time' }),
+    thumbanil: nullable(Type.String({ description: 'The same as thumbnail (the hosted docs spell it so)' })),
+    meta_data: AnyObject('The same as metadata'),
+    folder_id: nullable(Type.String({ description: "The folder's id; null at the root" })),
+  },
+  { $id: 'FileRecord' },
+);
+export type FileRecord = Static<typeof FileRecord>;
+
+/** GET /api/v1/files/{file_no}: the record plus the details the hosted docs list. */
+export const FileDetails = Type.Object(
+  {
+    ...FileRecord.properties,
+    dimensions: Type.Object({
+      width: Type.Union([Type.Integer(), Type.Null()]),
+      height: Type.Union([Type.Integer(), Type.Null()]),
+    }),
+    workspace: Type.Object({ name: Type.String(), workspace_no: Type.String() }),
+    folder: Type.Union([
+      Type.Object({ folder_no: Type.String(), name: Type.String(), path: Type.String() }),
+      Type.Null(),
+    ]),
+    uploaded_by: Type.Null({ description: 'Stowage does not record who uploaded: always null' }),
+    uploaded_at: Type.String({ format: 'date-time' }),
+    asset_key: Type.String({ description: 'The file_no' }),
+    asset_url: Type.String({ description: 'The same as url' }),
+  },
+  { $id: 'FileDetails' },
+);
+export type FileDetails = Static<typeof FileDetails>;
+
+/** A file record as upload answers give it: both documented shapes at once (docs/api/uploads.md). */
+export const UploadAnswer = Type.Object(
+  {
+    success: Type.Literal(true),
+    ...FileRecord.properties,
+    data: Type.Object(FileRecord.properties),
+  },
+  {
+    $id: 'UploadAnswer',
+    description:
+      'The flat file record, plus success and data (the record again), so readers of either documented shape work.',
+  },
+);
+export type UploadAnswer = Static<typeof UploadAnswer>;
+/** Upload answers, and file rename and update: the record flat (older hosted SDKs read it there) plus success and data. */
+export const UploadAnswerRef = Type.Ref('UploadAnswer');
+
+export const FileParams = Type.Object({ file_no: Type.String({ maxLength: 64 }) });
+
+export const FileSort = Type.Union([
+  Type.Literal('created_at_desc'),
+  Type.Literal('created_at_asc'),
+  Type.Literal('name_asc'),
+  Type.Literal('name_desc'),
+  Type.Literal('size_asc'),
+  Type.Literal('size_desc'),
+]);
+
+export const FileListQuery = Type.Object({
+  page: PAGE(),
+  limit: Type.Integer({ minimum: 1, maximum: 100, default: 20, description: 'Default 20, as the hosted API' }),
+  folder_no: Type.Optional(Type.String({ maxLength: 64 })),
+  folderNo: Type.Optional(Type.String({ maxLength: 64, description: 'The same as folder_no' })),
+  search: Type.Optional(Type.String({ maxLength: 256 })),
+  name: Type.Optional(Type.String({ maxLength: 256, description: 'The same as search: part of the name, any case' })),
+  path: Type.Optional(
+    Type.String({
+      maxLength: 4096,
+      description: 'A folder path (a/b; / for the root): the files directly in it',
+    }),
+  ),
+  tags: Type.Optional(Type.String({ maxLength: 4096 })),
+  sort: Type.Optional(FileSort),
+  sort_field: Type.Optional(
+    Type.Union([
+      Type.Literal('created_at'),
+      Type.Literal('updated_at'),
+      Type.Literal('name'),
+      Type.Literal('file_size'),
+    ]),
+  ),
+  sort_order: Type.Optional(Type.Union([Type.Literal('asc'), Type.Literal('desc')])),
+  snapshot: Type.Optional(Type.String({ maxLength: 40 })),
+});
+export type FileListQuery = Static<typeof FileListQuery>;
+
+const Record = Type.Ref('FileRecord');
+
+/** A page of files, in the names of every hosted SDK generation at once. */
+export const FilePage = Type.Object({
+  files: Type.Array(Record),
+  meta: Type.Object({
+    page: Type.Integer(),
+    limit: Type.Integer(),
+    total: Type.Integer(),
+    hasNext: Type.Boolean(),
+    hasPrev: Type.Boolean(),
+  }),
+  // The same page in the names the hosted SDKs read.
+  items: Type.Array(Record, { description: 'The same as files' }),
+  page: Type.Integer(),
+  limit: Type.Integer(),
+  total_count: Type.Integer({ description: 'The same as meta.total' }),
+  total_pages: Type.Integer(),
+  is_page_next: Type.Boolean({ description: 'The same as meta.hasNext' }),
+  // And in the names later hosted SDK versions page by (Node 0.3, Ruby).
+  data: Type.Array(Record, { description: 'The same as files' }),
+  current_page: Type.Integer(),
+  total_results: Type.Integer(),
+  has_next: Type.Boolean(),
+  has_next_page: Type.Boolean(),
+});
+export type FilePage = Static<typeof FilePage>;
+
+export const FileDetailsAnswer = Type.Object({ success: Type.Literal(true), data: Type.Ref('FileDetails') });
+
+/** Rename (files and folders): the new name. */
+export const NameBody = Type.Object({ name: Type.String({ minLength: 1, maxLength: 1024 }) });
+export type NameBody = Static<typeof NameBody>;
+
+export const FileUpdateBody = Type.Object({
+  add_tags: Type.Optional(TagsInput()),
+  remove_tags: Type.Optional(TagsInput()),
+  metadata: Type.Optional(AnyObject()),
+  custom_id: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+  folder_no: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+  is_private: Type.Optional(Type.Boolean()),
+});
+export type FileUpdateBody = Static<typeof FileUpdateBody>;
+
+export const SignedUrlBody = Type.Object({
+  expires_in: Type.Optional(Type.Integer({ minimum: 1, maximum: 7 * 24 * 3600, default: 3600 })),
+  transform: Type.Optional(Type.String({ maxLength: 512 })),
+});
+export type SignedUrlBody = Static<typeof SignedUrlBody>;
+
+export const SignedUrl = Type.Object({ url: Type.String(), expires_at: Type.Integer() });
+export type SignedUrl = Static<typeof SignedUrl>;
+export const SignedUrlAnswer = Type.Object({ success: Type.Literal(true), data: SignedUrl });
+
+/** File and folder deletes. */
+export const Deleted = Type.Object({ success: Type.Literal(true), message: Type.String() });
