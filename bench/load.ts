@@ -45,7 +45,7 @@ export async function runLoad(
       STOWAGE_MAX_CONCURRENT_UPLOADS: '0',
       AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
     },
-    /workspace_id:\s+(\S+)/,
+    /"workspace_id":"([A-Za-z0-9]+)"/,
   );
   // The first start writes the keys to DATA_DIR/first-workspace.json (stdout is not a terminal).
   const first = JSON.parse(readFileSync(join(dir, 'first-workspace.json'), 'utf8'));

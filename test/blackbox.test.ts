@@ -37,7 +37,8 @@ for (const dialect of DIALECTS) {
       server = await startServer(env);
       const out = server.output();
       // stdout is not a terminal here: the keys are in DATA_DIR/first-workspace.json, whose path is printed.
-      const workspaceId = /workspace_id:\s+(\S+)/.exec(out)?.[1];
+      // The start logs the new workspace id through pino (a JSON line), never its keys.
+      const workspaceId = /"workspace_id":"([A-Za-z0-9]+)"/.exec(out)?.[1];
       const first = readFirstWorkspace(dataDir);
       const privateKey = first?.private_key;
       const publicKey = first?.public_key;
