@@ -15,12 +15,11 @@ import {
   NoSuchKey,
   NotFound,
   S3Client,
-  UploadPartCommand,
 } from '@aws-sdk/client-s3';
 import { Upload } from '@aws-sdk/lib-storage';
-import { getSignedUrl, S3RequestPresigner } from '@aws-sdk/s3-request-presigner';
 import type { Readable } from 'node:stream';
 import { applyBucketCors, checkBucketCors } from './s3-cors.ts';
+import { PartPresigner } from './s3-presign.ts';
 import {
   assertKey,
   type BucketCors,
@@ -42,15 +41,6 @@ export interface S3Settings {
   forcePathStyle: boolean;
 }
 
-/** The SDK's query encoding (RFC 3986, keys sorted), so URLs read as getSignedUrl writes them. */
-const escapeUri = (s: string) =>
-  encodeURIComponent(s).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
-const queryString = (query: Record<string, string>) =>
-  Object.keys(query)
-    .sort()
-    .map((k) => `${escapeUri(k)}=${escapeUri(query[k])}`)
-    .join('&');
-
 const isMissing = (err: unknown) =>
   err instanceof NoSuchKey ||
   err instanceof NotFound ||
@@ -65,8 +55,7 @@ export class S3Storage implements StorageDriver, MultipartStorage {
   readonly bucketCors: BucketCors;
   /** The origin of presigned part URLs: the endpoint's, or any AWS bucket host of the region. */
   readonly partUploadOrigin: string;
-  /** Part URL presigners by signing region and service (see presignParts). */
-  private readonly presigners = new Map<string, S3RequestPresigner>();
+  private readonly partPresigner: PartPresigner;
 
   constructor(settings: S3Settings) {
     this.bucket = settings.bucket;
@@ -81,6 +70,7 @@ export class S3Storage implements StorageDriver, MultipartStorage {
       requestChecksumCalculation: 'WHEN_REQUIRED',
       responseChecksumValidation: 'WHEN_REQUIRED',
     });
+    this.partPresigner = new PartPresigner(this.client, this.bucket);
     this.partUploadOrigin = settings.endpoint
       ? new URL(settings.endpoint).origin
       : `https://*.s3.${settings.region}.amazonaws.com`;
@@ -182,14 +172,7 @@ export class S3Storage implements StorageDriver, MultipartStorage {
     return res.UploadId;
   }
 
-  /**
-   * Presigned UploadPart URLs. The first goes through the SDK's whole presign path, which
-   * resolves the endpoint, the addressing style and the signing region exactly as for a real
-   * request; the others are that request with another part number and length, signed by the
-   * SDK's presigner directly. getSignedUrl costs about eight times as much per URL (it runs the
-   * client's middleware stack and endpoint rules each time), which a 10,000-part upload felt
-   * as seconds of event-loop time. `signingDate` is for tests that compare with getSignedUrl.
-   */
+  /** Presigned UploadPart URLs, each signed with its part's length (storage/s3-presign.ts). */
   async presignParts(
     key: string,
     uploadId: string,
@@ -198,68 +181,7 @@ export class S3Storage implements StorageDriver, MultipartStorage {
     signingDate = new Date(),
   ): Promise<string[]> {
     assertKey(key);
-    if (parts.length === 0) return [];
-    // The length is signed: storage refuses a part of any other size.
-    const options = { expiresIn: expiresInSeconds, signableHeaders: new Set(['content-length']), signingDate };
-    const command = (p: PartToSign) =>
-      new UploadPartCommand({
-        Bucket: this.bucket,
-        Key: key,
-        UploadId: uploadId,
-        PartNumber: p.partNumber,
-        ContentLength: p.length,
-      });
-    const first = await getSignedUrl(this.client, command(parts[0]), options);
-    const urls = [first];
-    if (parts.length === 1) return urls;
-
-    const url = new URL(first);
-    // <access key>/<date>/<region>/<service>/aws4_request, as the SDK resolved them.
-    const scope = (url.searchParams.get('X-Amz-Credential') ?? '').split('/');
-    const [region, service] = scope.slice(-3, -1);
-    if (scope.length < 5 || !region || !service) throw new Error('presigned URL without a credential scope');
-    const query: Record<string, string> = {};
-    for (const [k, v] of url.searchParams) if (!k.startsWith('X-Amz-')) query[k] = v;
-    // The path exactly as the SDK encoded it (not re-parsed).
-    const path = first.slice(first.indexOf('/', url.protocol.length + 2), first.indexOf('?'));
-    const port = url.port ? Number(url.port) : undefined;
-    const presigner = this.presigner(region, service);
-    for (let i = 1; i < parts.length; i++) {
-      const p = parts[i];
-      // 75 to 150 µs each here: a 10,000-part start lets other requests in every 256 URLs.
-      if (i % 256 === 0) await new Promise<void>((resolve) => setImmediate(resolve));
-      const signed = await presigner.presign(
-        {
-          protocol: url.protocol,
-          hostname: url.hostname,
-          port,
-          method: 'PUT',
-          path,
-          query: { ...query, partNumber: String(p.partNumber) },
-          headers: { host: url.host, 'content-length': String(p.length) },
-        },
-        { ...options, signingRegion: region, signingService: service },
-      );
-      urls.push(
-        `${signed.protocol}//${signed.hostname}${signed.port ? `:${signed.port}` : ''}${signed.path}?${queryString(signed.query as Record<string, string>)}`,
-      );
-    }
-    return urls;
-  }
-
-  private presigner(region: string, service: string): S3RequestPresigner {
-    const id = `${region}/${service}`;
-    let presigner = this.presigners.get(id);
-    if (!presigner) {
-      // As getSignedUrl builds it: the client's credentials and hash, the resolved scope.
-      presigner = new S3RequestPresigner({
-        ...this.client.config,
-        signingName: service,
-        region: async () => region,
-      } as ConstructorParameters<typeof S3RequestPresigner>[0]);
-      this.presigners.set(id, presigner);
-    }
-    return presigner;
+    return this.partPresigner.presign(key, uploadId, parts, expiresInSeconds, signingDate);
   }
 
   async listParts(key: string, uploadId: string): Promise<PartInfo[]> {

@@ -1,0 +1,175 @@
+// The writable behind every local-disk write (whole objects and multipart parts): request body
+// chunks are batched into writev calls at a position of an open file, optionally made durable
+// with fdatasync (in the background as it goes, then the tail at the end), and each written
+// range is reported so a hashing thread can read it.
+import { close, fdatasync, open as fsOpen, writev } from 'node:fs';
+import { Writable } from 'node:stream';
+
+/** With `sync`: a background fdatasync after each this many bytes written. */
+const FLUSH_EVERY = 64 * 1024 * 1024;
+/** Held chunks are written (one writev) once they reach this many bytes... */
+const BATCH_BYTES = 1024 * 1024;
+/** ...or at the latest this long after they came. */
+const HOLD_MS = 100;
+
+/**
+ * Writes a stream to an open file from `start` on, in batches (writev), reporting each written
+ * range (for hashing off the main thread). With `sync`, it is durable when it finishes
+ * (fdatasync before it ends) and flushes in the background as it goes, so that the final sync
+ * has only the tail left: the disk works while the network does, instead of after it.
+ */
+export class FileSink extends Writable {
+  private pos: number;
+  private unflushed = 0;
+  private flushing = false;
+  /**
+   * Chunks taken but not yet written. Request bodies arrive in pieces of up to 64 KiB; they are
+   * written in batches of BATCH_BYTES (one system call, one trip through the thread pool each)
+   * and, so that a slow client's bytes never wait long in memory, at the latest HOLD_MS after
+   * they came.
+   */
+  private held: Buffer[] = [];
+  private heldBytes = 0;
+  private holdTimer: NodeJS.Timeout | undefined;
+  /** A write started by the timer, which the next chunk (or the end) waits for. */
+  private timedWrite: Promise<void> | null = null;
+
+  /** Operations on the descriptor still running in the thread pool; it is closed only after them. */
+  private inflight = 0;
+  private idleWaiters: (() => void)[] = [];
+
+  constructor(
+    private readonly fd: number,
+    start: number,
+    private readonly sync: boolean,
+    private readonly onWritten?: (from: number, to: number) => void,
+  ) {
+    super({ highWaterMark: 1024 * 1024 });
+    this.pos = start;
+  }
+
+  static async open(
+    path: string,
+    flags: string,
+    start: number,
+    sync: boolean,
+    onWritten?: (from: number, to: number) => void,
+  ): Promise<FileSink> {
+    const fd = await new Promise<number>((resolve, reject) =>
+      fsOpen(path, flags, 0o640, (err, fd) => (err ? reject(err) : resolve(fd))),
+    );
+    return new FileSink(fd, start, sync, onWritten);
+  }
+
+  override _write(chunk: Buffer, _enc: BufferEncoding, cb: (err?: Error | null) => void): void {
+    this.take([chunk], cb);
+  }
+
+  override _writev(chunks: { chunk: Buffer }[], cb: (err?: Error | null) => void): void {
+    this.take(
+      chunks.map((c) => c.chunk),
+      cb,
+    );
+  }
+
+  private take(buffers: Buffer[], cb: (err?: Error | null) => void): void {
+    if (this.timedWrite) return void this.timedWrite.then(() => this.take(buffers, cb), cb);
+    for (const b of buffers) {
+      this.held.push(b);
+      this.heldBytes += b.length;
+    }
+    if (this.heldBytes >= BATCH_BYTES) {
+      this.writeHeld(cb);
+      return;
+    }
+    this.holdTimer ??= setTimeout(() => {
+      this.holdTimer = undefined;
+      if (this.heldBytes === 0 || this.destroyed) return;
+      this.timedWrite = new Promise<void>((resolve, reject) =>
+        this.writeHeld((err) => (err ? reject(err) : resolve())),
+      );
+      this.timedWrite.then(
+        () => (this.timedWrite = null),
+        (err: Error) => this.destroy(err),
+      );
+    }, HOLD_MS);
+    cb();
+  }
+
+  private writeHeld(cb: (err?: Error | null) => void): void {
+    clearTimeout(this.holdTimer);
+    this.holdTimer = undefined;
+    const batch = this.held;
+    this.held = [];
+    this.heldBytes = 0;
+    if (batch.length === 0) {
+      cb();
+      return;
+    }
+    this.writeAll(batch, cb);
+  }
+
+  private io(): () => void {
+    this.inflight++;
+    return () => {
+      if (--this.inflight > 0) return;
+      for (const w of this.idleWaiters.splice(0)) w();
+    };
+  }
+
+  private writeAll(buffers: Buffer[], cb: (err?: Error | null) => void): void {
+    const from = this.pos;
+    const total = buffers.reduce((n, b) => n + b.length, 0);
+    const done = this.io();
+    writev(this.fd, buffers, from, (err, written) => {
+      if (err) {
+        done();
+        return cb(err);
+      }
+      this.pos += written;
+      this.onWritten?.(from, this.pos);
+      if (written < total) {
+        // A short write: the rest, started before this one counts as done, so the descriptor stays open.
+        this.writeAll([Buffer.concat(buffers).subarray(written)], cb);
+        return done();
+      }
+      if (this.sync) {
+        this.unflushed += written;
+        if (this.unflushed >= FLUSH_EVERY && !this.flushing) {
+          this.unflushed = 0;
+          this.flushing = true;
+          this.datasync(() => {
+            this.flushing = false;
+          });
+        }
+      }
+      done();
+      cb();
+    });
+  }
+
+  private datasync(cb: (err?: Error | null) => void): void {
+    const done = this.io();
+    fdatasync(this.fd, (err) => {
+      done();
+      cb(err);
+    });
+  }
+
+  override _final(cb: (err?: Error | null) => void): void {
+    if (this.timedWrite) return void this.timedWrite.then(() => this._final(cb), cb);
+    this.writeHeld((err) => {
+      if (err) return cb(err);
+      if (this.sync) this.datasync(cb);
+      else cb();
+    });
+  }
+
+  override _destroy(err: Error | null, cb: (err?: Error | null) => void): void {
+    clearTimeout(this.holdTimer);
+    // A write or sync still running would otherwise land on whatever file reuses the number.
+    const closeFd = () => close(this.fd, (closeErr) => cb(err ?? closeErr));
+    if (this.inflight > 0) this.idleWaiters.push(closeFd);
+    else closeFd();
+  }
+}
