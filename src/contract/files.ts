@@ -90,6 +90,7 @@ export const FileSort = Type.Union([
   Type.Literal('size_asc'),
   Type.Literal('size_desc'),
 ]);
+export type FileSort = Static<typeof FileSort>;
 
 export const FileListQuery = Type.Object({
   page: PAGE(),

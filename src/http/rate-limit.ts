@@ -7,7 +7,7 @@ import rateLimit from '@fastify/rate-limit';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Redis } from 'ioredis';
 import type { RateLimit } from '../config.ts';
-import { AppError } from '../errors.ts';
+import { appError } from '../errors.ts';
 import { presentedKey } from './auth.ts';
 
 const UPLOAD_ROUTES = new Set([
@@ -49,10 +49,8 @@ export async function installRateLimits(
     skipOnError: false,
     errorResponseBuilder: (_request, context) => {
       const seconds = Math.max(1, Math.ceil(context.ttl / 1000));
-      return new AppError(
-        429,
+      return appError(
         'RATE_LIMITED',
-        'Too many requests',
         `Rate limit of ${context.max} requests per ${context.after} reached; retry in ${seconds} s`,
         {
           body: { retryAfterSeconds: seconds },

@@ -7,7 +7,7 @@ import { pipeline } from 'node:stream/promises';
 import { PassThrough } from 'node:stream';
 import type { Db } from '../db/database.ts';
 import { FileRepository } from '../db/files.ts';
-import { AppError, errors } from '../errors.ts';
+import { AppError, appError, errors } from '../errors.ts';
 import { buildPipeline, type OutputFormat, parseTransform, type TransformSpec } from '../media/transform.ts';
 import type { ByteRange, StorageDriver } from '../storage/driver.ts';
 import { renditionPrefix } from '../uploads/blob-store.ts';
@@ -86,7 +86,7 @@ export function decodeDeliveryPath(raw: string): DeliveryPath {
   try {
     segments = parts.map((s) => decodeURIComponent(s));
   } catch {
-    throw new AppError(400, 'BAD_URL', 'Bad request', 'The path is not valid percent-encoding');
+    throw appError('BAD_URL', 'The path is not valid percent-encoding');
   }
   if (segments.some((s) => s === '.' || s === '..' || s.includes('/'))) throw notFound();
   return { segments, literalFirst: parts.length > 0 && !parts[0].includes('%') };
@@ -210,8 +210,7 @@ export class DeliveryService {
     }
     if (invalid) throw invalid;
     if (!spec || !file) throw notFound();
-    if (!DECODABLE.test(file.mime_type))
-      throw new AppError(400, 'TRANSFORM_NOT_APPLICABLE', 'Validation failed', 'transformations apply to images');
+    if (!DECODABLE.test(file.mime_type)) throw appError('TRANSFORM_NOT_APPLICABLE', 'transformations apply to images');
     const format =
       spec.format === 'auto' ? negotiate(target.accept, file.mime_type) : (spec.format ?? formatOf(file.mime_type));
     // Storage keys take no commas: the canonical tokens are joined with dots there.
@@ -337,9 +336,8 @@ export class DeliveryService {
       // Already in the documented shape (a full disk while caching: 507).
       if (err instanceof AppError) throw err;
       const message = String((err as Error).message);
-      if (/pixel limit/i.test(message))
-        throw new AppError(400, 'IMAGE_TOO_LARGE', 'Validation failed', 'the image is larger than the pixel limit');
-      throw new AppError(400, 'TRANSFORM_FAILED', 'Validation failed', 'the image could not be decoded');
+      if (/pixel limit/i.test(message)) throw appError('IMAGE_TOO_LARGE');
+      throw appError('TRANSFORM_FAILED', 'the image could not be decoded');
     }
     this.stats.renditionsMade++;
   }

@@ -1,6 +1,7 @@
 // File records: the flat shape of docs/api/uploads.md#the-file-record, their delivery URLs, and the
 // create-or-replace an upload commits.
 import type { Kysely } from 'kysely';
+import type { FileRecord } from '../contract/files.ts';
 import type { DeliverySigner } from '../crypto/delivery-url.ts';
 import { newShortId, newUuid } from '../crypto/ids.ts';
 import { nowIso } from '../db/database.ts';
@@ -9,42 +10,8 @@ import type { BlobRow, Database, FileRow, FolderRow } from '../db/schema.ts';
 import { errors } from '../errors.ts';
 import { parseTransform } from '../media/transform.ts';
 
-export interface FileRecord {
-  id: string;
-  file_no: string;
-  workspace_id: string;
-  name: string;
-  path: string;
-  url: string;
-  width: number | null;
-  height: number | null;
-  size: number;
-  mime_type: string;
-  tags: string[];
-  metadata: Record<string, unknown>;
-  custom_id: string | null;
-  folder_no: string | null;
-  is_duplicate: boolean;
-  created_at: string;
-  upload_source: FileRow['upload_source'];
-  thumbnail: string | null;
-  extension: string | null;
-  format: string | null;
-  hash: string;
-  is_private: boolean;
-  /** Names the hosted SDKs read for the same facts: file_size = size, workspace_no = workspace_id, source = upload_source. */
-  file_size: number;
-  workspace_no: string;
-  source: FileRow['upload_source'];
-  /** The name of the folder the file is in; null at the root. */
-  folder_name: string | null;
-  updated_at: string;
-  /** The hosted docs' spelling in list items, sent beside thumbnail. */
-  thumbanil: string | null;
-  /** Older hosted SDKs' names: meta_data = metadata; folder_id, the folder's id (null at the root). */
-  meta_data: Record<string, unknown>;
-  folder_id: string | null;
-}
+/** docs/api/uploads.md#the-file-record: the contract's shape. */
+export type { FileRecord };
 
 export interface NewFile {
   workspaceId: string;

@@ -1,4 +1,5 @@
 // The Files API (list, get, rename, update, delete) over file records (file-records.ts).
+import type { FileDetails, FileListQuery, FileUpdateBody } from '../contract/files.ts';
 import { type Db, inTransaction, nowIso } from '../db/database.ts';
 import { type FileFilter, type FileSortColumn, FileRepository, type FileWithRefs } from '../db/files.ts';
 import { FolderRepository } from '../db/folders.ts';
@@ -13,47 +14,7 @@ import { checkName, parseCustomId, parseFolderPath, parseMetadata, parseTags } f
 // Where the upload code and the container have always found them.
 export { deliveryPath, type FileRecord, FileRecords, type FileRecordsDeps, type NewFile } from './file-records.ts';
 
-/** GET /api/v1/files/{file_no}: the record plus the details the hosted docs list for it. */
-export interface FileDetails extends FileRecord {
-  dimensions: { width: number | null; height: number | null };
-  workspace: { name: string; workspace_no: string };
-  folder: { folder_no: string; name: string; path: string } | null;
-  /** Stowage does not record who uploaded (keys are not users): always null. */
-  uploaded_by: null;
-  uploaded_at: string;
-  asset_key: string;
-  asset_url: string;
-}
-
-export type FileSort = 'created_at_desc' | 'created_at_asc' | 'name_asc' | 'name_desc' | 'size_asc' | 'size_desc';
-
-export interface FileListQuery {
-  page: number;
-  limit: number;
-  folder_no?: string;
-  /** The hosted SDKs' older spelling of folder_no. */
-  folderNo?: string;
-  search?: string;
-  /** The same as search (the hosted docs' name). */
-  name?: string;
-  /** A folder path ("a/b", "/" for the root): the files directly in it. */
-  path?: string;
-  tags?: string;
-  sort?: FileSort;
-  sort_field?: 'created_at' | 'updated_at' | 'name' | 'file_size';
-  sort_order?: 'asc' | 'desc';
-  /** Only files created at or before this instant: stable pages while uploads continue. */
-  snapshot?: string;
-}
-
-export interface FileUpdate {
-  add_tags?: unknown;
-  remove_tags?: unknown;
-  metadata?: unknown;
-  custom_id?: unknown;
-  folder_no?: unknown;
-  is_private?: unknown;
-}
+export type { FileDetails, FileListQuery, FileSort } from '../contract/files.ts';
 
 const SORT_COLUMNS = {
   created_at: 'created_at',
@@ -182,7 +143,7 @@ export class FileService {
     return this.get(workspaceId, fileNo);
   }
 
-  async update(workspaceId: string, fileNo: string, patch: FileUpdate): Promise<FileRecord> {
+  async update(workspaceId: string, fileNo: string, patch: FileUpdateBody): Promise<FileRecord> {
     const row = await this.row(workspaceId, fileNo);
     const changes: Partial<FileRow> = {};
     if (patch.add_tags !== undefined || patch.remove_tags !== undefined) {

@@ -1,6 +1,7 @@
 // Folders by path. Uploads with a `folder` create what is missing; the Folders API lists,
 // creates, renames (paths below follow) and deletes (with everything inside).
 import type { Kysely } from 'kysely';
+import type { Folder, FolderCreateBody, FolderListQuery } from '../contract/folders.ts';
 import { newShortId, newUuid } from '../crypto/ids.ts';
 import { type Db, inTransaction, nowIso } from '../db/database.ts';
 import { FolderRepository } from '../db/folders.ts';
@@ -37,25 +38,6 @@ export async function ensureFolderPath(
   return parent;
 }
 
-export interface FolderView {
-  id: string;
-  folder_no: string;
-  name: string;
-  parent_folder_no: string | null;
-  /** The hosted API's names: parent_folder is the parent's id (a UUID), null at the root. */
-  parent_folder: string | null;
-  workspace_id: string;
-  workspace_no: string;
-  workspace: { workspace_no: string };
-  is_active: boolean;
-  is_delete: boolean;
-  path: string;
-  total_items: number;
-  total_size: number;
-  created_at: string;
-  updated_at: string;
-}
-
 /** A folder list without `limit` returns every child folder, up to this many (the hosted API pages nothing). */
 export const FOLDER_LIST_CAP = 1000;
 
@@ -78,7 +60,7 @@ export class FolderService {
   }
 
   /** Files anywhere below the folder, and their total size. */
-  private async view(row: FolderRow): Promise<FolderView> {
+  private async view(row: FolderRow): Promise<Folder> {
     const [totals, parentNo] = await Promise.all([
       this.repo.contentTotals(row.workspace_id, row.path),
       row.parent_id ? this.repo.folderNoOf(row.parent_id) : undefined,
@@ -103,16 +85,7 @@ export class FolderService {
   }
 
   /** Without `limit`: every child, up to FOLDER_LIST_CAP (`meta.limit` says the cap, `hasMore` whether it cut). */
-  async list(
-    workspaceId: string,
-    query: {
-      parent_folder_no?: string;
-      search?: string;
-      page?: number;
-      limit?: number;
-      sort?: 'name_asc' | 'name_desc' | 'created_at_asc' | 'created_at_desc';
-    },
-  ) {
+  async list(workspaceId: string, query: FolderListQuery) {
     const q = { ...query, page: query.page ?? 1, limit: query.limit ?? FOLDER_LIST_CAP };
     const parentId = q.parent_folder_no !== undefined ? (await this.byNo(workspaceId, q.parent_folder_no)).id : null;
     const { rows, total: count } = await this.repo.page(
@@ -132,10 +105,7 @@ export class FolderService {
   }
 
   /** `folder_name` and `path` (the parent's path) are the older hosted SDKs' way to say `name` and the parent. */
-  async create(
-    workspaceId: string,
-    input: { name?: unknown; folder_name?: unknown; parent_folder_no?: unknown; path?: unknown },
-  ): Promise<FolderView> {
+  async create(workspaceId: string, input: FolderCreateBody): Promise<Folder> {
     const rawName = input.name ?? input.folder_name;
     if (typeof rawName !== 'string') throw errors.validation('name is required');
     const name = checkName(rawName, 'name');
@@ -163,7 +133,7 @@ export class FolderService {
   }
 
   /** Renames a folder; the paths of everything below it follow, in one transaction. */
-  async rename(workspaceId: string, folderNo: string, rawName: unknown): Promise<FolderView> {
+  async rename(workspaceId: string, folderNo: string, rawName: unknown): Promise<Folder> {
     if (typeof rawName !== 'string') throw errors.validation('name is required');
     const name = checkName(rawName, 'name');
     const renamed = await inTransaction(this.db.kysely, async (trx) => {

@@ -1,4 +1,5 @@
 // Workspaces and their API keys. Keys are random, typed by prefix and stored only as hashes.
+import type { WorkspacePatchBody, WorkspaceSettings } from '../contract/workspace.ts';
 import {
   type KeyType,
   KEY_PREFIX,
@@ -25,18 +26,8 @@ export interface Principal {
   webhookOrigins: string[];
 }
 
-/** GET/PATCH /api/v1/workspace: the settings a private key may read and change. */
-export interface WorkspaceSettings {
-  workspace_id: string;
-  name: string;
-  allowed_origins: string[];
-  webhook_origins: string[];
-  quota_bytes: number | null;
-  max_file_size: number | null;
-  used_bytes: number;
-  /** Bytes promised to uploads in progress; quota decisions count used + reserved. */
-  reserved_bytes: number;
-}
+/** GET/PATCH /api/v1/workspace: the settings a private key may read and change (the contract's). */
+export type { WorkspaceSettings };
 
 export interface CreatedWorkspace {
   workspace_id: string;
@@ -171,10 +162,7 @@ export class WorkspaceService {
   }
 
   /** Origins lists: a list replaces the stored one; null or [] clears it; absent keeps it. */
-  async updateSettings(
-    workspaceId: string,
-    patch: { allowed_origins?: unknown; webhook_origins?: unknown },
-  ): Promise<WorkspaceSettings> {
+  async updateSettings(workspaceId: string, patch: WorkspacePatchBody): Promise<WorkspaceSettings> {
     const changes: { allowed_origins?: string | null; webhook_origins?: string | null; updated_at: string } = {
       updated_at: nowIso(),
     };

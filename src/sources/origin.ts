@@ -2,7 +2,7 @@
 // the source test, so an origin can reach only what any outbound request may.
 import type { Readable } from 'node:stream';
 import { GetObjectCommand } from '@aws-sdk/client-s3';
-import { AppError, errors } from '../errors.ts';
+import { AppError, appError, errors } from '../errors.ts';
 import { OutboundBlockedError } from '../outbound/guard.ts';
 import { outboundRequest } from '../outbound/http-client.ts';
 import type { ProbeDeps } from './probe.ts';
@@ -156,7 +156,7 @@ export const webOriginUrl = (config: Configuration, path: string, query: string 
   `${String(config.base_url)}/${path}${query === undefined ? '' : `?${query}`}`;
 
 const notFound = () => errors.nothingStored('The origin has nothing at this path');
-const failed = (why: string) => new AppError(502, 'ORIGIN_FAILED', 'Origin failed', why);
+const failed = (why: string) => appError('ORIGIN_FAILED', why);
 
 /**
  * Opens the object at `path` (a web origin: already percent-encoded; a bucket: the key). `web` is

@@ -1,20 +1,15 @@
 // What an upload asks for besides its bytes: the fields of a direct or remote upload (form
 // fields or JSON values), checked and turned into the options the commit step uses.
+import type { UPLOAD_FORM_FIELDS } from '../contract/uploads.ts';
 import { errors } from '../errors.ts';
 import { parseTransform, type TransformSpec } from '../media/transform.ts';
 import { checkName, parseBooleanFlag, parseCustomId, parseFolderPath, parseMetadata, parseTags } from './names.ts';
 
-/** Upload options as they arrive: form fields (strings) or JSON values. */
-export interface UploadFields {
-  file_name?: unknown;
-  folder?: unknown;
-  tags?: unknown;
-  transform?: unknown;
-  metadata?: unknown;
-  custom_id?: unknown;
-  random_prefix?: unknown;
-  webhook_url?: unknown;
-}
+/**
+ * Upload options as they arrive: the contract's form fields, any value each, since form fields
+ * (strings) and JSON values (a remote upload's body) are both checked here.
+ */
+export type UploadFields = Partial<Record<(typeof UPLOAD_FORM_FIELDS)[number], unknown>>;
 
 export interface UploadOptions {
   /**

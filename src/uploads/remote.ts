@@ -1,13 +1,14 @@
 // Remote URL upload: the service fetches the file itself, through the guarded outbound
 // client (public addresses only, checked on every redirect hop), streaming it into the same
 // upload pipeline as a direct upload.
+import type { RemoteUploadBody } from '../contract/uploads.ts';
 import { OutboundBlockedError, type OutboundGuard } from '../outbound/guard.ts';
 import { outboundRequest, OutboundTimeoutError } from '../outbound/http-client.ts';
 import { AppError, errors } from '../errors.ts';
 import type { FileRecord } from '../services/files.ts';
 import { checkName } from './names.ts';
 import { applyGrant } from './grants.ts';
-import { parseUploadFields, type UploadFields } from './options.ts';
+import { parseUploadFields } from './options.ts';
 import type { Staged } from './staging.ts';
 import type { UploadService } from './upload-service.ts';
 import type { Principal } from '../services/workspaces.ts';
@@ -38,7 +39,7 @@ export function nameFromUrl(url: string): string | undefined {
 export class RemoteUploadService {
   constructor(private readonly deps: RemoteDeps) {}
 
-  async upload(principal: Principal, input: UploadFields & { remote_url?: unknown }): Promise<FileRecord> {
+  async upload(principal: Principal, input: RemoteUploadBody): Promise<FileRecord> {
     const { workspaceId } = principal;
     const url = typeof input.remote_url === 'string' ? input.remote_url : undefined;
     let parsed: URL | undefined;

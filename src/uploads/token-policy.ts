@@ -1,6 +1,7 @@
 // What an upload token allows (see tokens.ts): the policy its backend set when minting it,
 // checked field by field at mint time, and the upload options it gives the browser's upload,
 // with the fields the policy lets the uploader override.
+import type { TokenPolicy as PublicTokenPolicy, TokenMintBody } from '../contract/uploads.ts';
 import { errors } from '../errors.ts';
 import { parseTransform } from '../media/transform.ts';
 import { checkName, parseBooleanFlag, parseCustomId, parseFolderPath, parseMetadata, parseTags } from './names.ts';
@@ -8,32 +9,12 @@ import type { UploadOptions } from './options.ts';
 
 export const DEFAULT_TOKEN_MAX_FILE_SIZE = 5 * 1024 * 1024;
 
-/** Stored as JSON in the token's row. */
-export interface TokenPolicy {
-  file_name: string;
-  /** Folder path, "" for the root. */
-  folder: string;
-  tags: string[];
-  transform: string | null;
-  max_file_size: number;
+/** Stored as JSON in the token's row: the policy answers show, plus what only the upload reads. */
+export type TokenPolicy = PublicTokenPolicy & {
   metadata: Record<string, unknown>;
   custom_id: string | null;
   random_prefix: boolean;
-  allow_override: { folder: boolean; tags: boolean; transform: boolean };
-}
-
-export interface MintInput {
-  file_name?: unknown;
-  folder?: unknown;
-  tags?: unknown;
-  transform?: unknown;
-  max_file_size?: unknown;
-  ttl_seconds?: unknown;
-  metadata?: unknown;
-  custom_id?: unknown;
-  random_prefix?: unknown;
-  allow_override?: unknown;
-}
+};
 
 /** What the uploader sent besides the bytes (headers of POST /api/v1/uploads/{token}). */
 export interface TokenUpload {
@@ -52,7 +33,7 @@ export function positiveInt(raw: unknown, field: string, fallback: number): numb
 }
 
 /** Every field checked now, so a bad policy fails at mint time and not in a browser. */
-export function parsePolicy(input: MintInput): TokenPolicy {
+export function parsePolicy(input: TokenMintBody): TokenPolicy {
   if (input.file_name === undefined || input.file_name === null || input.file_name === '')
     throw errors.fileNameRequired();
   if (typeof input.file_name !== 'string') throw errors.validation('file_name must be a string');

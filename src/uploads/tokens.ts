@@ -15,6 +15,7 @@
 //   compare against their own clocks (run NTP), with no leeway.
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { Readable } from 'node:stream';
+import type { TokenMintBody, UploadToken } from '../contract/uploads.ts';
 import { randomBase62 } from '../crypto/ids.ts';
 import { type Db, nowIso } from '../db/database.ts';
 import type { UploadTokenRow } from '../db/schema.ts';
@@ -22,14 +23,7 @@ import { UploadTokenRepository } from '../db/upload-tokens.ts';
 import { errors } from '../errors.ts';
 import type { FileRecord } from '../services/files.ts';
 import type { Principal, WorkspaceService } from '../services/workspaces.ts';
-import {
-  type MintInput,
-  parsePolicy,
-  positiveInt,
-  type TokenPolicy,
-  type TokenUpload,
-  tokenUploadOptions,
-} from './token-policy.ts';
+import { parsePolicy, positiveInt, type TokenPolicy, type TokenUpload, tokenUploadOptions } from './token-policy.ts';
 import type { UploadService } from './upload-service.ts';
 
 const PREFIX = 'stw_ut_';
@@ -37,17 +31,6 @@ const TOKEN_SHAPE = /^stw_ut_([0-9A-Za-z]{22})\.([A-Za-z0-9_-]{43})$/;
 const DEFAULT_TTL = 300;
 /** Used tokens and expired ones are kept this long (for support questions), then swept. */
 const KEEP_AFTER_EXPIRY_S = 24 * 3600;
-
-export interface MintedToken {
-  token: string;
-  signature: string;
-  expire_at: number;
-  public_key: string;
-  workspace_id: string;
-  /** Where the browser POSTs the file: `{public URL}/api/v1/uploads/{token}`. */
-  upload_url: string;
-  policy: Pick<TokenPolicy, 'file_name' | 'folder' | 'tags' | 'max_file_size' | 'transform' | 'allow_override'>;
-}
 
 export interface UploadTokenDeps {
   db: Db;
@@ -81,7 +64,7 @@ export class UploadTokenService {
   }
 
   /** POST /api/v1/generate-token: every field checked now, so a bad policy fails here and not in a browser. */
-  async mint(principal: Principal, publicKeyShown: string, input: MintInput): Promise<MintedToken> {
+  async mint(principal: Principal, publicKeyShown: string, input: TokenMintBody): Promise<UploadToken> {
     const policy = parsePolicy(input);
     const ttl = Math.min(positiveInt(input.ttl_seconds, 'ttl_seconds', DEFAULT_TTL), this.settings.maxTtlSeconds);
     const id = randomBase62(22);

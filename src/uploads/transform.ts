@@ -2,7 +2,7 @@
 // stored file is the transformed image. Runs inside the commit step, before type detection.
 import { PassThrough } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { AppError, errors } from '../errors.ts';
+import { AppError, appError, errors } from '../errors.ts';
 import { detect } from '../media/detect.ts';
 import { buildPipeline, type TransformSpec } from '../media/transform.ts';
 import type { BlobStore } from './blob-store.ts';
@@ -38,10 +38,8 @@ export async function transformStaged(
     await running;
   } catch (err) {
     if (err instanceof AppError) throw err;
-    throw new AppError(
-      400,
+    throw appError(
       'TRANSFORM_FAILED',
-      'Validation failed',
       /pixel limit/i.test(String((err as Error).message))
         ? 'the image is larger than the pixel limit'
         : 'the image could not be decoded for transform',

@@ -2,6 +2,7 @@
 // ETags), the session is claimed ('completing'), sealed so no part changes, assembled by
 // storage, and recorded (record.ts). Idempotent: a complete already running for the session
 // is joined, on this node or another, and one whose completer died is taken over.
+import type { MultipartCompleteBody } from '../../contract/multipart.ts';
 import type { MultipartSessionRow } from '../../db/schema.ts';
 import { nowIso } from '../../db/database.ts';
 import { errors } from '../../errors.ts';
@@ -17,12 +18,6 @@ export const STALE_COMPLETE_MS = 2 * 60 * 1000;
 /** How long a complete waits for another one of the same session (on another node) to finish. */
 const JOIN_COMPLETE_MS = 60 * 1000;
 
-export interface CompleteInput {
-  session_id: string;
-  uuid?: string;
-  parts?: { part_number: number; etag: string }[];
-}
-
 export class Completer {
   /** Completes running on this node, by session id: a second complete joins the first. */
   private readonly completing = new Map<string, Promise<FileRecord>>();
@@ -37,7 +32,7 @@ export class Completer {
    * retry, a double click, an SDK retrying after a lost answer) is joined, not refused: on this
    * node its promise is awaited, on another node the session row is watched until it is done.
    */
-  async complete(workspaceId: string, input: CompleteInput): Promise<FileRecord> {
+  async complete(workspaceId: string, input: MultipartCompleteBody): Promise<FileRecord> {
     const s = await this.sessions.find(workspaceId, input.session_id);
     if (input.uuid !== undefined && input.uuid !== s.uuid) throw errors.sessionNotFound();
     const running = this.completing.get(s.id);
@@ -59,7 +54,11 @@ export class Completer {
     }
   }
 
-  private async completeActive(workspaceId: string, s: MultipartSessionRow, input: CompleteInput): Promise<FileRecord> {
+  private async completeActive(
+    workspaceId: string,
+    s: MultipartSessionRow,
+    input: MultipartCompleteBody,
+  ): Promise<FileRecord> {
     const { storage, sessions, hashes } = this.ctx;
     const listed = await storage.listParts(s.storage_key, s.upload_id).catch((err) => {
       if (err instanceof ObjectNotFoundError) throw errors.sessionNotFound();
@@ -90,7 +89,11 @@ export class Completer {
   }
 
   /** Another node is completing the session: wait for its outcome (bounded), then answer as it did. */
-  private async joinCompletion(workspaceId: string, s: MultipartSessionRow, input: CompleteInput): Promise<FileRecord> {
+  private async joinCompletion(
+    workspaceId: string,
+    s: MultipartSessionRow,
+    input: MultipartCompleteBody,
+  ): Promise<FileRecord> {
     const deadline = Date.now() + JOIN_COMPLETE_MS;
     for (let delay = 50; Date.now() < deadline; delay = Math.min(delay * 2, 1000)) {
       await new Promise((r) => setTimeout(r, delay));

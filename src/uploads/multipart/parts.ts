@@ -2,21 +2,16 @@
 // signed URL is the authorisation, the part must be exactly its length, and it is written in
 // place while the session's running hash follows it (running-hash.ts).
 import { PassThrough, type Readable } from 'node:stream';
-import { AppError, errors } from '../../errors.ts';
+import { AppError, appError, errors } from '../../errors.ts';
 import { MultipartSealedError, ObjectNotFoundError, type PartInfo } from '../../storage/driver.ts';
 import { PartLengthError } from '../../storage/driver.ts';
 import { type MultipartContext, nowSeconds } from './context.ts';
 import { partLength } from './part-layout.ts';
 
 /** A part arrived for a session that a complete or an abort has sealed. */
-const sessionSealed = () =>
-  new AppError(
-    409,
-    'SESSION_COMPLETING',
-    'Session is being completed',
-    'This upload is being completed or aborted; its parts can no longer change',
-  );
+const sessionSealed = () => appError('SESSION_COMPLETING');
 
+// Written out: its `error` text names the part and length, where the catalogue's is a template.
 const partSizeMismatch = (partNumber: number, expected: number, detail: string) =>
   new AppError(400, 'PART_SIZE_MISMATCH', `Part ${partNumber} must be exactly ${expected} bytes`, detail);
 
@@ -32,23 +27,16 @@ export class Parts {
     body: Readable,
   ): Promise<PartInfo> {
     const verdict = this.ctx.signer.verify(sessionId, partNumber, query, nowSeconds());
-    if (verdict === 'bad')
-      throw new AppError(403, 'INVALID_SIGNATURE', 'Forbidden', 'The part URL signature is not valid');
-    if (verdict === 'expired') throw new AppError(403, 'URL_EXPIRED', 'Forbidden', 'The part URL has expired');
+    if (verdict === 'bad') throw appError('INVALID_SIGNATURE', 'The part URL signature is not valid');
+    if (verdict === 'expired') throw appError('URL_EXPIRED', 'The part URL has expired');
     const s = await this.ctx.sessions.byId(sessionId);
     if (s?.status === 'completing') throw sessionSealed();
     if (s?.status !== 'active' || partNumber < 1 || partNumber > s.part_count) throw errors.sessionNotFound();
     if ((contentType ?? '').split(';')[0].trim().toLowerCase() !== 'application/octet-stream') {
-      throw new AppError(
-        400,
-        'INVALID_CONTENT_TYPE',
-        'Content-Type must be application/octet-stream',
-        'Send the part with Content-Type: application/octet-stream',
-      );
+      throw appError('INVALID_CONTENT_TYPE');
     }
     const expected = partLength(s, partNumber);
-    if (Number(query.length) !== expected)
-      throw new AppError(403, 'INVALID_SIGNATURE', 'Forbidden', 'The part URL does not match this part');
+    if (Number(query.length) !== expected) throw appError('INVALID_SIGNATURE', 'The part URL does not match this part');
     if (contentLength !== undefined && Number(contentLength) !== expected) {
       throw partSizeMismatch(
         partNumber,

@@ -3,6 +3,12 @@
 // (complete.ts, record.ts) and the sweep (sweep.ts), over one shared context. Every step
 // survives a restart: the session row and storage hold all state.
 import type { Readable } from 'node:stream';
+import type {
+  MultipartCompleteBody,
+  MultipartSession,
+  MultipartStartBody,
+  SessionStatus,
+} from '../../contract/multipart.ts';
 import type { PartUrlSigner } from '../../crypto/part-url.ts';
 import type { Db } from '../../db/database.ts';
 import { UploadSessionRepository } from '../../db/upload-sessions.ts';
@@ -11,15 +17,14 @@ import { type PartInfo, supportsMultipart } from '../../storage/driver.ts';
 import type { BlobStore } from '../blob-store.ts';
 import type { FileHasher } from '../hashing/file-hasher.ts';
 import type { UploadService } from '../upload-service.ts';
-import { type CompleteInput, Completer } from './complete.ts';
+import { Completer } from './complete.ts';
 import type { MultipartContext, MultipartSettings } from './context.ts';
 import { Parts } from './parts.ts';
 import { RunningHashes } from './running-hash.ts';
-import { type SessionStatus, Sessions, type StartedSession, type StartInput } from './sessions.ts';
+import { Sessions } from './sessions.ts';
 import { type SweepResult, sweepMultipart } from './sweep.ts';
 
 export type { MultipartSettings } from './context.ts';
-export type { SessionStatus, StartedSession, StartInput } from './sessions.ts';
 
 export interface MultipartDeps {
   db: Db;
@@ -65,7 +70,12 @@ export class MultipartService {
   }
 
   /** `mayReplace`: started with a private key (see UploadOptions.mayReplace). */
-  start(workspaceId: string, publicKey: string, input: StartInput, mayReplace = true): Promise<StartedSession> {
+  start(
+    workspaceId: string,
+    publicKey: string,
+    input: MultipartStartBody,
+    mayReplace = true,
+  ): Promise<MultipartSession> {
     return this.sessions.start(workspaceId, publicKey, input, mayReplace);
   }
 
@@ -90,7 +100,7 @@ export class MultipartService {
   }
 
   /** Completes a session; idempotent (see complete.ts). */
-  complete(workspaceId: string, input: CompleteInput): Promise<FileRecord> {
+  complete(workspaceId: string, input: MultipartCompleteBody): Promise<FileRecord> {
     return this.completer.complete(workspaceId, input);
   }
 

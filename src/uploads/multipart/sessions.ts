@@ -1,10 +1,11 @@
 // Multipart sessions (docs/api/uploads.md#multipart-upload): start (fields checked, quota reserved, storage's
 // multipart upload opened, part URLs handed out), status, abort, and freeing a session's
 // parts. The session row and storage hold all state, so every step survives a restart.
+import type { MultipartSession, MultipartStartBody, SessionStatus } from '../../contract/multipart.ts';
 import { newUuid, randomBase62 } from '../../crypto/ids.ts';
 import { nowIso } from '../../db/database.ts';
 import type { MultipartSessionRow } from '../../db/schema.ts';
-import { AppError, errors } from '../../errors.ts';
+import { appError, errors } from '../../errors.ts';
 import type { PartInfo } from '../../storage/driver.ts';
 import { checkName, parseCustomId, parseFolderPath, parseMetadata, parseTags, withRandomPrefix } from '../names.ts';
 import { type MultipartContext, nowSeconds } from './context.ts';
@@ -12,45 +13,16 @@ import { MIN_PART_SIZE, partLength, partSizeFor } from './part-layout.ts';
 
 const DEFAULT_TTL = 3600;
 
-export interface StartInput {
-  file_name: string;
-  size: number;
-  format: string;
-  folder?: string;
-  tags?: string[] | string;
-  metadata?: Record<string, unknown>;
-  custom_id?: string;
-  random_prefix?: boolean;
-  ttl_seconds?: number;
-  webhook_url?: string;
-}
-
-export interface StartedSession {
-  session_id: string;
-  uuid: string;
-  part_size: number;
-  min_part_size: number;
-  parts: string[];
-  expire_at: number;
-  public_key: string;
-  workspace_id: string;
-  policy: { folder: string; tags: string[]; size: number; format: string };
-}
-
-export interface SessionStatus {
-  session_id: string;
-  status: 'active' | 'completed' | 'aborted' | 'expired';
-  part_size: number;
-  size: number;
-  expire_at: number;
-  uploaded_parts: { part_number: number; size: number; etag: string }[];
-}
-
 export class Sessions {
   constructor(private readonly ctx: MultipartContext) {}
 
   /** `mayReplace`: started with a private key (see UploadOptions.mayReplace). */
-  async start(workspaceId: string, publicKey: string, input: StartInput, mayReplace = true): Promise<StartedSession> {
+  async start(
+    workspaceId: string,
+    publicKey: string,
+    input: MultipartStartBody,
+    mayReplace = true,
+  ): Promise<MultipartSession> {
     const { blobs, storage, uploads } = this.ctx;
     const name = checkName(input.file_name, 'file_name');
     const folder = parseFolderPath(input.folder);
@@ -173,13 +145,7 @@ export class Sessions {
 
   async abort(workspaceId: string, sessionId: string): Promise<void> {
     const s = await this.find(workspaceId, sessionId);
-    if (s.status === 'completed' || s.status === 'completing')
-      throw new AppError(
-        409,
-        'SESSION_COMPLETED',
-        'Session completed',
-        'A completed upload cannot be aborted; delete the file instead',
-      );
+    if (s.status === 'completed' || s.status === 'completing') throw appError('SESSION_COMPLETED');
     if (s.status !== 'active') return;
     await this.ctx.sessions.move(s.id, 'active', 'aborted');
     await this.release(s);
