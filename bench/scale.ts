@@ -14,13 +14,14 @@
 // right size is reused, so a second run only measures. --cleanup deletes the seeded database
 // and its data directory at the end.
 import { existsSync, rmSync } from 'node:fs';
+import { cpus, loadavg } from 'node:os';
 import { resolve } from 'node:path';
 import { Args } from './scale/args.ts';
 import { explain } from './scale/explain.ts';
-import { type Measured, deleteUploads, drain, measure, restoreNames } from './scale/measure.ts';
+import { type Measured, deleteUploads, measure, restoreNames, settle } from './scale/measure.ts';
 import { operations } from './scale/operations.ts';
 import { table } from './scale/report.ts';
-import { startStowage } from './scale/server.ts';
+import { Stowage } from './scale/server.ts';
 import { type SeedInfo, infoPath, readInfo } from './scale/seed/info.ts';
 import { type Log, stopwatchLog } from './scale/seed/log.ts';
 import { dropPostgres, seed } from './scale/seed/seed.ts';
@@ -39,17 +40,18 @@ interface Settings {
 
 /** Measures every operation on the seeded database; renamed folders and uploads are undone. */
 async function measureAll(info: SeedInfo, s: Settings): Promise<Measured[]> {
-  const server = await startStowage(info);
+  const server = new Stowage(info);
+  await server.start();
   s.log(`stowage started (pid ${server.pid}) on ${server.base}`);
   const rows: Measured[] = [];
-  const probe = `/api/v1/files/${info.fileNos[0]}`;
+  const o = { ...s, server, key: info.privateKey, probe: `/api/v1/files/${info.fileNos[0]}` };
   try {
-    for (const op of operations(info, s.run).filter((o) => s.only.length === 0 || s.only.includes(o.id))) {
+    for (const op of operations(info, s.run).filter((x) => s.only.length === 0 || s.only.includes(x.id))) {
       try {
-        rows.push(await measure(op, { ...s, base: server.base, key: info.privateKey, probe }));
+        rows.push(await measure(op, o));
       } finally {
         if (op.id === 'rename') {
-          await drain({ base: server.base, key: info.privateKey, probe });
+          await settle(o);
           await restoreNames(server.base, info);
         }
       }
@@ -85,10 +87,11 @@ async function emptyUpload(info: SeedInfo, s: Settings): Promise<Measured | unde
     check: false,
     log: quiet,
   });
-  const server = await startStowage(empty);
+  const server = new Stowage(empty);
+  await server.start();
   try {
     const op = operations(empty, s.run).find((o) => o.id === 'upload')!;
-    return await measure(op, { ...s, base: server.base, key: empty.privateKey, probe: '/api/v1/files?limit=1' });
+    return await measure(op, { ...s, server, key: empty.privateKey, probe: '/api/v1/files?limit=1' });
   } finally {
     await server.stop();
     rmSync(dataDir, { recursive: true, force: true });
@@ -137,6 +140,7 @@ async function main(): Promise<void> {
     run: Date.now().toString(36),
     log,
   };
+  const loadBefore = loadavg()[1].toFixed(1);
   const rows = await measureAll(info!, settings);
   const skipEmpty = args.flag('no-empty') || (settings.only.length > 0 && !settings.only.includes('upload'));
   const empty = skipEmpty ? undefined : await emptyUpload(info!, settings);
@@ -144,7 +148,9 @@ async function main(): Promise<void> {
     log('explaining the repositories’ statements');
     await explain(info!, (text) => process.stdout.write(text));
   }
-  process.stdout.write(`\n${table(info!, rows, settings.clients, empty)}\n`);
+  // The machine may be shared: its load says how much of it the figures had.
+  const note = ` Load average (5 min) ${loadBefore} before, ${loadavg()[1].toFixed(1)} after, on ${cpus().length} CPUs.`;
+  process.stdout.write(`\n${table(info!, rows, settings.clients, empty, note)}\n`);
   if (args.flag('cleanup')) {
     if (info!.databaseUrl) await dropPostgres(info!.databaseUrl);
     rmSync(info!.dataDir, { recursive: true, force: true });

@@ -1,10 +1,14 @@
 // Measures each operation against a running server with 1, then more, concurrent clients.
 // Closed loop: with c clients and requests the server must take one at a time (SQLite), a
-// request waits for the c-1 before it, so the run lasts long enough for that to show (up to
-// maxSeconds); when fewer than 2c requests finished, the p99 is only a lower bound.
+// request waits for the c-1 before it, so a run lasts long enough for that to show (up to
+// maxSeconds); when fewer than 2c requests finished, the p99 is only a lower bound. Between
+// runs the server must be idle again: wrk stops counting at its deadline, but the server still
+// works on what it had taken, so the bench waits for that, or restarts the server when it
+// would take long (a killed query is rolled back; nothing else changes).
 import type { Log } from './seed/log.ts';
 import type { SeedInfo } from './seed/info.ts';
 import type { Operation } from './operations.ts';
+import type { Stowage } from './server.ts';
 import { type WrkResult, wrk } from './wrk.ts';
 
 export interface Cell {
@@ -20,9 +24,9 @@ export interface Measured {
 }
 
 export interface MeasureOptions {
-  base: string;
+  server: Stowage;
   key: string;
-  /** A cheap request that goes through the database (see `drain`). */
+  /** A cheap request that goes through the database (see `settle`). */
   probe: string;
   clients: number[];
   seconds: number;
@@ -32,16 +36,19 @@ export interface MeasureOptions {
 }
 
 export async function measure(op: Operation, o: MeasureOptions): Promise<Measured> {
-  if (op.wrk.kind === 'get') await fetch(o.base + op.wrk.lines[0], { headers: auth(o.key) }).then((r) => r.text());
+  await settle(o);
+  // One request first (caches warm); how long it took sets how long a single client runs.
+  const started = performance.now();
+  if (op.wrk.kind === 'get' || op.beside) {
+    const first = op.beside ?? op.wrk;
+    await fetch(o.server.base + first.lines[0], { headers: auth(o.key) }).then((r) => r.text());
+  }
+  let single = performance.now() - started;
   const cells: Cell[] = [];
-  let single: number | undefined;
   for (const clients of o.clients) {
-    const seconds =
-      clients > 1 && single !== undefined
-        ? Math.min(o.maxSeconds, Math.max(o.seconds, (clients * single * 1.5) / 1000))
-        : o.seconds;
-    const run = { base: o.base, key: o.key, seconds, run: `${o.run}c${clients}` };
-    await drain(o);
+    const wanted = clients === 1 ? 3 * single : 1.5 * clients * single;
+    const seconds = Math.min(o.maxSeconds, Math.max(o.seconds, wanted / 1000));
+    const run = { base: o.server.base, key: o.key, seconds, run: `${o.run}c${clients}` };
     let result: WrkResult;
     if (op.beside) {
       // The beside load gets the clients; the measured requests come from one more connection.
@@ -50,36 +57,49 @@ export async function measure(op: Operation, o: MeasureOptions): Promise<Measure
         wrk({ ...run, ...op.wrk, clients: 1 }),
       ]);
       result = measured;
-      if (clients === 1) single = beside.p50;
-    } else {
-      result = await wrk({ ...run, ...op.wrk, clients });
-      if (clients === 1) single = result.p50;
-    }
+      if (clients === 1 && beside.requests > 0) single = beside.p50;
+    } else result = await wrk({ ...run, ...op.wrk, clients });
     // Nothing finished: every request took longer than the run.
     if (result.requests === 0) result = { ...result, p50: result.seconds * 1000, p99: result.seconds * 1000 };
+    else if (clients === 1 && !op.beside) single = result.p50;
     const lowerBound = result.requests === 0 || (clients > 1 && result.requests < 2 * clients);
     cells.push({ clients, result, lowerBound });
     o.log(
-      `${op.id} c=${clients}: p50 ${result.requests === 0 ? '≥' : ''}${result.p50.toFixed(1)} ms, p99 ${lowerBound ? '≥' : ''}${result.p99.toFixed(1)} ms, ` +
+      `${op.id} c=${clients}: p50 ${result.requests === 0 ? '≥' : ''}${result.p50.toFixed(1)} ms, ` +
+        `p99 ${lowerBound ? '≥' : ''}${result.p99.toFixed(1)} ms, ` +
         `${result.requests} requests in ${result.seconds.toFixed(0)} s${result.errors ? `, ${result.errors} ERRORS` : ''}`,
     );
+    await settle(o);
   }
-  await drain(o);
   return { op, cells };
 }
 
 /**
- * Waits until the server has worked off what a finished wrk run left in flight (wrk stops
- * counting at the deadline, but the server still answers up to `clients` requests it had
- * taken): cheap database requests one after another until one is quick, at most 3 minutes.
+ * Waits until the server is idle: cheap database requests one after another until two in a
+ * row are quick. Past 30 s the server is restarted instead (what is left would take minutes).
  */
-export async function drain(o: Pick<MeasureOptions, 'base' | 'key' | 'probe'>): Promise<void> {
-  const until = Date.now() + 180_000;
+export async function settle(
+  o: Pick<MeasureOptions, 'server' | 'key' | 'probe' | 'log'>,
+  restarted = false,
+): Promise<void> {
+  const until = Date.now() + 30_000;
   let quick = 0;
-  while (quick < 2 && Date.now() < until) {
+  while (quick < 2) {
+    if (Date.now() > until) {
+      if (restarted) return;
+      o.log('the server is still busy with the last run: restarting it');
+      await o.server.restart();
+      return settle(o, true);
+    }
     const started = performance.now();
-    await fetch(o.base + o.probe, { headers: auth(o.key) }).then((r) => r.text());
-    quick = performance.now() - started < 100 ? quick + 1 : 0;
+    const answered = await fetch(o.server.base + o.probe, {
+      headers: auth(o.key),
+      signal: AbortSignal.timeout(Math.max(1000, until - Date.now())),
+    }).then(
+      (r) => r.text().then(() => true),
+      () => false,
+    );
+    quick = answered && performance.now() - started < 100 ? quick + 1 : 0;
   }
 }
 

@@ -33,7 +33,7 @@ function verdict(m: Measured, empty?: Measured): { target: string; result: strin
   return { target, result: errors > 0 ? `FAIL (${errors} errors)` : pass ? 'pass' : 'FAIL' };
 }
 
-export function table(info: SeedInfo, rows: Measured[], clients: number[], empty?: Measured): string {
+export function table(info: SeedInfo, rows: Measured[], clients: number[], empty?: Measured, note = ''): string {
   const head = ['Operation'];
   for (const c of clients) head.push(`p50 ${c}c`, `p99 ${c}c`);
   head.push('requests', 'Target (most clients)', 'Result');
@@ -56,7 +56,8 @@ export function table(info: SeedInfo, rows: Measured[], clients: number[], empty
   return [
     `Stowage at scale: ${db}, ${info.files.toLocaleString('en')} files over ${info.workspaces} workspace(s); ` +
       `measured workspace ${info.workspaceFiles.toLocaleString('en')} files in ${info.workspaceFolders} folders. ` +
-      "Latencies in ms (wrk, closed loop); ≥ marks a lower bound: too few requests finished (none: the run's length).",
+      "Latencies in ms (wrk, closed loop); ≥ marks a lower bound: too few requests finished (none: the run's length)." +
+      note,
     '',
     fmt(head),
     `|${widths.map((w, i) => (i === 0 ? `:${'-'.repeat(w + 1)}` : `${'-'.repeat(w + 1)}:`)).join('|')}|`,
