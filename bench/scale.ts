@@ -1,0 +1,164 @@
+// bench/scale (issue 18): Stowage on a library of millions of file records. Seeds the
+// database when it is not seeded at that size yet (scripts/seed.ts does the same alone),
+// starts the server as `npm start` does on it, and measures p50/p99 of each operation of the
+// issue's table with 1 and with 32 concurrent clients, wrk being the client; then the same
+// upload on an empty database, for the 1.5x target. Prints one table; --verbose adds the
+// query plans of the repositories' statements. Asserts nothing.
+//
+//   npm run bench:scale -- [--db sqlite|postgres] [--files 1M] [--workspaces W] [--clients 1,32]
+//                          [--seconds 10] [--max-seconds 60] [--data-dir DIR] [--url postgres://…/db]
+//                          [--only first-page,rename,…] [--verbose] [--no-empty] [--cleanup]
+//
+// Defaults: SQLite 1M files in one workspace, PostgreSQL 10M over 1,000 workspaces (the big
+// one holding half); data in data/scale-<db>, PostgreSQL database stowage_scale. A seed of the
+// right size is reused, so a second run only measures. --cleanup deletes the seeded database
+// and its data directory at the end.
+import { existsSync, rmSync } from 'node:fs';
+import { cpus, loadavg } from 'node:os';
+import { resolve } from 'node:path';
+import { Args } from './scale/args.ts';
+import { explain } from './scale/explain.ts';
+import { type Measured, deleteUploads, measure, restoreNames, settle } from './scale/measure.ts';
+import { operations } from './scale/operations.ts';
+import { table } from './scale/report.ts';
+import { Stowage } from './scale/server.ts';
+import { type SeedInfo, infoPath, readInfo } from './scale/seed/info.ts';
+import { type Log, stopwatchLog } from './scale/seed/log.ts';
+import { dropPostgres, seed } from './scale/seed/seed.ts';
+
+const DEFAULT_PG = 'postgres://postgres@127.0.0.1:5432/stowage_scale';
+
+interface Settings {
+  /** Operation ids to run (all when empty). */
+  only: string[];
+  clients: number[];
+  seconds: number;
+  maxSeconds: number;
+  run: string;
+  log: Log;
+}
+
+/** Measures every operation on the seeded database; renamed folders and uploads are undone. */
+async function measureAll(info: SeedInfo, s: Settings): Promise<Measured[]> {
+  const server = new Stowage(info);
+  await server.start();
+  s.log(`stowage started (pid ${server.pid}) on ${server.base}`);
+  const rows: Measured[] = [];
+  const o = { ...s, server, key: info.privateKey, probe: `/api/v1/files/${info.fileNos[0]}` };
+  try {
+    for (const op of operations(info, s.run).filter((x) => s.only.length === 0 || s.only.includes(x.id))) {
+      try {
+        rows.push(await measure(op, o));
+      } finally {
+        if (op.id === 'rename') {
+          await settle(o);
+          await restoreNames(server.base, info);
+        }
+      }
+    }
+    const removed = await deleteUploads(server.base, info, `bench-uploads-${s.run}`);
+    s.log(`deleted the bench's ${removed} uploads`);
+  } finally {
+    await server.stop();
+  }
+  return rows;
+}
+
+/** The same upload on a database holding one empty workspace (made, measured, dropped). */
+async function emptyUpload(info: SeedInfo, s: Settings): Promise<Measured | undefined> {
+  const dataDir = `${info.dataDir}-empty`;
+  let databaseUrl: string | undefined;
+  if (info.databaseUrl) {
+    const u = new URL(info.databaseUrl);
+    u.pathname = `${u.pathname}_empty`;
+    databaseUrl = u.toString();
+  }
+  const quiet = () => {};
+  const empty = await seed({
+    dialect: info.dialect,
+    files: 0,
+    workspaces: 1,
+    url: databaseUrl,
+    dataDir,
+    bigShare: 1,
+    folders: 0,
+    seed: 1,
+    reset: true,
+    check: false,
+    log: quiet,
+  });
+  const server = new Stowage(empty);
+  await server.start();
+  try {
+    const op = operations(empty, s.run).find((o) => o.id === 'upload')!;
+    return await measure(op, { ...s, server, key: empty.privateKey, probe: '/api/v1/files?limit=1' });
+  } finally {
+    await server.stop();
+    rmSync(dataDir, { recursive: true, force: true });
+    if (databaseUrl) await dropPostgres(databaseUrl);
+  }
+}
+
+async function main(): Promise<void> {
+  const args = new Args(process.argv.slice(2), ['verbose', 'no-empty', 'cleanup']);
+  const dialect = args.string('db', 'sqlite');
+  if (dialect !== 'sqlite' && dialect !== 'postgres') throw new Error('--db must be sqlite or postgres');
+  const dataDir = resolve(args.string('data-dir', `data/scale-${dialect}`));
+  const url = dialect === 'postgres' ? args.string('url', DEFAULT_PG) : undefined;
+  const log = stopwatchLog();
+  const wanted = args.string('files') === undefined ? undefined : Math.floor(args.number('files', 0));
+  let info = existsSync(infoPath(dataDir)) ? readInfo(dataDir) : undefined;
+  const stale =
+    !info ||
+    info.dialect !== dialect ||
+    (wanted !== undefined && info.files !== wanted) ||
+    (args.string('url') !== undefined && info.databaseUrl !== url);
+  if (stale) {
+    const files = wanted ?? (dialect === 'postgres' ? 10_000_000 : 1_000_000);
+    log(`seeding ${files.toLocaleString('en')} files (${dialect})`);
+    info = await seed({
+      dialect,
+      files,
+      workspaces: Math.max(1, Math.floor(args.number('workspaces', dialect === 'postgres' ? 1000 : 1))),
+      url,
+      dataDir,
+      bigShare: args.number('big-share', 0.5),
+      folders: 1010,
+      seed: 1,
+      reset: true,
+      check: false,
+      log,
+    });
+    log(`seeded in ${info.seconds} s`);
+  } else log(`using the seed in ${dataDir} (${info!.files.toLocaleString('en')} files, ${info!.seededAt})`);
+
+  const settings: Settings = {
+    only: (args.string('only') ?? '').split(',').filter(Boolean),
+    clients: args.list('clients', [1, 32]).sort((a, b) => a - b),
+    seconds: args.number('seconds', 10),
+    maxSeconds: args.number('max-seconds', 60),
+    run: Date.now().toString(36),
+    log,
+  };
+  const loadBefore = loadavg()[1].toFixed(1);
+  const rows = await measureAll(info!, settings);
+  const skipEmpty = args.flag('no-empty') || (settings.only.length > 0 && !settings.only.includes('upload'));
+  const empty = skipEmpty ? undefined : await emptyUpload(info!, settings);
+  if (args.flag('verbose')) {
+    log('explaining the repositories’ statements');
+    await explain(info!, (text) => process.stdout.write(text));
+  }
+  // The machine may be shared: its load says how much of it the figures had.
+  const note = ` Load average (5 min) ${loadBefore} before, ${loadavg()[1].toFixed(1)} after, on ${cpus().length} CPUs.`;
+  process.stdout.write(`\n${table(info!, rows, settings.clients, empty, note)}\n`);
+  if (args.flag('cleanup')) {
+    if (info!.databaseUrl) await dropPostgres(info!.databaseUrl);
+    rmSync(info!.dataDir, { recursive: true, force: true });
+    log('seeded database and data directory deleted');
+  }
+}
+
+main().catch((err) => {
+  process.stderr.write(`bench:scale: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,93 @@
+// Stowage as `npm start` runs it (node --import tsx src/main.ts), in a child process, on a
+// seeded database: rate limits and the per-workspace upload cap off (the bench is the only
+// client), logs at error level (as bench/load), everything else the defaults. `restart` is
+// for after a run that left more work in flight than is worth waiting for: the process is
+// killed, on PostgreSQL the queries it left running are ended too, and a fresh one starts.
+import { type ChildProcess, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import pg from 'pg';
+import { freePort, ROOT } from '../lib.ts';
+
+export interface Target {
+  dataDir: string;
+  databaseUrl?: string;
+}
+
+export class Stowage {
+  private child?: ChildProcess;
+  private output = '';
+  base = '';
+
+  constructor(private readonly db: Target) {}
+
+  get pid(): number {
+    return this.child?.pid ?? 0;
+  }
+
+  async start(): Promise<void> {
+    const port = await freePort();
+    this.output = '';
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+      cwd: ROOT,
+      env: {
+        ...process.env,
+        STOWAGE_DATA_DIR: this.db.dataDir,
+        DATABASE_URL: this.db.databaseUrl ?? '',
+        HOST: '127.0.0.1',
+        PORT: String(port),
+        LOG_LEVEL: 'error',
+        STOWAGE_RATE_LIMIT_API: 'off',
+        STOWAGE_RATE_LIMIT_UPLOAD: 'off',
+        STOWAGE_MAX_CONCURRENT_UPLOADS: '0',
+        AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
+      },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    this.child = child;
+    child.stderr!.on('data', (d: Buffer) => {
+      this.output = (this.output + d).slice(-20_000);
+    });
+    this.base = `http://127.0.0.1:${port}`;
+    for (let i = 0; i < 1200; i++) {
+      if (child.exitCode !== null) throw new Error(`stowage exited ${child.exitCode}: ${this.output}`);
+      const up = await fetch(`${this.base}/healthz`).then(
+        (r) => r.ok,
+        () => false,
+      );
+      if (up) return;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    await this.stop();
+    throw new Error(`stowage did not answer /healthz within 2 minutes: ${this.output}`);
+  }
+
+  /** SIGTERM (a graceful shutdown, as in production); SIGKILL with `now` or after 15 s. */
+  async stop(now = false): Promise<void> {
+    const child = this.child;
+    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    const exited = once(child, 'exit');
+    child.kill(now ? 'SIGKILL' : 'SIGTERM');
+    const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+    await exited;
+    clearTimeout(timer);
+  }
+
+  async restart(): Promise<void> {
+    await this.stop(true);
+    if (this.db.databaseUrl) await endQueries(this.db.databaseUrl);
+    await this.start();
+  }
+}
+
+/** Ends every other session on the bench's own database (what a killed server left running). */
+async function endQueries(url: string): Promise<void> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    await client.query(
+      'select pg_terminate_backend(pid) from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()',
+    );
+  } finally {
+    await client.end();
+  }
+}
