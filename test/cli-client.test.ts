@@ -83,14 +83,33 @@ describe('stowage client commands', () => {
     const big = join(dir, 'big.bin');
     truncateSync((writeFileSync(big, ''), big), 512 * MiB);
     const args = ['upload', big, '--multipart-threshold', String(MiB), '--parallel', '1', '--json'];
-    // Press Ctrl-C once a session exists and some parts are in (512 MiB one part at a time
-    // takes seconds here; the interrupt comes 300 ms in).
+    // Press Ctrl-C once a session exists and the server holds at least one of its parts
+    // (512 MiB one 8 MiB part at a time takes seconds, so the upload is cut part way).
     const run = runCli(args, { ...env, STOWAGE_API_KEY: ws.public_key }, (child) => {
+      let asking = false;
       const poll = setInterval(() => {
-        if (existsSync(stateFile) && readFileSync(stateFile, 'utf8').includes('session_id')) {
-          clearInterval(poll);
-          setTimeout(() => child.kill('SIGINT'), 300);
+        if (asking || !existsSync(stateFile)) return;
+        const state = readFileSync(stateFile, 'utf8');
+        if (!state.includes('session_id')) return;
+        let id: string;
+        try {
+          id = (Object.values(JSON.parse(state))[0] as { session_id: string }).session_id;
+        } catch {
+          return; // caught mid-write: read it again on the next tick
         }
+        asking = true;
+        fetch(`${server.url}/api/v1/multipart/${id}`, { headers: { 'x-api-key': ws.public_key } })
+          .then((r) => r.json() as any)
+          .then((s) => {
+            if ((s.data?.uploaded_parts?.length ?? 0) > 0) {
+              clearInterval(poll);
+              child.kill('SIGINT');
+            }
+          })
+          .catch(() => {})
+          .finally(() => {
+            asking = false;
+          });
       }, 20);
       child.on('exit', () => clearInterval(poll));
     });
