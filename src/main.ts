@@ -137,13 +137,16 @@ function announceFirstWorkspace(created: CreatedWorkspace, dataDir: string, log:
       `could not write ${file}; make new keys with: npx stowage key create --workspace ${created.workspace_id} --type private`,
     );
   }
+  // Said whatever LOG_LEVEL is (as the old stdout notice was): an operator must learn where
+  // the keys are even with the level at error.
+  const notice = log.child({}, { level: 'info' });
   if (written)
-    log.warn(
+    notice.warn(
       { workspace_id: created.workspace_id, file },
       `Stowage created your first workspace. Its public key, private key and webhook secret are in ${file} ` +
         '(readable by you only). Copy them somewhere safe, then delete that file: only hashes of the keys are stored.',
     );
-  else log.warn({ workspace_id: created.workspace_id }, 'Stowage created your first workspace');
+  else notice.warn({ workspace_id: created.workspace_id }, 'Stowage created your first workspace');
   if (process.stdout.isTTY) {
     const lines = ['', `Stowage created your first workspace.`, `  workspace_id:   ${created.workspace_id}`];
     if (written)
