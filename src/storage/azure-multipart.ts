@@ -9,23 +9,19 @@
 import { randomUUID } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import type { ContainerClient } from '@azure/storage-blob';
-import { ObjectNotFoundError, type PartInfo, PartLengthError } from './driver.ts';
-import { PartWriteGate, partMeter } from './part-writes.ts';
+import { ObjectNotFoundError, type PartInfo } from './driver.ts';
+import {
+  checkPart,
+  MetaCache,
+  multipartDir,
+  PartWriteGate,
+  padPart,
+  partMeter,
+  type UploadMeta,
+} from './part-writes.ts';
 
-/** Bookkeeping of multipart uploads; no object key the service makes starts with a dot. */
-export const MULTIPART_PREFIX = '.multipart/';
-
-const UPLOAD_ID_RE = /^[0-9a-f-]{36}$/;
-const pad = (n: number) => String(n).padStart(5, '0');
 /** All block ids of a blob must have the same length: the part number, zero-padded. */
-const blockId = (partNumber: number) => Buffer.from(`stowage-part-${pad(partNumber)}`).toString('base64');
-
-interface UploadMeta {
-  key: string;
-  size: number;
-  partSize: number;
-  contentType?: string;
-}
+const blockId = (partNumber: number) => Buffer.from(`stowage-part-${padPart(partNumber)}`).toString('base64');
 
 const isStatus = (err: unknown, ...codes: number[]) => codes.includes((err as { statusCode?: number }).statusCode ?? 0);
 
@@ -36,14 +32,12 @@ async function eachLimited<T>(items: T[], width: number, fn: (item: T) => Promis
 
 export class AzureMultipart {
   readonly gate = new PartWriteGate();
-  /** Uploads' meta, read once per upload rather than once per part. */
-  private readonly metas = new Map<string, UploadMeta>();
+  private readonly metas = new MetaCache();
 
   constructor(private readonly container: ContainerClient) {}
 
   private dir(uploadId: string): string {
-    if (!UPLOAD_ID_RE.test(uploadId)) throw new ObjectNotFoundError(`multipart ${uploadId}`);
-    return `${MULTIPART_PREFIX}${uploadId}/`;
+    return multipartDir(uploadId);
   }
 
   private async meta(uploadId: string): Promise<UploadMeta> {
@@ -56,10 +50,7 @@ export class AzureMultipart {
       if (isStatus(err, 404)) throw new ObjectNotFoundError(`multipart ${uploadId}`);
       throw err;
     }
-    const meta = JSON.parse(text.toString('utf8')) as UploadMeta;
-    if (this.metas.size >= 10_000) this.metas.delete(this.metas.keys().next().value!);
-    this.metas.set(uploadId, meta);
-    return meta;
+    return this.metas.set(uploadId, JSON.parse(text.toString('utf8')) as UploadMeta);
   }
 
   async create(key: string, opts: { contentType?: string; size: number; partSize: number }): Promise<string> {
@@ -81,13 +72,10 @@ export class AzureMultipart {
   ): Promise<PartInfo> {
     return this.gate.run(uploadId, signal, async (cut) => {
       const meta = await this.meta(uploadId);
-      if (meta.key !== key) throw new ObjectNotFoundError(`multipart ${uploadId}`);
-      const offset = (partNumber - 1) * meta.partSize;
-      if (partNumber < 1 || offset + length > meta.size)
-        throw new PartLengthError(Math.max(0, meta.size - offset), length);
+      checkPart(meta, uploadId, key, partNumber, length);
       // The part is not done until its record is written again, so a failed re-upload never
       // leaves an old record describing a block that was replaced.
-      const record = this.container.getBlockBlobClient(`${this.dir(uploadId)}part-${pad(partNumber)}`);
+      const record = this.container.getBlockBlobClient(`${this.dir(uploadId)}part-${padPart(partNumber)}`);
       await record.deleteIfExists({ abortSignal: cut });
       const meter = partMeter(length);
       // A body that fails or has the wrong length ends the request: Azure must not wait for the rest.

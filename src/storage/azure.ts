@@ -4,7 +4,8 @@
 // storage/azure-multipart.ts); complete commits the block list, so no byte is copied.
 import { type Readable, Transform } from 'node:stream';
 import { BlobServiceClient, type ContainerClient } from '@azure/storage-blob';
-import { AzureMultipart, MULTIPART_PREFIX } from './azure-multipart.ts';
+import { AzureMultipart } from './azure-multipart.ts';
+import { MULTIPART_PREFIX } from './part-writes.ts';
 import {
   assertKey,
   type ByteRange,

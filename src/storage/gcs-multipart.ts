@@ -7,24 +7,21 @@ import { randomUUID } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { Bucket, File } from '@google-cloud/storage';
-import { ObjectNotFoundError, type PartInfo, PartLengthError } from './driver.ts';
-import { PartWriteGate, partMeter } from './part-writes.ts';
+import { ObjectNotFoundError, type PartInfo } from './driver.ts';
+import {
+  checkPart,
+  MetaCache,
+  multipartDir,
+  PartWriteGate,
+  padPart,
+  partMeter,
+  type UploadMeta,
+} from './part-writes.ts';
 
-/** Bookkeeping of multipart uploads; no object key the service makes starts with a dot. */
-export const MULTIPART_PREFIX = '.multipart/';
 /** GCS composes at most this many sources at once. */
 const COMPOSE_MAX = 32;
 
-const UPLOAD_ID_RE = /^[0-9a-f-]{36}$/;
-const pad = (n: number) => String(n).padStart(5, '0');
 const isMissing = (err: unknown) => (err as { code?: unknown }).code === 404;
-
-interface UploadMeta {
-  key: string;
-  size: number;
-  partSize: number;
-  contentType?: string;
-}
 
 function partOf(file: File, dir: string): PartInfo | null {
   const partNumber = Number(file.name.slice(`${dir}part-`.length));
@@ -35,14 +32,12 @@ function partOf(file: File, dir: string): PartInfo | null {
 
 export class GcsMultipart {
   readonly gate = new PartWriteGate();
-  /** Uploads' meta, read once per upload rather than once per part. */
-  private readonly metas = new Map<string, UploadMeta>();
+  private readonly metas = new MetaCache();
 
   constructor(private readonly bucket: Bucket) {}
 
   private dir(uploadId: string): string {
-    if (!UPLOAD_ID_RE.test(uploadId)) throw new ObjectNotFoundError(`multipart ${uploadId}`);
-    return `${MULTIPART_PREFIX}${uploadId}/`;
+    return multipartDir(uploadId);
   }
 
   private async meta(uploadId: string): Promise<UploadMeta> {
@@ -55,10 +50,7 @@ export class GcsMultipart {
       if (isMissing(err)) throw new ObjectNotFoundError(`multipart ${uploadId}`);
       throw err;
     }
-    const meta = JSON.parse(text.toString('utf8')) as UploadMeta;
-    if (this.metas.size >= 10_000) this.metas.delete(this.metas.keys().next().value!);
-    this.metas.set(uploadId, meta);
-    return meta;
+    return this.metas.set(uploadId, JSON.parse(text.toString('utf8')) as UploadMeta);
   }
 
   async create(key: string, opts: { contentType?: string; size: number; partSize: number }): Promise<string> {
@@ -81,12 +73,9 @@ export class GcsMultipart {
   ): Promise<PartInfo> {
     return this.gate.run(uploadId, signal, async (cut) => {
       const meta = await this.meta(uploadId);
-      if (meta.key !== key) throw new ObjectNotFoundError(`multipart ${uploadId}`);
-      const offset = (partNumber - 1) * meta.partSize;
-      if (partNumber < 1 || offset + length > meta.size)
-        throw new PartLengthError(Math.max(0, meta.size - offset), length);
+      checkPart(meta, uploadId, key, partNumber, length);
       const dir = this.dir(uploadId);
-      const file = this.bucket.file(`${dir}part-${pad(partNumber)}`);
+      const file = this.bucket.file(`${dir}part-${padPart(partNumber)}`);
       const meter = partMeter(length);
       const sink = file.createWriteStream({
         resumable: false,
@@ -122,12 +111,12 @@ export class GcsMultipart {
     const total = parts.reduce((n, p) => n + p.size, 0);
     if (total !== meta.size) throw new Error(`parts hold ${total} bytes, expected ${meta.size}`);
     const dir = this.dir(uploadId);
-    let sources = parts.map((p) => `${dir}part-${pad(p.partNumber)}`);
+    let sources = parts.map((p) => `${dir}part-${padPart(p.partNumber)}`);
     // Rounds of 32 into intermediate objects (removed with the parts), until one compose is left.
     for (let round = 1; sources.length > COMPOSE_MAX; round++) {
       const next: string[] = [];
       for (let i = 0; i < sources.length; i += COMPOSE_MAX) {
-        const name = `${dir}round-${round}-${pad(next.length)}`;
+        const name = `${dir}round-${round}-${padPart(next.length)}`;
         await this.bucket.combine(sources.slice(i, i + COMPOSE_MAX), name);
         next.push(name);
       }

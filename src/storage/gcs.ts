@@ -14,7 +14,8 @@ import {
   type PartInfo,
   type StorageDriver,
 } from './driver.ts';
-import { GcsMultipart, MULTIPART_PREFIX } from './gcs-multipart.ts';
+import { GcsMultipart } from './gcs-multipart.ts';
+import { MULTIPART_PREFIX } from './part-writes.ts';
 
 export interface GcsSettings {
   bucket: string;

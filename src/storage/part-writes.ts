@@ -4,7 +4,7 @@
 // part write of an upload and its complete run on the node that holds the session.
 import { Transform } from 'node:stream';
 import { xxh3 } from '@node-rs/xxhash';
-import { MultipartSealedError, PartLengthError } from './driver.ts';
+import { MultipartSealedError, ObjectNotFoundError, PartLengthError } from './driver.ts';
 
 export class PartWriteGate {
   /** Part writes in flight, per upload: what sealing cuts and waits for. */
@@ -98,4 +98,50 @@ export function partMeter(length: number): {
       return error;
     },
   };
+}
+
+// --- bookkeeping shared by drivers that keep a multipart upload as objects (Azure, GCS) -----
+
+/** Where such uploads keep their parts and meta; no object key the service makes starts with a dot. */
+export const MULTIPART_PREFIX = '.multipart/';
+const UPLOAD_ID_RE = /^[0-9a-f-]{36}$/;
+
+/** The part number, zero-padded, so names (and Azure block ids) all have one length. */
+export const padPart = (n: number) => String(n).padStart(5, '0');
+
+/** What an upload's `meta` object holds. */
+export interface UploadMeta {
+  key: string;
+  size: number;
+  partSize: number;
+  contentType?: string;
+}
+
+/** The folder of one upload; an id the service could not have made is simply not found. */
+export function multipartDir(uploadId: string): string {
+  if (!UPLOAD_ID_RE.test(uploadId)) throw new ObjectNotFoundError(`multipart ${uploadId}`);
+  return `${MULTIPART_PREFIX}${uploadId}/`;
+}
+
+/** Uploads' meta, read once per upload rather than once per part; at most 10,000 kept. */
+export class MetaCache {
+  private readonly metas = new Map<string, UploadMeta>();
+  get(uploadId: string): UploadMeta | undefined {
+    return this.metas.get(uploadId);
+  }
+  set(uploadId: string, meta: UploadMeta): UploadMeta {
+    if (this.metas.size >= 10_000) this.metas.delete(this.metas.keys().next().value!);
+    this.metas.set(uploadId, meta);
+    return meta;
+  }
+  delete(uploadId: string): void {
+    this.metas.delete(uploadId);
+  }
+}
+
+/** A part that does not belong to this upload's key, or does not fit in its size, is refused. */
+export function checkPart(meta: UploadMeta, uploadId: string, key: string, partNumber: number, length: number): void {
+  if (meta.key !== key) throw new ObjectNotFoundError(`multipart ${uploadId}`);
+  const offset = (partNumber - 1) * meta.partSize;
+  if (partNumber < 1 || offset + length > meta.size) throw new PartLengthError(Math.max(0, meta.size - offset), length);
 }
