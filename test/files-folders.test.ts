@@ -68,6 +68,7 @@ for (const dialect of DIALECTS) {
           'items',
           'limit',
           'meta',
+          'next_cursor',
           'page',
           'total_count',
           'total_pages',
@@ -85,12 +86,73 @@ for (const dialect of DIALECTS) {
           [res.body.meta.page, res.body.meta.limit, res.body.meta.total, res.body.meta.hasNext],
         );
         assert.equal(res.body.total_pages, Math.ceil(res.body.meta.total / res.body.meta.limit));
-        assert.deepEqual(res.body.meta, { page: 1, limit: 2, total: 5, hasNext: true, hasPrev: false });
+        const { nextCursor, ...meta } = res.body.meta;
+        assert.deepEqual(meta, { page: 1, limit: 2, total: 5, totalEstimated: false, hasNext: true, hasPrev: false });
+        assert.equal(res.body.next_cursor, nextCursor);
         assert.equal(res.body.files[0].name, 'epsilon.bin');
         assert.equal(Object.keys(res.body.files[0]).length, 30);
         const last = await api('GET', '/api/v1/files?limit=2&page=3');
-        assert.deepEqual(last.body.meta, { page: 3, limit: 2, total: 5, hasNext: false, hasPrev: true });
+        assert.deepEqual(last.body.meta, {
+          page: 3,
+          limit: 2,
+          total: 5,
+          totalEstimated: false,
+          hasNext: false,
+          hasPrev: true,
+          nextCursor: null,
+        });
         assert.equal(last.body.files.length, 1);
+
+        // By cursor: the same pages as by number, then null after the last.
+        const byPage = [];
+        for (let page = 1; page <= 3; page++)
+          byPage.push(
+            ...(await api('GET', `/api/v1/files?limit=2&page=${page}`)).body.files.map((f: any) => f.file_no),
+          );
+        const byCursor = [];
+        let cursor: string | null = null;
+        const pages = [];
+        do {
+          const r = await api('GET', `/api/v1/files?limit=2${cursor ? `&cursor=${cursor}` : ''}`);
+          assert.equal(r.status, 200);
+          byCursor.push(...r.body.files.map((f: any) => f.file_no));
+          pages.push(r.body.meta.page);
+          cursor = r.body.meta.nextCursor;
+        } while (cursor);
+        assert.deepEqual(byCursor, byPage);
+        assert.deepEqual(pages, [1, 2, 3], 'a cursor knows its page number');
+      });
+
+      test('cursors: every sort walks every file once; a foreign, forged or mismatched cursor is a 400', async () => {
+        for (const sort of ['created_at_desc', 'created_at_asc', 'name_asc', 'name_desc', 'size_asc', 'size_desc']) {
+          const whole = (await api('GET', `/api/v1/files?limit=100&sort=${sort}`)).body.files.map(
+            (f: any) => f.file_no,
+          );
+          const walked = [];
+          let cursor: string | null = null;
+          do {
+            const r = await api('GET', `/api/v1/files?limit=2&sort=${sort}${cursor ? `&cursor=${cursor}` : ''}`);
+            walked.push(...r.body.files.map((f: any) => f.file_no));
+            cursor = r.body.meta.nextCursor;
+          } while (cursor);
+          assert.deepEqual(walked, whole, sort);
+        }
+        const first = (await api('GET', '/api/v1/files?limit=2&sort=name_asc')).body.meta.nextCursor;
+        const other = await api('GET', `/api/v1/files?limit=2&sort=size_asc&cursor=${first}`);
+        assert.equal(other.status, 400);
+        assert.match(other.body.message, /another sort order/);
+        const forged = Buffer.from(JSON.stringify(['name', 'asc', 2, { x: 1 }, 'id'])).toString('base64url');
+        for (const bad of ['x', forged, Buffer.from('[1,2,3,4,5]').toString('base64url'), '%E0%A4%A'])
+          assert.equal((await api('GET', `/api/v1/files?limit=2&sort=name_asc&cursor=${bad}`)).status, 400, bad);
+      });
+
+      test('page reaches a documented depth; deeper pages ask for the cursor', async () => {
+        const deep = await api('GET', '/api/v1/files?limit=100&page=10001');
+        assert.equal(deep.status, 400);
+        assert.match(deep.body.message, /cursor/);
+        const empty = await api('GET', '/api/v1/files?limit=100&page=10000');
+        assert.equal(empty.status, 200);
+        assert.deepEqual([empty.body.files, empty.body.meta.hasNext, empty.body.meta.nextCursor], [[], false, null]);
       });
 
       test("the hosted SDKs' filters: name= (like search), path= (a folder prefix), folderNo (like folder_no)", async () => {

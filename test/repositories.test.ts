@@ -73,7 +73,6 @@ for (const dialect of DIALECTS) {
         file_no: newShortId(),
         workspace_id: workspaceId,
         folder_id: null,
-        folder_path: '',
         blob_id: blobId,
         size: 10,
         mime_type: 'image/png',
@@ -93,6 +92,8 @@ for (const dialect of DIALECTS) {
       };
     }
 
+    const withPath = (row: { folder_path: string } | undefined) => row?.folder_path;
+
     function folderRow(workspaceId: string, path: string, parent: FolderRow | null, created = at(0)): FolderRow {
       return {
         id: newUuid(),
@@ -101,6 +102,8 @@ for (const dialect of DIALECTS) {
         parent_id: parent?.id ?? null,
         name: path.slice(path.lastIndexOf('/') + 1),
         path,
+        file_count: 0,
+        file_bytes: 0,
         created_at: created,
         updated_at: created,
       };
@@ -292,14 +295,15 @@ for (const dialect of DIALECTS) {
         await new FolderRepository(db.kysely).insert(folder);
         const blobId = await blob(ws, 6_000_000_000);
         const root = fileRow(ws, blobId, { name: 'a.png', size: 6_000_000_000 });
-        const inFolder = fileRow(ws, blobId, { name: 'a.png', folder_id: folder.id, folder_path: 'docs' });
+        const inFolder = fileRow(ws, blobId, { name: 'a.png', folder_id: folder.id });
         assert.equal(await repo.insertIfNameFree(root), true);
         assert.equal(await repo.insertIfNameFree(inFolder), true, 'the same name in another folder');
         assert.equal(await repo.insertIfNameFree(fileRow(ws, blobId, { name: 'a.png' })), false);
 
-        assert.equal((await repo.byName(ws, '', 'a.png'))?.id, root.id);
-        assert.equal((await repo.byName(ws, 'docs', 'a.png'))?.id, inFolder.id);
-        assert.equal(await repo.byName(ws, 'docs', 'b.png'), undefined);
+        assert.equal((await repo.byName(ws, null, 'a.png'))?.id, root.id);
+        assert.equal((await repo.byName(ws, folder.id, 'a.png'))?.id, inFolder.id);
+        assert.equal(withPath(await repo.byFileNo(ws, inFolder.file_no)), 'docs');
+        assert.equal(await repo.byName(ws, folder.id, 'b.png'), undefined);
 
         const withRefs = await repo.byFileNo(ws, inFolder.file_no);
         assert.equal(withRefs?.folder_no, folder.folder_no);
@@ -349,9 +353,9 @@ for (const dialect of DIALECTS) {
         const blobId = await blob(ws, 1);
         const rows = [
           fileRow(ws, blobId, { name: 'zeta.png', size: 30, created_at: at(1), tags: '["red","blue"]' }),
-          fileRow(ws, blobId, { name: 'alpha.png', size: 10, created_at: at(2), folder_id: a.id, folder_path: 'a' }),
-          fileRow(ws, blobId, { name: 'beta.png', size: 20, created_at: at(3), folder_id: ab.id, folder_path: 'a/b' }),
-          fileRow(ws, blobId, { name: '50%.png', size: 20, created_at: at(3), folder_id: abc.id, folder_path: 'a/bc' }),
+          fileRow(ws, blobId, { name: 'alpha.png', size: 10, created_at: at(2), folder_id: a.id }),
+          fileRow(ws, blobId, { name: 'beta.png', size: 20, created_at: at(3), folder_id: ab.id }),
+          fileRow(ws, blobId, { name: '50%.png', size: 20, created_at: at(3), folder_id: abc.id }),
           fileRow(ws, blobId, { name: 'gamma.png', size: 5, created_at: at(4), tags: '["redder"]' }),
         ];
         for (const r of rows) await repo.insertIfNameFree(r);
@@ -359,18 +363,47 @@ for (const dialect of DIALECTS) {
           f: Parameters<FileRepository['page']>[1],
           p: Partial<Parameters<FileRepository['page']>[2]>,
         ) =>
-          (await repo.page(ws, f, { sort: 'created_at', direction: 'desc', page: 1, limit: 10, ...p })).rows.map(
-            (r) => r.name,
-          );
+          (await repo.page(ws, f, { sort: 'created_at', direction: 'desc', limit: 10, ...p })).rows.map((r) => r.name);
 
-        const first = await repo.page(ws, {}, { sort: 'created_at', direction: 'desc', page: 1, limit: 2 });
-        assert.equal(first.total, 5);
+        const first = await repo.page(ws, {}, { sort: 'created_at', direction: 'desc', limit: 2 });
+        assert.deepEqual(await repo.countUpTo(ws, {}, 100), { count: 5, exact: true });
+        assert.deepEqual(await repo.countUpTo(ws, {}, 4), { count: 4, exact: false }, 'counting stops past the cap');
         assert.equal(first.rows[0].name, 'gamma.png');
         const tied = [rows[2], rows[3]].sort((x, y) => (x.id < y.id ? 1 : -1)).map((r) => r.name);
         assert.deepEqual(first.rows[1].name, tied[0], 'equal created_at: by id, in the same direction');
-        assert.deepEqual(await names({}, { page: 2, limit: 2 }), [tied[1], 'alpha.png']);
-        assert.deepEqual(await names({}, { page: 3, limit: 2 }), ['zeta.png']);
-        assert.deepEqual(await names({}, { page: 4, limit: 2 }), []);
+        assert.deepEqual(await names({}, { offset: 2, limit: 2 }), [tied[1], 'alpha.png']);
+        assert.deepEqual(await names({}, { offset: 4, limit: 2 }), ['zeta.png']);
+        assert.deepEqual(await names({}, { offset: 6, limit: 2 }), []);
+        // By key: the next page starts after the last row, whatever came before it.
+        assert.deepEqual(first.next, { v: rows[2].created_at, id: first.rows[1].id });
+        const second = await repo.page(ws, {}, { sort: 'created_at', direction: 'desc', limit: 2, after: first.next! });
+        assert.deepEqual(
+          second.rows.map((r) => r.name),
+          [tied[1], 'alpha.png'],
+        );
+        const third = await repo.page(ws, {}, { sort: 'created_at', direction: 'desc', limit: 2, after: second.next! });
+        assert.deepEqual(
+          [third.rows.map((r) => r.name), third.next],
+          [['zeta.png'], null],
+          'the last page has no next',
+        );
+        assert.equal(first.rows[0].folder_path, '');
+        const bySize = await repo.page(ws, {}, { sort: 'size', direction: 'asc', limit: 2 });
+        assert.deepEqual(
+          (await repo.page(ws, {}, { sort: 'size', direction: 'asc', limit: 10, after: bySize.next! })).rows.map(
+            (r) => r.name,
+          ),
+          ['beta.png', '50%.png', 'zeta.png'].sort((x, y) =>
+            x === 'zeta.png'
+              ? 1
+              : y === 'zeta.png'
+                ? -1
+                : rows.find((r) => r.name === x)!.id < rows.find((r) => r.name === y)!.id
+                  ? -1
+                  : 1,
+          ),
+          'numeric keys, ties by id',
+        );
         assert.deepEqual(await names({}, { sort: 'size', direction: 'asc', limit: 2 }), ['gamma.png', 'alpha.png']);
         assert.deepEqual(await names({}, { sort: 'name', direction: 'asc' }), [
           '50%.png',
@@ -390,8 +423,10 @@ for (const dialect of DIALECTS) {
         assert.deepEqual(await names({ tags: ['red'] }, {}), ['zeta.png'], 'a whole tag, not a prefix');
         assert.deepEqual(await names({ tags: ['red', 'blue'] }, {}), ['zeta.png']);
         assert.deepEqual(await names({ tags: ['red', 'green'] }, {}), []);
-        const filtered = await repo.page(ws, { under: 'a' }, { sort: 'name', direction: 'asc', page: 1, limit: 1 });
-        assert.equal(filtered.total, 3, 'the total counts every match, not the page');
+        assert.deepEqual(await names({ tags: ['red', 'blue'] }, { sort: 'name', direction: 'asc' }), ['zeta.png']);
+        assert.deepEqual(await names({ folderId: ab.id }, {}), ['beta.png']);
+        assert.equal((await names({}, {})).length, 5);
+        assert.deepEqual(await repo.countUpTo(ws, { under: 'a' }, 100), { count: 3, exact: true });
       });
     });
 
@@ -451,14 +486,14 @@ for (const dialect of DIALECTS) {
         );
 
         const blobId = await blob(ws, 1);
-        await files.insertIfNameFree(fileRow(ws, blobId, { name: '1', size: 5_000_000_000, folder_path: 'beta' }));
-        await files.insertIfNameFree(fileRow(ws, blobId, { name: '2', size: 7, folder_path: 'beta/kid' }));
-        await files.insertIfNameFree(fileRow(ws, blobId, { name: '3', size: 100, folder_path: 'betamax' }));
-        assert.deepEqual(await repo.contentTotals(ws, 'beta'), { items: 2, size: 5_000_000_007 });
-        assert.deepEqual(await repo.contentTotals(ws, 'alpha'), { items: 0, size: 0 });
-        assert.equal(await repo.hasContents(ws, top[0]), true);
-        assert.equal(await repo.hasContents(ws, child), true, 'a file');
-        assert.equal(await repo.hasContents(ws, top[1]), false);
+        await files.insertIfNameFree(fileRow(ws, blobId, { name: '1', size: 5_000_000_000, folder_id: top[0].id }));
+        await files.insertIfNameFree(fileRow(ws, blobId, { name: '2', size: 7, folder_id: child.id }));
+        await files.insertIfNameFree(fileRow(ws, blobId, { name: '3', size: 100, folder_id: lookalike.id }));
+        assert.deepEqual(await repo.contentTotals(top[0].id), { items: 2, size: 5_000_000_007 });
+        assert.deepEqual(await repo.contentTotals(top[1].id), { items: 0, size: 0 });
+        assert.equal(await repo.hasContents(top[0]), true);
+        assert.equal(await repo.hasContents(child), true, 'a file');
+        assert.equal(await repo.hasContents(top[1]), false);
       });
 
       test('movePath renames the folder and moves the paths below it, and only those', async () => {
@@ -472,13 +507,13 @@ for (const dialect of DIALECTS) {
         const taken = folderRow(ws, 'a/x', a);
         for (const f of [a, ab, abc, sibling, taken]) await repo.insert(f);
         const blobId = await blob(ws, 1);
-        for (const path of ['a/b', 'a/b/c', 'a/bb', 'a'])
+        for (const folder of [ab, abc, sibling, a])
           await files.insertIfNameFree(
-            fileRow(ws, blobId, { name: `in-${path.replaceAll('/', '-')}`, folder_path: path }),
+            fileRow(ws, blobId, { name: `in-${folder.path.replaceAll('/', '-')}`, folder_id: folder.id }),
           );
 
         const moved = await inTransaction(db.kysely, (trx) =>
-          new FolderRepository(trx).movePath(ws, ab.id, {
+          new FolderRepository(trx).movePath(ab.id, {
             name: 'renamed',
             oldPath: 'a/b',
             newPath: 'a/renamed',
@@ -490,14 +525,16 @@ for (const dialect of DIALECTS) {
         assert.deepEqual([renamed?.name, renamed?.path, renamed?.updated_at], ['renamed', 'a/renamed', at(7)]);
         assert.equal((await repo.byNo(ws, abc.folder_no))?.path, 'a/renamed/c');
         assert.equal((await repo.byNo(ws, sibling.folder_no))?.path, 'a/bb', 'a sibling with the same prefix stays');
-        assert.ok(await files.byName(ws, 'a/renamed', 'in-a-b'));
-        assert.ok(await files.byName(ws, 'a/renamed/c', 'in-a-b-c'));
-        assert.ok(await files.byName(ws, 'a/bb', 'in-a-bb'));
-        assert.ok(await files.byName(ws, 'a', 'in-a'));
+        assert.ok(await files.byName(ws, ab.id, 'in-a-b'));
+        assert.ok(await files.deliverable(ws, 'a/renamed', 'in-a-b'), 'delivered at the new path');
+        assert.ok(await files.deliverable(ws, 'a/renamed/c', 'in-a-b-c'));
+        assert.equal(await files.deliverable(ws, 'a/b', 'in-a-b'), undefined, 'and no longer at the old one');
+        assert.ok(await files.deliverable(ws, 'a/bb', 'in-a-bb'));
+        assert.ok(await files.deliverable(ws, 'a', 'in-a'));
 
         // Onto a path that is taken: false, and the caller's rollback leaves everything as it was.
         const refused = await inTransaction(db.kysely, async (trx) => {
-          const ok = await new FolderRepository(trx).movePath(ws, ab.id, {
+          const ok = await new FolderRepository(trx).movePath(ab.id, {
             name: 'x',
             oldPath: 'a/renamed',
             newPath: 'a/x',
@@ -520,23 +557,23 @@ for (const dialect of DIALECTS) {
         const lookalike = folderRow(ws, 'ab', null);
         for (const f of [a, ab, lookalike]) await repo.insert(f);
         const [b1, b2, b3] = [await blob(ws, 1), await blob(ws, 2), await blob(ws, 3)];
-        await files.insertIfNameFree(fileRow(ws, b1, { name: '1', folder_id: a.id, folder_path: 'a' }));
-        await files.insertIfNameFree(fileRow(ws, b1, { name: '2', folder_id: ab.id, folder_path: 'a/b' }));
-        await files.insertIfNameFree(fileRow(ws, b2, { name: '3', folder_id: ab.id, folder_path: 'a/b' }));
-        await files.insertIfNameFree(fileRow(ws, b3, { name: '4', folder_id: lookalike.id, folder_path: 'ab' }));
+        await files.insertIfNameFree(fileRow(ws, b1, { name: '1', folder_id: a.id }));
+        await files.insertIfNameFree(fileRow(ws, b1, { name: '2', folder_id: ab.id }));
+        await files.insertIfNameFree(fileRow(ws, b2, { name: '3', folder_id: ab.id }));
+        await files.insertIfNameFree(fileRow(ws, b3, { name: '4', folder_id: lookalike.id }));
 
         const released = await inTransaction(db.kysely, async (trx) => {
           const tx = new FolderRepository(trx);
-          const blobIds = await tx.deleteFilesUnder(ws, a);
-          await tx.deleteTree(ws, a);
+          const blobIds = await tx.deleteFilesUnder(a);
+          await tx.deleteTree(a);
           return blobIds;
         });
         assert.deepEqual(released.sort(), [b1, b2].sort(), 'each blob once');
         assert.equal(await repo.byPath(ws, 'a'), undefined);
         assert.equal(await repo.byPath(ws, 'a/b'), undefined);
         assert.ok(await repo.byPath(ws, 'ab'));
-        assert.ok(await files.byName(ws, 'ab', '4'));
-        assert.equal((await files.page(ws, {}, { sort: 'name', direction: 'asc', page: 1, limit: 10 })).total, 1);
+        assert.ok(await files.byName(ws, lookalike.id, '4'));
+        assert.equal((await files.page(ws, {}, { sort: 'name', direction: 'asc', limit: 10 })).rows.length, 1);
       });
     });
 

@@ -106,9 +106,15 @@ export interface FilePage {
     page: number;
     limit: number;
     total: number;
+    /** True when total is an estimate: a name or tag filter matched more than 10,000 files */
+    totalEstimated: boolean;
     hasNext: boolean;
     hasPrev: boolean;
+    /** Send as cursor for the next page; null on the last page */
+    nextCursor: string | null;
   };
+  /** The same as meta.nextCursor */
+  next_cursor: string | null;
   /** The same as files */
   items: FileRecord[];
   page: number;
@@ -144,6 +150,8 @@ export interface FileListQuery {
   sort_field?: 'created_at' | 'updated_at' | 'name' | 'file_size';
   sort_order?: 'asc' | 'desc';
   snapshot?: string;
+  /** meta.nextCursor of the previous page: the next page by key, as fast at any depth (page is then ignored) */
+  cursor?: string;
 }
 
 /** PATCH /api/v1/files/{file_no} */

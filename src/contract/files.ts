@@ -117,6 +117,13 @@ export const FileListQuery = Type.Object({
   ),
   sort_order: Type.Optional(Type.Union([Type.Literal('asc'), Type.Literal('desc')])),
   snapshot: Type.Optional(Type.String({ maxLength: 40 })),
+  cursor: Type.Optional(
+    Type.String({
+      maxLength: 2048,
+      description:
+        'meta.nextCursor of the previous page: the next page by key, as fast at any depth (page is then ignored)',
+    }),
+  ),
 });
 export type FileListQuery = Static<typeof FileListQuery>;
 
@@ -129,9 +136,16 @@ export const FilePage = Type.Object({
     page: Type.Integer(),
     limit: Type.Integer(),
     total: Type.Integer(),
+    totalEstimated: Type.Boolean({
+      description: 'True when total is an estimate: a name or tag filter matched more than 10,000 files',
+    }),
     hasNext: Type.Boolean(),
     hasPrev: Type.Boolean(),
+    nextCursor: Type.Union([Type.String(), Type.Null()], {
+      description: 'Send as cursor for the next page; null on the last page',
+    }),
   }),
+  next_cursor: Type.Union([Type.String(), Type.Null()], { description: 'The same as meta.nextCursor' }),
   // The same page in the names the hosted SDKs read.
   items: Type.Array(Record, { description: 'The same as files' }),
   page: Type.Integer(),

@@ -1,17 +1,21 @@
 // File records in the database: lookups by number, by name in a folder and by delivery path,
 // filtered and sorted pages, and the writes an upload or the Files API makes.
-import type { Insertable, Kysely, Updateable } from 'kysely';
+import { type Insertable, type Kysely, type Updateable, sql } from 'kysely';
 import { isUniqueViolation } from './database.ts';
-import { escapeLike, likeBelow, likeContains, likeEscaped } from './like.ts';
+import { flavourOf, NAME_FTS } from './derived.ts';
+import { likeContains, likeEscaped } from './like.ts';
 import type { Database, FileRow, FileTable } from './schema.ts';
 
-/** A file row with its blob's SHA-256 and its folder's number (null at the root). */
-export type FileWithRefs = FileRow & { sha256: string; folder_no: string | null };
+/** A file row with its folder's path ("" at the root), which lives in `folders` only. */
+export type PlacedFile = FileRow & { folder_path: string };
+
+/** A placed file with its blob's SHA-256 and its folder's number (null at the root). */
+export type FileWithRefs = PlacedFile & { sha256: string; folder_no: string | null };
 
 export interface FileFilter {
   /** Only the files directly in this folder. */
   folderId?: string;
-  /** Only the files in this folder path or below it. */
+  /** Only the files in the folder at this path or below it. */
   under?: string;
   /** Case-insensitive substrings the name must all contain (give them NFC). */
   nameContains?: string[];
@@ -23,11 +27,19 @@ export interface FileFilter {
 
 export type FileSortColumn = 'created_at' | 'updated_at' | 'name' | 'size';
 
+/** Where a page starts: the sort value and id of the row before it (keyset pagination). */
+export interface PageKey {
+  v: string | number;
+  id: string;
+}
+
 export interface FilePage {
   sort: FileSortColumn;
   direction: 'asc' | 'desc';
-  page: number;
   limit: number;
+  /** The page starts after this row; else after `offset` rows. */
+  after?: PageKey;
+  offset?: number;
 }
 
 /** What delivery needs of a file: its type, dates, privacy and its blob. */
@@ -42,9 +54,24 @@ export interface DeliverableFile {
 
 export type FileChanges = Omit<Updateable<FileTable>, 'id' | 'file_no' | 'workspace_id' | 'created_at'>;
 
+/** The folder-or-root key of the unique name index (files_folder_name_uq): '' is the root. */
+const folderKey = sql<string>`coalesce(${sql.ref('files.folder_id')}, '')`;
+
+/** The ids of the folder at `path` and of every folder below it. */
+const subtree = (workspaceId: string, path: string) => sql<string>`(
+  with recursive tree(id) as (
+    select id from folders where workspace_id = ${workspaceId} and path = ${path}
+    union all
+    select c.id from folders c join tree on c.parent_id = tree.id
+  ) select id from tree)`;
+
 export class FileRepository {
+  private readonly sqlite: boolean;
+
   /** `db` may be a transaction: then every method takes part in it. */
-  constructor(private readonly db: Kysely<Database>) {}
+  constructor(private readonly db: Kysely<Database>) {
+    this.sqlite = flavourOf(db) === 'sqlite';
+  }
 
   private withRefs() {
     return this.db
@@ -52,7 +79,11 @@ export class FileRepository {
       .innerJoin('blobs', 'blobs.id', 'files.blob_id')
       .leftJoin('folders', 'folders.id', 'files.folder_id')
       .selectAll('files')
-      .select(['blobs.sha256 as sha256', 'folders.folder_no as folder_no']);
+      .select((eb) => [
+        'blobs.sha256 as sha256',
+        'folders.folder_no as folder_no',
+        eb.fn.coalesce('folders.path', eb.val('')).as('folder_path'),
+      ]);
   }
 
   async byFileNo(workspaceId: string, fileNo: string): Promise<FileWithRefs | undefined> {
@@ -62,19 +93,22 @@ export class FileRepository {
       .executeTakeFirst();
   }
 
-  /** The file of that name directly in the folder at `folderPath` ("" for the root). */
-  async byName(workspaceId: string, folderPath: string, name: string): Promise<FileRow | undefined> {
+  /** The file of that name directly in the folder `folderId` (null for the root). */
+  async byName(workspaceId: string, folderId: string | null, name: string): Promise<FileRow | undefined> {
     return this.db
       .selectFrom('files')
       .selectAll()
       .where('workspace_id', '=', workspaceId)
-      .where('folder_path', '=', folderPath)
+      .where(folderKey, '=', folderId ?? '')
       .where('name', '=', name)
       .executeTakeFirst();
   }
 
-  /** The same lookup as `byName`, with the blob delivery reads. */
+  /** The file at a delivery path (folder path "" for the root), with the blob delivery reads. */
   async deliverable(workspaceId: string, folderPath: string, name: string): Promise<DeliverableFile | undefined> {
+    const folder = folderPath
+      ? sql<string>`(select id from folders where workspace_id = ${workspaceId} and path = ${folderPath})`
+      : sql<string>`''`;
     return this.db
       .selectFrom('files')
       .innerJoin('blobs', 'blobs.id', 'files.blob_id')
@@ -87,38 +121,145 @@ export class FileRepository {
         'blobs.storage_key',
       ])
       .where('files.workspace_id', '=', workspaceId)
-      .where('files.folder_path', '=', folderPath)
+      .where(folderKey, '=', folder)
       .where('files.name', '=', name)
       .executeTakeFirst();
   }
 
-  /** A page of the workspace's files matching `f`, and how many match in all. Ties are ordered by id. */
-  async page(workspaceId: string, f: FileFilter, p: FilePage): Promise<{ rows: FileWithRefs[]; total: number }> {
-    let base = this.withRefs().where('files.workspace_id', '=', workspaceId);
-    if (f.folderId !== undefined) base = base.where('files.folder_id', '=', f.folderId);
-    const under = f.under;
-    if (under)
-      base = base.where((eb) =>
-        eb.or([eb('files.folder_path', '=', under), likeEscaped('files.folder_path', likeBelow(under), true)]),
+  /**
+   * The files matching `f`, without joins: a tag filter is driven from file_tags, whose index
+   * yields a tag's files in created_at order, so a tagged page costs its own rows only.
+   */
+  private matching(workspaceId: string, f: FileFilter, sort: FileSortColumn) {
+    const [first, ...otherTags] = f.tags ?? [];
+    const driveByTag = first !== undefined && sort === 'created_at';
+    let q = this.db
+      .selectFrom('files')
+      .$if(driveByTag, (qb) =>
+        qb.innerJoin('file_tags as t', (j) =>
+          j
+            .onRef('t.file_id', '=', 'files.id')
+            .on('t.workspace_id', '=', workspaceId)
+            .on('t.tag', '=', first as string),
+        ),
+      )
+      .where('files.workspace_id', '=', workspaceId);
+    if (f.folderId !== undefined) q = q.where('files.folder_id', '=', f.folderId);
+    if (f.under) q = q.where('files.folder_id', 'in', subtree(workspaceId, f.under));
+    for (const text of f.nameContains ?? []) q = q.where(this.nameHas(text));
+    if (f.createdAtMost !== undefined) q = q.where('files.created_at', '<=', f.createdAtMost);
+    for (const tag of driveByTag ? otherTags : (f.tags ?? []))
+      q = q.where(({ exists, selectFrom }) =>
+        exists(
+          selectFrom('file_tags')
+            .select('file_tags.file_id')
+            .where('file_tags.workspace_id', '=', workspaceId)
+            .where('file_tags.tag', '=', tag)
+            .whereRef('file_tags.created_at', '=', 'files.created_at')
+            .whereRef('file_tags.file_id', '=', 'files.id'),
+        ),
       );
-    for (const text of f.nameContains ?? []) base = base.where(likeEscaped('files.name', likeContains(text)));
-    if (f.createdAtMost !== undefined) base = base.where('files.created_at', '<=', f.createdAtMost);
-    // Tags are stored as a JSON array: an element is its JSON string, quotes included.
-    for (const tag of f.tags ?? [])
-      base = base.where(likeEscaped('files.tags', `%${escapeLike(JSON.stringify(tag))}%`, true));
-    const [{ total }, rows] = await Promise.all([
-      base
-        .clearSelect()
-        .select((eb) => eb.fn.countAll<number>().as('total'))
-        .executeTakeFirstOrThrow(),
-      base
-        .orderBy(`files.${p.sort}`, p.direction)
-        .orderBy('files.id', p.direction)
-        .limit(p.limit)
-        .offset((p.page - 1) * p.limit)
-        .execute(),
-    ]);
-    return { rows, total: Number(total) };
+    // The order columns: the tag index's own when it drives (the same values as the file's).
+    const order = driveByTag ? { v: 't.created_at', id: 't.file_id' } : { v: `files.${sort}`, id: 'files.id' };
+    return { q, order };
+  }
+
+  /**
+   * Case-insensitive substring of the name. SQLite asks its FTS5 trigram index (three characters
+   * or more; shorter ones scan); PostgreSQL's planner uses the pg_trgm index on lower(name).
+   */
+  private nameHas(text: string) {
+    if (this.sqlite && [...text].length >= 3)
+      return sql<boolean>`${sql.ref('files.seq')} in (select rowid from ${sql.table(NAME_FTS)} where ${sql.table(NAME_FTS)} match ${`"${text.replaceAll('"', '""')}"`})`;
+    return likeEscaped('files.name', likeContains(text));
+  }
+
+  /**
+   * A page of the workspace's files matching `f`, in the sort order with ties by id: the rows,
+   * and the key of the last one when more follow. An `offset` is walked on the narrowest index
+   * (no joins, sort key and id only) to the row before the page, which is then read by key.
+   */
+  async page(workspaceId: string, f: FileFilter, p: FilePage): Promise<{ rows: FileWithRefs[]; next: PageKey | null }> {
+    const { q, order } = this.matching(workspaceId, f, p.sort);
+    const v = sql.ref(order.v);
+    const id = sql.ref(order.id);
+    let after = p.after;
+    if (!after && p.offset) {
+      const boundary = await q
+        .select([sql<string | number>`${v}`.as('v'), sql<string>`${id}`.as('id')])
+        .orderBy(v, p.direction)
+        .orderBy(id, p.direction)
+        .limit(1)
+        .offset(p.offset - 1)
+        .executeTakeFirst();
+      if (!boundary) return { rows: [], next: null };
+      after = boundary;
+    }
+    const key = after;
+    const ids = await q
+      .$if(key !== undefined, (qb) =>
+        qb.where(sql<boolean>`(${v}, ${id}) ${sql.raw(p.direction === 'desc' ? '<' : '>')} (${key?.v}, ${key?.id})`),
+      )
+      .select([sql<string | number>`${v}`.as('v'), sql<string>`${id}`.as('id')])
+      .orderBy(v, p.direction)
+      .orderBy(id, p.direction)
+      .limit(p.limit + 1)
+      .execute();
+    const more = ids.length > p.limit;
+    const wanted = ids.slice(0, p.limit);
+    if (wanted.length === 0) return { rows: [], next: null };
+    // The page's rows with their blob and folder, by id (a primary-key lookup each).
+    const found = await this.withRefs()
+      .where(
+        'files.id',
+        'in',
+        wanted.map((r) => r.id),
+      )
+      .execute();
+    const byId = new Map(found.map((r) => [r.id, r]));
+    const rows = wanted.map((r) => byId.get(r.id)).filter((r): r is FileWithRefs => r !== undefined);
+    const last = wanted[wanted.length - 1];
+    return { rows, next: more ? { v: last.v, id: last.id } : null };
+  }
+
+  /** How many files match `f`, counting no further than `cap` + 1 (then `exact` is false). */
+  async countUpTo(workspaceId: string, f: FileFilter, cap: number): Promise<{ count: number; exact: boolean }> {
+    const { q } = this.matching(workspaceId, f, 'created_at');
+    const row = await this.db
+      .selectFrom(
+        q
+          .select(sql<number>`1`.as('one'))
+          .limit(cap + 1)
+          .as('m'),
+      )
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .executeTakeFirstOrThrow();
+    const count = Number(row.n);
+    return { count: Math.min(count, cap), exact: count <= cap };
+  }
+
+  /** The planner's guess of how many files match `f` (PostgreSQL only; undefined on SQLite). */
+  async estimate(workspaceId: string, f: FileFilter): Promise<number | undefined> {
+    if (this.sqlite) return undefined;
+    const compiled = this.matching(workspaceId, f, 'created_at').q.select('files.id').compile();
+    const { rows } = await this.db.executeQuery<{ 'QUERY PLAN': [{ Plan: { 'Plan Rows': number } }] }>({
+      ...compiled,
+      sql: `explain (format json) ${compiled.sql}`,
+    });
+    const plan = rows[0]?.['QUERY PLAN']?.[0]?.Plan;
+    return plan ? Math.round(plan['Plan Rows']) : undefined;
+  }
+
+  /** Files of the workspace (or directly in one folder) created after `at`: a snapshot's newer files. */
+  async countCreatedAfter(workspaceId: string, folderId: string | undefined, at: string): Promise<number> {
+    const row = await this.db
+      .selectFrom('files')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .$if(folderId === undefined, (qb) => qb.where('workspace_id', '=', workspaceId))
+      .$if(folderId !== undefined, (qb) => qb.where('folder_id', '=', folderId as string))
+      .where('created_at', '>', at)
+      .executeTakeFirstOrThrow();
+    return Number(row.n);
   }
 
   /** Inserts the file unless its folder already holds that name; returns whether it did. */

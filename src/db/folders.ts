@@ -1,9 +1,11 @@
-// Folders in the database. A folder's path is also written into its files (`folder_path`) and
-// its subfolders' paths, so a rename or delete here covers the whole tree below it.
-import { type ExpressionBuilder, type Kysely, sql } from 'kysely';
+// Folders in the database. A folder's path is written into its subfolders' paths (not into its
+// files, which point at it by id), so a rename or delete walks the folders below it, never files.
+import { type Insertable, type Kysely, sql } from 'kysely';
 import { isUniqueViolation } from './database.ts';
-import { likeBelow, likeContains, likeEscaped } from './like.ts';
-import type { Database, FolderRow } from './schema.ts';
+import { likeContains, likeEscaped } from './like.ts';
+import type { Database, FolderRow, FolderTable } from './schema.ts';
+
+export type NewFolder = Insertable<FolderTable>;
 
 export interface FolderFilter {
   /** The folders directly in this one; null for the top level. */
@@ -19,9 +21,13 @@ export interface FolderPage {
   limit: number;
 }
 
-/** Files whose folder path is `path` or below it. */
-const filesUnder = (path: string) => (eb: ExpressionBuilder<Database, 'files'>) =>
-  eb.or([eb('folder_path', '=', path), likeEscaped('folder_path', likeBelow(path), true)]);
+/** The ids of folder `id` and of every folder below it (an index walk over parent_id). */
+const subtree = (id: string) => sql<string>`(
+  with recursive tree(id) as (
+    select id from folders where id = ${id}
+    union all
+    select c.id from folders c join tree on c.parent_id = tree.id
+  ) select id from tree)`;
 
 export class FolderRepository {
   /** `db` may be a transaction: then every method takes part in it (`movePath` and `deleteTree` should). */
@@ -51,16 +57,15 @@ export class FolderRepository {
     return row?.folder_no;
   }
 
-  /** How many files are in the folder at `path` and below, and their total size. */
-  async contentTotals(workspaceId: string, path: string): Promise<{ items: number; size: number }> {
+  /** How many files are in the folder and below, and their total size: its folders' counters summed. */
+  async contentTotals(id: string): Promise<{ items: number; size: number }> {
     const row = await this.db
-      .selectFrom('files')
+      .selectFrom('folders')
       .select((eb) => [
-        eb.fn.countAll<number>().as('items'),
-        eb.fn.coalesce(eb.fn.sum<number>('size'), eb.lit(0)).as('size'),
+        eb.fn.coalesce(eb.fn.sum<number>('file_count'), eb.lit(0)).as('items'),
+        eb.fn.coalesce(eb.fn.sum<number>('file_bytes'), eb.lit(0)).as('size'),
       ])
-      .where('workspace_id', '=', workspaceId)
-      .where(filesUnder(path))
+      .where('id', 'in', subtree(id))
       .executeTakeFirstOrThrow();
     return { items: Number(row.items), size: Number(row.size) };
   }
@@ -84,7 +89,7 @@ export class FolderRepository {
   }
 
   /** Inserts the folder; false when the workspace already has a folder at its path. */
-  async insert(row: FolderRow): Promise<boolean> {
+  async insert(row: NewFolder): Promise<boolean> {
     try {
       await this.db.insertInto('folders').values(row).execute();
       return true;
@@ -95,7 +100,7 @@ export class FolderRepository {
   }
 
   /** Inserts the folder unless one is at its path already (concurrent uploads create the same folders). */
-  async insertIfPathFree(row: FolderRow): Promise<void> {
+  async insertIfPathFree(row: NewFolder): Promise<void> {
     await this.db
       .insertInto('folders')
       .values(row)
@@ -104,32 +109,20 @@ export class FolderRepository {
   }
 
   /**
-   * Renames the folder `id` (at `oldPath`) to `name` at `newPath`; the paths of its subfolders
-   * and of every file in it or below follow. False when a folder is already at one of the new
-   * paths: then the transaction must be rolled back (throw), as some rows may have moved.
+   * Renames the folder `id` (at `oldPath`) to `name` at `newPath`; the paths of the folders below
+   * it follow (files hold no path: none is touched). False when a folder is already at the new
+   * path: then the transaction must be rolled back (throw).
    */
-  async movePath(
-    workspaceId: string,
-    id: string,
-    change: { name: string; oldPath: string; newPath: string; at: string },
-  ): Promise<boolean> {
+  async movePath(id: string, change: { name: string; oldPath: string; newPath: string; at: string }): Promise<boolean> {
     const { name, oldPath, newPath, at } = change;
-    const moved = (column: 'path' | 'folder_path') =>
-      sql<string>`${newPath} || substr(${sql.ref(column)}, ${oldPath.length + 1})`;
     try {
-      await this.db.updateTable('folders').set({ name, path: newPath, updated_at: at }).where('id', '=', id).execute();
       await this.db
         .updateTable('folders')
-        .set({ path: moved('path') })
-        .where('workspace_id', '=', workspaceId)
-        .where(likeEscaped('path', likeBelow(oldPath), true))
+        .set({ path: sql<string>`${newPath} || substr(path, ${oldPath.length + 1})` })
+        .where('id', 'in', subtree(id))
+        .where('id', '<>', id)
         .execute();
-      await this.db
-        .updateTable('files')
-        .set({ folder_path: moved('folder_path') })
-        .where('workspace_id', '=', workspaceId)
-        .where(filesUnder(oldPath))
-        .execute();
+      await this.db.updateTable('folders').set({ name, path: newPath, updated_at: at }).where('id', '=', id).execute();
       return true;
     } catch (err) {
       if (isUniqueViolation(err)) return false;
@@ -137,39 +130,32 @@ export class FolderRepository {
     }
   }
 
-  /** Whether the folder holds a subfolder, or a file in it or below. */
-  async hasContents(workspaceId: string, folder: FolderRow): Promise<boolean> {
+  /** Whether the folder holds a subfolder or a file (with no subfolder, its files are all it holds). */
+  async hasContents(folder: FolderRow): Promise<boolean> {
     const [file, child] = await Promise.all([
-      this.db
-        .selectFrom('files')
-        .select('id')
-        .where('workspace_id', '=', workspaceId)
-        .where(filesUnder(folder.path))
-        .limit(1)
-        .executeTakeFirst(),
+      this.db.selectFrom('files').select('id').where('folder_id', '=', folder.id).limit(1).executeTakeFirst(),
       this.db.selectFrom('folders').select('id').where('parent_id', '=', folder.id).limit(1).executeTakeFirst(),
     ]);
     return Boolean(file || child);
   }
 
   /** Deletes every file in the folder or below; returns the blobs they used (each once), for the caller to release. */
-  async deleteFilesUnder(workspaceId: string, folder: FolderRow): Promise<string[]> {
-    const files = await this.db
-      .selectFrom('files')
-      .select('blob_id')
-      .where('workspace_id', '=', workspaceId)
-      .where(filesUnder(folder.path))
-      .execute();
-    await this.db.deleteFrom('files').where('workspace_id', '=', workspaceId).where(filesUnder(folder.path)).execute();
-    return [...new Set(files.map((f) => f.blob_id))];
+  async deleteFilesUnder(folder: FolderRow): Promise<string[]> {
+    const under = (
+      await this.db.selectFrom('folders').select('id').where('id', 'in', subtree(folder.id)).execute()
+    ).map((r) => r.id);
+    const blobs = new Set<string>();
+    // A folder at a time, so no statement carries more ids than SQLite takes.
+    for (const folderId of under) {
+      const files = await this.db.selectFrom('files').select('blob_id').where('folder_id', '=', folderId).execute();
+      for (const f of files) blobs.add(f.blob_id);
+      await this.db.deleteFrom('files').where('folder_id', '=', folderId).execute();
+    }
+    return [...blobs];
   }
 
   /** Deletes the folder and its subfolders (their files must be gone: `deleteFilesUnder`). */
-  async deleteTree(workspaceId: string, folder: FolderRow): Promise<void> {
-    await this.db
-      .deleteFrom('folders')
-      .where('workspace_id', '=', workspaceId)
-      .where((eb) => eb.or([eb('id', '=', folder.id), likeEscaped('path', likeBelow(folder.path), true)]))
-      .execute();
+  async deleteTree(folder: FolderRow): Promise<void> {
+    await this.db.deleteFrom('folders').where('id', 'in', subtree(folder.id)).execute();
   }
 }

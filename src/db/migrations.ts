@@ -1,6 +1,7 @@
 // Migrations live in code so that the service and the CLI run them at start on both dialects.
 // Append new ones; never edit one that has shipped.
-import { type Kysely, type Migration, type MigrationProvider, Migrator } from 'kysely';
+import { type Kysely, type Migration, type MigrationProvider, Migrator, sql } from 'kysely';
+import { createFileTriggers, createNameIndex, flavourOf, rebuildDerived } from './derived.ts';
 import type { Database } from './schema.ts';
 
 const migrations: Record<string, Migration> = {
@@ -248,6 +249,99 @@ const migrations: Record<string, Migration> = {
     async down(db: Kysely<unknown>) {
       await db.schema.alterTable('storage_intents').dropColumn('reserved_bytes').execute();
       await db.schema.alterTable('workspaces').dropColumn('reserved_bytes').execute();
+    },
+  },
+  '0007_scale': {
+    // Reads that stay fast at millions of files (issue 18, ARCHITECTURE.md "Reads at scale").
+    async up(db: Kysely<unknown>) {
+      const sqlite = flavourOf(db) === 'sqlite';
+      // Files no longer copy their folder's path: a folder rename then rewrites folders only.
+      // A name is unique per folder, the root being folder ''.
+      if (sqlite) {
+        // SQLite cannot drop a column inside a unique constraint: the table is made again, with
+        // an explicit rowid (seq) that VACUUM keeps, which the FTS5 name index refers to.
+        await sql`create table files_next (
+            seq integer primary key,
+            id varchar(36) not null unique,
+            file_no varchar(32) not null unique,
+            workspace_id varchar(32) not null references workspaces(id) on delete cascade,
+            folder_id varchar(36) references folders(id) on delete cascade,
+            name varchar(255) not null,
+            blob_id varchar(36) not null references blobs(id),
+            size bigint not null,
+            mime_type varchar(255) not null,
+            extension varchar(32),
+            format varchar(32),
+            width integer,
+            height integer,
+            tags text not null,
+            metadata text not null,
+            custom_id varchar(255),
+            is_private integer not null default 0,
+            is_duplicate integer not null default 0,
+            upload_source varchar(16) not null,
+            created_at varchar(32) not null,
+            updated_at varchar(32) not null)`.execute(db);
+        await sql`insert into files_next (id, file_no, workspace_id, folder_id, name, blob_id, size, mime_type,
+            extension, format, width, height, tags, metadata, custom_id, is_private, is_duplicate, upload_source,
+            created_at, updated_at)
+          select id, file_no, workspace_id, folder_id, name, blob_id, size, mime_type, extension, format, width,
+            height, tags, metadata, custom_id, is_private, is_duplicate, upload_source, created_at, updated_at
+            from files order by created_at, id`.execute(db);
+        await sql`drop table files`.execute(db);
+        await sql`alter table files_next rename to files`.execute(db);
+        await db.schema
+          .createIndex('files_workspace_created_idx')
+          .on('files')
+          .columns(['workspace_id', 'created_at', 'id'])
+          .execute();
+        await db.schema.createIndex('files_blob_idx').on('files').column('blob_id').execute();
+      } else {
+        await sql`alter table files drop constraint files_workspace_folder_name_uq`.execute(db);
+        await sql`alter table files drop column folder_path`.execute(db);
+      }
+      await sql`create unique index files_folder_name_uq on files (workspace_id, (coalesce(folder_id, '')), name)`.execute(
+        db,
+      );
+      // One index per sort order of the workspace-wide list, and a folder's files in list order.
+      for (const column of ['updated_at', 'name', 'size'])
+        await db.schema
+          .createIndex(`files_workspace_${column}_idx`)
+          .on('files')
+          .columns(['workspace_id', column, 'id'])
+          .execute();
+      await db.schema
+        .createIndex('files_folder_created_idx')
+        .on('files')
+        .columns(['folder_id', 'created_at', 'id'])
+        .execute();
+      // A folder's children (the subtree walks go down parent_id), and a workspace's top level.
+      await db.schema.createIndex('folders_parent_idx').on('folders').columns(['parent_id', 'name']).execute();
+      await db.schema
+        .createIndex('folders_workspace_parent_idx')
+        .on('folders')
+        .columns(['workspace_id', 'parent_id', 'name'])
+        .execute();
+
+      await db.schema
+        .createTable('file_tags')
+        .addColumn('workspace_id', 'varchar(32)', (c) => c.notNull())
+        .addColumn('tag', 'varchar(255)', (c) => c.notNull())
+        .addColumn('created_at', 'varchar(32)', (c) => c.notNull())
+        .addColumn('file_id', 'varchar(36)', (c) => c.notNull())
+        .addPrimaryKeyConstraint('file_tags_pk', ['workspace_id', 'tag', 'created_at', 'file_id'])
+        .execute();
+      await db.schema.createIndex('file_tags_file_idx').on('file_tags').column('file_id').execute();
+
+      for (const table of ['workspaces', 'folders'])
+        for (const column of ['file_count', 'file_bytes'])
+          await db.schema
+            .alterTable(table)
+            .addColumn(column, 'bigint', (c) => c.notNull().defaultTo(0))
+            .execute();
+      await createNameIndex(db);
+      await rebuildDerived(db);
+      await createFileTriggers(db);
     },
   },
 };

@@ -15,6 +15,9 @@ export interface WorkspaceTable {
   used_bytes: number;
   /** Bytes promised to uploads in progress (the sum of its intents' reservations). */
   reserved_bytes: number;
+  /** How many files the workspace holds, and their sizes summed (kept by triggers: db/derived.ts). */
+  file_count: Generated<number>;
+  file_bytes: Generated<number>;
   /** JSON array of web origins that may use the public key and upload tokens; null = any. */
   allowed_origins: string | null;
   /** JSON array of origins public-key uploads may send webhooks to; null = none. */
@@ -56,6 +59,9 @@ export interface FolderTable {
   name: string;
   /** "a/b/c", no leading or trailing slash. */
   path: string;
+  /** Files directly in this folder, and their sizes summed (kept by triggers: db/derived.ts). */
+  file_count: Generated<number>;
+  file_bytes: Generated<number>;
   created_at: string;
   updated_at: string;
 }
@@ -73,9 +79,8 @@ export interface FileTable {
   id: string;
   file_no: string;
   workspace_id: string;
+  /** Null at the root. The folder's path is only in `folders`, so a rename touches no file row. */
   folder_id: string | null;
-  /** The folder's path, "" at the root. */
-  folder_path: string;
   name: string;
   blob_id: string;
   size: number;
@@ -94,6 +99,15 @@ export interface FileTable {
   upload_source: 'direct' | 'multipart' | 'remote' | 'token' | 'dashboard';
   created_at: string;
   updated_at: string;
+}
+
+/** One row per tag of each file, so that a tag filter is an index range (kept by triggers: db/derived.ts). */
+export interface FileTagTable {
+  workspace_id: string;
+  tag: string;
+  /** The file's created_at: a tag's files come out of the index in the list's default order. */
+  created_at: string;
+  file_id: string;
 }
 
 export interface StorageIntentTable {
@@ -182,6 +196,7 @@ export interface Database {
   folders: FolderTable;
   blobs: BlobTable;
   files: FileTable;
+  file_tags: FileTagTable;
   storage_intents: StorageIntentTable;
   multipart_sessions: MultipartSessionTable;
   webhook_deliveries: WebhookDeliveryTable;

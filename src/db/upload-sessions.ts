@@ -94,13 +94,17 @@ export class UploadSessionRepository {
   /** A completed session's file row, with its blob's hash and its folder's number. */
   async completedFile(
     fileId: string,
-  ): Promise<{ file: FileRow; sha256: string; folder_no: string | null } | undefined> {
+  ): Promise<{ file: FileRow & { folder_path: string }; sha256: string; folder_no: string | null } | undefined> {
     const row = await this.q
       .selectFrom('files')
       .innerJoin('blobs', 'blobs.id', 'files.blob_id')
       .leftJoin('folders', 'folders.id', 'files.folder_id')
       .selectAll('files')
-      .select(['blobs.sha256 as sha256', 'folders.folder_no as folder_no'])
+      .select((eb) => [
+        'blobs.sha256 as sha256',
+        'folders.folder_no as folder_no',
+        eb.fn.coalesce('folders.path', eb.val('')).as('folder_path'),
+      ])
       .where('files.id', '=', fileId)
       .executeTakeFirst();
     if (!row) return undefined;

@@ -5,7 +5,7 @@ import type { FileRecord } from '../contract/files.ts';
 import type { DeliverySigner } from '../crypto/delivery-url.ts';
 import { newShortId, newUuid } from '../crypto/ids.ts';
 import { nowIso } from '../db/database.ts';
-import { FileRepository } from '../db/files.ts';
+import { FileRepository, type PlacedFile } from '../db/files.ts';
 import type { BlobRow, Database, FileRow, FolderRow } from '../db/schema.ts';
 import { errors } from '../errors.ts';
 import { parseTransform } from '../media/transform.ts';
@@ -85,7 +85,10 @@ export class FileRecords {
    * the new content (it keeps its id and file_no). Returns the row and the blob the old
    * content used, for the caller to release.
    */
-  async createOrReplace(trx: Kysely<Database>, f: NewFile): Promise<{ row: FileRow; replacedBlobId: string | null }> {
+  async createOrReplace(
+    trx: Kysely<Database>,
+    f: NewFile,
+  ): Promise<{ row: PlacedFile; replacedBlobId: string | null }> {
     const folderPath = f.folder?.path ?? '';
     const now = nowIso();
     const content = {
@@ -109,11 +112,11 @@ export class FileRecords {
     const files = new FileRepository(trx);
     let name = f.name;
     for (let attempt = 0; attempt < 8; attempt++) {
-      const existing = await files.byName(f.workspaceId, folderPath, name);
+      const existing = await files.byName(f.workspaceId, f.folder?.id ?? null, name);
       if (existing && f.onNameTaken === 'replace') {
         await files.update(existing.id, content);
         return {
-          row: { ...existing, ...content },
+          row: { ...existing, ...content, folder_path: folderPath },
           replacedBlobId: existing.blob_id === f.blob.id ? null : existing.blob_id,
         };
       }
@@ -126,18 +129,17 @@ export class FileRecords {
         file_no: newShortId(),
         workspace_id: f.workspaceId,
         folder_id: f.folder?.id ?? null,
-        folder_path: folderPath,
         name,
         is_private: 0,
         created_at: now,
         ...content,
       };
-      if (await files.insertIfNameFree(row)) return { row, replacedBlobId: null };
+      if (await files.insertIfNameFree(row)) return { row: { ...row, folder_path: folderPath }, replacedBlobId: null };
     }
     throw errors.fileNameTaken();
   }
 
-  view(row: FileRow, folderNo: string | null, sha256: string): FileRecord {
+  view(row: PlacedFile, folderNo: string | null, sha256: string): FileRecord {
     const path = deliveryPath(row.folder_path, row.name);
     const thumbnail = row.mime_type.startsWith('image/')
       ? this.deliveryUrl(row.workspace_id, `w_200,h_200,c_fit/${path}`, Boolean(row.is_private))

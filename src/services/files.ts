@@ -1,7 +1,7 @@
 // The Files API (list, get, rename, update, delete) over file records (file-records.ts).
 import type { FileDetails, FileListQuery, FileUpdateBody } from '../contract/files.ts';
 import { type Db, inTransaction, nowIso } from '../db/database.ts';
-import { type FileFilter, type FileSortColumn, FileRepository, type FileWithRefs } from '../db/files.ts';
+import { type FileFilter, type FileSortColumn, FileRepository, type FileWithRefs, type PageKey } from '../db/files.ts';
 import { FolderRepository } from '../db/folders.ts';
 import type { FileRow } from '../db/schema.ts';
 import { WorkspaceRepository } from '../db/workspaces.ts';
@@ -15,6 +15,27 @@ import { checkName, parseCustomId, parseFolderPath, parseMetadata, parseTags } f
 export { deliveryPath, type FileRecord, FileRecords, type FileRecordsDeps, type NewFile } from './file-records.ts';
 
 export type { FileDetails, FileListQuery, FileSort } from '../contract/files.ts';
+
+/** `page` reaches this many files deep at most (each deeper file costs an index step); past it, `cursor` pages. */
+export const MAX_PAGE_OFFSET = 1_000_000;
+
+/** Filtered lists count matches up to this many; past it their total is an estimate. */
+export const COUNT_CAP = 10_000;
+
+export interface FileList {
+  files: FileRecord[];
+  /** The instant the page is as of (the X-Snapshot header). */
+  snapshot: string;
+  meta: {
+    page: number;
+    limit: number;
+    total: number;
+    totalEstimated: boolean;
+    hasNext: boolean;
+    hasPrev: boolean;
+    nextCursor: string | null;
+  };
+}
 
 const SORT_COLUMNS = {
   created_at: 'created_at',
@@ -53,17 +74,12 @@ export class FileService {
     return this.records.view(file, folder_no, sha256);
   }
 
-  async list(
-    workspaceId: string,
-    q: FileListQuery,
-  ): Promise<{
-    files: FileRecord[];
-    meta: { page: number; limit: number; total: number; hasNext: boolean; hasPrev: boolean };
-  }> {
+  async list(workspaceId: string, q: FileListQuery): Promise<FileList> {
     const filter: FileFilter = {};
+    let folder: { id: string; file_count: number } | undefined;
     const folderNo = q.folder_no ?? q.folderNo;
     if (folderNo !== undefined) {
-      const folder = await this.folders.byNo(workspaceId, folderNo);
+      folder = await this.folders.byNo(workspaceId, folderNo);
       if (!folder) throw errors.folderNotFound();
       filter.folderId = folder.id;
     }
@@ -73,24 +89,64 @@ export class FileService {
       if (prefix) filter.under = prefix;
     }
     filter.nameContains = [q.search, q.name].filter((t): t is string => Boolean(t)).map((t) => t.normalize('NFC'));
-    if (q.snapshot) {
-      const at = Date.parse(q.snapshot);
-      if (!Number.isFinite(at))
-        throw errors.validation('snapshot must be an ISO 8601 date-time (from the X-Snapshot header of a first page)');
-      filter.createdAtMost = new Date(at).toISOString();
-    }
     filter.tags = q.tags ? parseTags(q.tags) : [];
+    const snapshot = q.snapshot === undefined ? undefined : parseSnapshot(q.snapshot);
+    // Without a snapshot the page is as of now: files committed while it is read may or may not be in it.
+    filter.createdAtMost = snapshot ?? nowIso();
     const [field, direction] = sortOf(q);
-    const { rows, total: count } = await this.files.page(workspaceId, filter, {
-      sort: SORT_COLUMNS[field],
-      direction,
-      page: q.page,
-      limit: q.limit,
-    });
+    const sort = SORT_COLUMNS[field];
+    const cursor = q.cursor === undefined ? undefined : decodeCursor(q.cursor, sort, direction);
+    const page = cursor?.page ?? q.page;
+    const offset = (page - 1) * q.limit;
+    if (!cursor && offset >= MAX_PAGE_OFFSET)
+      throw errors.validation(
+        `page ${page} is past the ${MAX_PAGE_OFFSET.toLocaleString('en')}th file; page further with cursor (meta.nextCursor)`,
+      );
+    const [{ rows, next }, total] = await Promise.all([
+      this.files.page(workspaceId, filter, { sort, direction, limit: q.limit, after: cursor?.key, offset }),
+      this.total(workspaceId, filter, snapshot, folder),
+    ]);
     return {
       files: rows.map((r) => this.toRecord(r)),
-      meta: { page: q.page, limit: q.limit, total: count, hasNext: q.page * q.limit < count, hasPrev: q.page > 1 },
+      snapshot: filter.createdAtMost,
+      meta: {
+        page,
+        limit: q.limit,
+        total: total.count,
+        totalEstimated: total.estimated,
+        hasNext: next !== null,
+        hasPrev: page > 1,
+        nextCursor: next ? encodeCursor({ sort, direction, page: page + 1, key: next }) : null,
+      },
     };
+  }
+
+  /**
+   * How many files match, without counting them where it can be helped: the maintained counters
+   * of the workspace, a folder or a folder tree answer exactly; other filters are counted up to
+   * COUNT_CAP, and past that the total is an estimate (PostgreSQL's planner's, or on SQLite the
+   * cap itself as a lower bound), flagged in meta.totalEstimated.
+   */
+  private async total(
+    workspaceId: string,
+    f: FileFilter,
+    snapshot: string | undefined,
+    folder: { id: string; file_count: number } | undefined,
+  ): Promise<{ count: number; estimated: boolean }> {
+    const plain = !f.nameContains?.length && !f.tags?.length;
+    if (plain && !f.under) {
+      const held = folder ? folder.file_count : ((await this.workspaces.byId(workspaceId))?.file_count ?? 0);
+      const newer = snapshot ? await this.files.countCreatedAfter(workspaceId, folder?.id, snapshot) : 0;
+      return { count: Number(held) - newer, estimated: false };
+    }
+    if (plain && f.under && !snapshot && !f.folderId) {
+      const top = await this.folders.byPath(workspaceId, f.under);
+      return { count: top ? (await this.folders.contentTotals(top.id)).items : 0, estimated: false };
+    }
+    const counted = await this.files.countUpTo(workspaceId, f, COUNT_CAP);
+    if (counted.exact) return { count: counted.count, estimated: false };
+    const guess = await this.files.estimate(workspaceId, f);
+    return { count: Math.max(counted.count + 1, guess ?? 0), estimated: true };
   }
 
   private async row(workspaceId: string, fileNo: string, files = this.files): Promise<FileWithRefs> {
@@ -170,14 +226,12 @@ export class FileService {
     if (patch.folder_no !== undefined) {
       if (patch.folder_no === null || patch.folder_no === '') {
         changes.folder_id = null;
-        changes.folder_path = '';
       } else {
         if (typeof patch.folder_no !== 'string')
           throw errors.validation('folder_no must be a string, or null for the root');
         const folder = await this.folders.byNo(workspaceId, patch.folder_no);
         if (!folder) throw errors.folderNotFound();
         changes.folder_id = folder.id;
-        changes.folder_path = folder.path;
       }
     }
     await this.write(row.id, changes);
@@ -220,6 +274,42 @@ export class FileService {
     });
     if (released) await this.blobs.forget(workspaceId, released);
   }
+}
+
+function parseSnapshot(text: string): string {
+  const at = Date.parse(text);
+  if (!Number.isFinite(at))
+    throw errors.validation('snapshot must be an ISO 8601 date-time (from the X-Snapshot header of a first page)');
+  return new Date(at).toISOString();
+}
+
+/** What a cursor carries: the order it is for, the page it starts, and the key of the row before it. */
+interface Cursor {
+  sort: FileSortColumn;
+  direction: 'asc' | 'desc';
+  page: number;
+  key: PageKey;
+}
+
+function encodeCursor(c: Cursor): string {
+  return Buffer.from(JSON.stringify([c.sort, c.direction, c.page, c.key.v, c.key.id])).toString('base64url');
+}
+
+function decodeCursor(text: string, sort: FileSortColumn, direction: 'asc' | 'desc'): Cursor {
+  let parts: unknown;
+  try {
+    parts = JSON.parse(Buffer.from(text, 'base64url').toString('utf8'));
+  } catch {
+    parts = undefined;
+  }
+  const [s, d, page, v, id] = Array.isArray(parts) && parts.length === 5 ? parts : [];
+  if (typeof s !== 'string' || !Number.isSafeInteger(page) || page < 2 || typeof id !== 'string' || id.length > 64)
+    throw errors.validation('cursor is not one this server gave (pass meta.nextCursor back unchanged)');
+  if (s !== sort || d !== direction)
+    throw errors.validation('cursor belongs to another sort order: send the sort it was given with');
+  if (sort === 'size' ? !Number.isSafeInteger(v) : typeof v !== 'string' || v.length > 1024)
+    throw errors.validation('cursor is not one this server gave (pass meta.nextCursor back unchanged)');
+  return { sort, direction, page, key: { v, id } };
 }
 
 function sortOf(q: FileListQuery): [keyof typeof SORT_COLUMNS, 'asc' | 'desc'] {

@@ -4,7 +4,7 @@ import type { Kysely } from 'kysely';
 import type { Folder, FolderCreateBody, FolderListQuery } from '../contract/folders.ts';
 import { newShortId, newUuid } from '../crypto/ids.ts';
 import { type Db, inTransaction, nowIso } from '../db/database.ts';
-import { FolderRepository } from '../db/folders.ts';
+import { FolderRepository, type NewFolder } from '../db/folders.ts';
 import type { Database, FolderRow } from '../db/schema.ts';
 import { errors } from '../errors.ts';
 import type { BlobStore } from '../uploads/blob-store.ts';
@@ -62,7 +62,7 @@ export class FolderService {
   /** Files anywhere below the folder, and their total size. */
   private async view(row: FolderRow): Promise<Folder> {
     const [totals, parentNo] = await Promise.all([
-      this.repo.contentTotals(row.workspace_id, row.path),
+      this.repo.contentTotals(row.id),
       row.parent_id ? this.repo.folderNoOf(row.parent_id) : undefined,
     ]);
     return {
@@ -118,7 +118,7 @@ export class FolderService {
       if (!parent) throw errors.folderNotFound();
     }
     const now = nowIso();
-    const row: FolderRow = {
+    const fresh: NewFolder = {
       id: newUuid(),
       folder_no: newShortId(),
       workspace_id: workspaceId,
@@ -128,8 +128,8 @@ export class FolderService {
       created_at: now,
       updated_at: now,
     };
-    if (!(await this.repo.insert(row))) throw errors.folderExists();
-    return this.view(row);
+    if (!(await this.repo.insert(fresh))) throw errors.folderExists();
+    return this.view({ ...fresh, parent_id: fresh.parent_id ?? null, file_count: 0, file_bytes: 0 });
   }
 
   /** Renames a folder; the paths of everything below it follow, in one transaction. */
@@ -143,7 +143,7 @@ export class FolderService {
       const newPath = oldPath.includes('/') ? `${oldPath.slice(0, oldPath.lastIndexOf('/'))}/${name}` : name;
       if (newPath === oldPath) return row;
       const now = nowIso();
-      if (!(await repo.movePath(workspaceId, row.id, { name, oldPath, newPath, at: now }))) throw errors.folderExists();
+      if (!(await repo.movePath(row.id, { name, oldPath, newPath, at: now }))) throw errors.folderExists();
       return { ...row, name, path: newPath, updated_at: now };
     });
     return this.view(renamed);
@@ -158,13 +158,13 @@ export class FolderService {
     const released = await inTransaction(this.db.kysely, async (trx) => {
       const repo = new FolderRepository(trx);
       const row = await this.byNo(workspaceId, folderNo, repo);
-      if (!opts.recursive && (await repo.hasContents(workspaceId, row))) throw errors.folderNotEmpty();
+      if (!opts.recursive && (await repo.hasContents(row))) throw errors.folderNotEmpty();
       const keys: string[] = [];
-      for (const blobId of await repo.deleteFilesUnder(workspaceId, row)) {
+      for (const blobId of await repo.deleteFilesUnder(row)) {
         const key = await this.blobs.releaseIfUnused(trx, blobId);
         if (key) keys.push(key);
       }
-      await repo.deleteTree(workspaceId, row);
+      await repo.deleteTree(row);
       return keys;
     });
     for (const key of released) await this.blobs.forget(workspaceId, key);

@@ -2,6 +2,7 @@
 // on either dialect. Each query counts the rows that break one; all must be zero.
 import { sql } from 'kysely';
 import type { Db } from '../../../src/db/database.ts';
+import { derivedDrift } from '../../../src/db/derived.ts';
 
 const CHECKS: Record<string, string> = {
   'used_bytes is the sum of the workspace blobs': `
@@ -11,10 +12,8 @@ const CHECKS: Record<string, string> = {
   'a file has its blob size, in its workspace': `
     select count(*) as n from files f join blobs b on b.id = f.blob_id
      where f.size <> b.size or f.workspace_id <> b.workspace_id`,
-  "a file's folder_path is its folder's path": `
-    select count(*) as n from files f left join folders d on d.id = f.folder_id
-     where (f.folder_id is null and f.folder_path <> '')
-        or (f.folder_id is not null and (d.path is null or f.folder_path <> d.path or d.workspace_id <> f.workspace_id))`,
+  "a file's folder is in its workspace": `
+    select count(*) as n from files f join folders d on d.id = f.folder_id where d.workspace_id <> f.workspace_id`,
   "a folder's path is its parent's path and its name": `
     select count(*) as n from folders c left join folders p on p.id = c.parent_id
      where (c.parent_id is null and c.path <> c.name)
@@ -36,6 +35,10 @@ export async function checkInvariants(db: Db, log: (line: string) => void): Prom
     const { rows } = await sql<{ n: number }>`${sql.raw(query)}`.execute(db.kysely);
     const n = Number(rows[0]?.n ?? 0);
     log(`${n === 0 ? 'ok  ' : 'FAIL'} ${name}${n === 0 ? '' : ` (${n} rows)`}`);
+    if (n !== 0) broken.push(name);
+  }
+  for (const [name, n] of Object.entries(await derivedDrift(db.kysely))) {
+    log(`${n === 0 ? 'ok  ' : 'FAIL'} derived: ${name}${n === 0 ? '' : ` (${n} rows)`}`);
     if (n !== 0) broken.push(name);
   }
   return broken;

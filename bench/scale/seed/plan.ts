@@ -3,7 +3,7 @@
 // people nest them (10 top folders, 10 below each, 8 below those, a stage folder under some):
 // 1,010 folders in the big workspace, fewer in smaller ones.
 import { randomUUID } from 'node:crypto';
-import type { FolderRow } from '../../../src/db/schema.ts';
+import type { NewFolder } from '../../../src/db/folders.ts';
 import { type Rng, shortId, zipf } from './random.ts';
 import { STAGES, TOP_FOLDERS, WORDS } from './vocab.ts';
 
@@ -12,7 +12,7 @@ const FANOUT = [10, 10, 8, 1];
 export const MAX_FOLDERS = FANOUT.reduce((sum, _, i) => sum + FANOUT.slice(0, i + 1).reduce((p, f) => p * f, 1), 0);
 
 export interface PlannedFolder {
-  row: FolderRow;
+  row: NewFolder & { parent_id: string | null };
   depth: number;
   /** Index of the parent in the workspace's list; -1 at the top. */
   parent: number;

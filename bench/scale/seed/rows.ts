@@ -5,7 +5,8 @@
 // While it goes it counts what the seeder must write afterwards (usage) and what the bench
 // needs to know (sample file numbers, files per folder, tag and word frequencies).
 import { randomUUID } from 'node:crypto';
-import type { BlobRow, FileRow, FolderRow } from '../../../src/db/schema.ts';
+import type { NewFolder } from '../../../src/db/folders.ts';
+import type { BlobRow, FileRow } from '../../../src/db/schema.ts';
 import { extensionOf } from '../../../src/media/detect.ts';
 import type { PlannedWorkspace } from './plan.ts';
 import { type Rng, Weighted, fakeSha256, shortId, zipf } from './random.ts';
@@ -19,7 +20,6 @@ export const FILE_COLUMNS = [
   'file_no',
   'workspace_id',
   'folder_id',
-  'folder_path',
   'name',
   'blob_id',
   'size',
@@ -56,7 +56,7 @@ export const FOLDER_COLUMNS = [
   'path',
   'created_at',
   'updated_at',
-] as const satisfies readonly (keyof FolderRow)[];
+] as const satisfies readonly (keyof NewFolder)[];
 
 export interface Batch {
   files: Row[];
@@ -143,7 +143,6 @@ export function* fileBatches(
       fileNo,
       ws.id,
       folder?.id ?? null,
-      folder?.path ?? '',
       name,
       blobId,
       size,

@@ -53,14 +53,13 @@ export async function fileRoutes(
       },
     },
     async (request, reply) => {
-      // The instant this page describes (taken before the query, which uses it too); a later
-      // page sent with it ignores newer files.
-      const snapshot = request.query.snapshot ?? new Date().toISOString();
-      const result = await files.list(ws(request), { ...request.query, snapshot });
-      reply.header('x-snapshot', new Date(Date.parse(snapshot)).toISOString());
+      // X-Snapshot: the instant this page describes; a later page sent with it ignores newer files.
+      const { snapshot, ...result } = await files.list(ws(request), request.query);
+      reply.header('x-snapshot', snapshot);
       const { page, limit, total, hasNext } = result.meta;
       return {
         ...result,
+        next_cursor: result.meta.nextCursor,
         items: result.files,
         data: result.files,
         page,

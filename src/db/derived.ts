@@ -1,0 +1,211 @@
+// Data derived from the files table, so that reads at millions of files never scan it:
+// - counters: files and bytes per workspace and directly per folder (list totals, folder totals);
+// - file_tags: one row per tag of a file (a tag filter is an index range, in list order);
+// - a name index for substring search: pg_trgm on PostgreSQL, an FTS5 trigram table on SQLite.
+// Triggers keep all of it, so no write path (upload, replace, move, delete, cascade) can forget
+// it; `rebuildDerived` recomputes everything from the files (the migration's backfill, and the
+// bulk seeder's, which loads with the triggers set aside).
+import { type Kysely, SqliteAdapter, sql } from 'kysely';
+
+export type Flavour = 'sqlite' | 'postgres';
+
+export function flavourOf<T>(db: Kysely<T>): Flavour {
+  return db.getExecutor().adapter instanceof SqliteAdapter ? 'sqlite' : 'postgres';
+}
+
+const run = <T>(db: Kysely<T>, statement: string) => sql.raw(statement).execute(db);
+
+/** The SQLite FTS5 table behind name search; its rowid is the file's `seq`. */
+export const NAME_FTS = 'files_name_fts';
+
+const SQLITE_TRIGGERS = [
+  `create trigger files_derived_insert after insert on files begin
+     update workspaces set file_count = file_count + 1, file_bytes = file_bytes + new.size where id = new.workspace_id;
+     update folders set file_count = file_count + 1, file_bytes = file_bytes + new.size where id = new.folder_id;
+     insert into file_tags (workspace_id, tag, created_at, file_id)
+       select distinct new.workspace_id, value, new.created_at, new.id from json_each(new.tags) where type = 'text';
+     insert into ${NAME_FTS} (rowid, name) values (new.seq, new.name);
+   end`,
+  `create trigger files_derived_delete after delete on files begin
+     update workspaces set file_count = file_count - 1, file_bytes = file_bytes - old.size where id = old.workspace_id;
+     update folders set file_count = file_count - 1, file_bytes = file_bytes - old.size where id = old.folder_id;
+     delete from file_tags where file_id = old.id;
+     delete from ${NAME_FTS} where rowid = old.seq;
+   end`,
+  `create trigger files_derived_place after update of folder_id, size on files
+     when old.folder_id is not new.folder_id or old.size <> new.size begin
+     update workspaces set file_bytes = file_bytes - old.size + new.size where id = new.workspace_id;
+     update folders set file_count = file_count - 1, file_bytes = file_bytes - old.size where id = old.folder_id;
+     update folders set file_count = file_count + 1, file_bytes = file_bytes + new.size where id = new.folder_id;
+   end`,
+  `create trigger files_derived_tags after update of tags, created_at on files
+     when old.tags <> new.tags or old.created_at <> new.created_at begin
+     delete from file_tags where file_id = old.id;
+     insert into file_tags (workspace_id, tag, created_at, file_id)
+       select distinct new.workspace_id, value, new.created_at, new.id from json_each(new.tags) where type = 'text';
+   end`,
+  `create trigger files_derived_name after update of name on files when old.name <> new.name begin
+     delete from ${NAME_FTS} where rowid = old.seq;
+     insert into ${NAME_FTS} (rowid, name) values (new.seq, new.name);
+   end`,
+];
+const SQLITE_TRIGGER_NAMES = ['insert', 'delete', 'place', 'tags', 'name'].map((n) => `files_derived_${n}`);
+
+// One function for every change of a file row. The workspace row is always updated first, so
+// two transactions touching the same workspace's folders queue on it instead of deadlocking.
+const PG_FUNCTION = `
+create or replace function stowage_files_derived() returns trigger language plpgsql as $$
+begin
+  if tg_op = 'INSERT' then
+    update workspaces set file_count = file_count + 1, file_bytes = file_bytes + new.size where id = new.workspace_id;
+    if new.folder_id is not null then
+      update folders set file_count = file_count + 1, file_bytes = file_bytes + new.size where id = new.folder_id;
+    end if;
+    insert into file_tags (workspace_id, tag, created_at, file_id)
+      select distinct new.workspace_id, t, new.created_at, new.id from json_array_elements_text(new.tags::json) t;
+  elsif tg_op = 'DELETE' then
+    update workspaces set file_count = file_count - 1, file_bytes = file_bytes - old.size where id = old.workspace_id;
+    if old.folder_id is not null then
+      update folders set file_count = file_count - 1, file_bytes = file_bytes - old.size where id = old.folder_id;
+    end if;
+    delete from file_tags where file_id = old.id;
+  else
+    if new.folder_id is distinct from old.folder_id or new.size <> old.size then
+      update workspaces set file_bytes = file_bytes - old.size + new.size where id = new.workspace_id;
+      if old.folder_id is not null then
+        update folders set file_count = file_count - 1, file_bytes = file_bytes - old.size where id = old.folder_id;
+      end if;
+      if new.folder_id is not null then
+        update folders set file_count = file_count + 1, file_bytes = file_bytes + new.size where id = new.folder_id;
+      end if;
+    end if;
+    if new.tags <> old.tags or new.created_at <> old.created_at then
+      delete from file_tags where file_id = old.id;
+      insert into file_tags (workspace_id, tag, created_at, file_id)
+        select distinct new.workspace_id, t, new.created_at, new.id from json_array_elements_text(new.tags::json) t;
+    end if;
+  end if;
+  return null;
+end $$`;
+const PG_TRIGGER = `create trigger files_derived after insert or update or delete on files
+  for each row execute function stowage_files_derived()`;
+
+/** Creates the triggers (the migration, and the seeder after a bulk load). */
+export async function createFileTriggers<T>(db: Kysely<T>): Promise<void> {
+  if (flavourOf(db) === 'sqlite') {
+    for (const t of SQLITE_TRIGGERS) await run(db, t);
+    return;
+  }
+  await run(db, PG_FUNCTION);
+  await run(db, PG_TRIGGER);
+}
+
+/** Drops the triggers: only for a bulk load that calls `rebuildDerived` and `createFileTriggers` after. */
+export async function dropFileTriggers<T>(db: Kysely<T>): Promise<void> {
+  if (flavourOf(db) === 'sqlite') {
+    for (const name of SQLITE_TRIGGER_NAMES) await run(db, `drop trigger if exists ${name}`);
+    return;
+  }
+  await run(db, 'drop trigger if exists files_derived on files');
+}
+
+/** Recomputes counters, tag rows and (SQLite) the name index from the files, in place. */
+export async function rebuildDerived<T>(db: Kysely<T>): Promise<void> {
+  const sqlite = flavourOf(db) === 'sqlite';
+  await run(db, 'delete from file_tags');
+  await run(
+    db,
+    sqlite
+      ? `insert into file_tags (workspace_id, tag, created_at, file_id)
+           select distinct f.workspace_id, j.value, f.created_at, f.id from files f, json_each(f.tags) j where j.type = 'text'`
+      : `insert into file_tags (workspace_id, tag, created_at, file_id)
+           select distinct f.workspace_id, t, f.created_at, f.id from files f, json_array_elements_text(f.tags::json) t`,
+  );
+  await run(db, 'update workspaces set file_count = 0, file_bytes = 0');
+  await run(db, 'update folders set file_count = 0, file_bytes = 0');
+  if (sqlite) {
+    await run(
+      db,
+      `update workspaces set (file_count, file_bytes) =
+         (select count(*), coalesce(sum(size), 0) from files where files.workspace_id = workspaces.id)`,
+    );
+    await run(
+      db,
+      `update folders set (file_count, file_bytes) =
+         (select count(*), coalesce(sum(size), 0) from files where files.folder_id = folders.id)`,
+    );
+    await run(db, `delete from ${NAME_FTS}`);
+    await run(db, `insert into ${NAME_FTS} (rowid, name) select seq, name from files`);
+    return;
+  }
+  await run(
+    db,
+    `update workspaces w set file_count = s.n, file_bytes = s.b
+       from (select workspace_id, count(*) as n, sum(size) as b from files group by workspace_id) s
+      where w.id = s.workspace_id`,
+  );
+  await run(
+    db,
+    `update folders d set file_count = s.n, file_bytes = s.b
+       from (select folder_id, count(*) as n, sum(size) as b from files where folder_id is not null group by folder_id) s
+      where d.id = s.folder_id`,
+  );
+}
+
+/** Whether PostgreSQL could give the name search its trigram index (pg_trgm may not be installable). */
+export async function createNameIndex<T>(db: Kysely<T>): Promise<boolean> {
+  if (flavourOf(db) === 'sqlite') {
+    await run(db, `create virtual table ${NAME_FTS} using fts5(name, tokenize = 'trigram')`);
+    return true;
+  }
+  // A savepoint, so that a server without pg_trgm (or without the right to create it) leaves the
+  // migration's transaction usable: search then scans, as before, and the rest still applies.
+  await run(db, 'savepoint name_index');
+  try {
+    await run(db, 'create extension if not exists pg_trgm');
+    await run(db, 'create index files_name_trgm_idx on files using gin (lower(name) gin_trgm_ops)');
+    await run(db, 'release savepoint name_index');
+    return true;
+  } catch {
+    await run(db, 'rollback to savepoint name_index');
+    return false;
+  }
+}
+
+/**
+ * Rows where what the triggers keep differs from what the files say, by check (all zero when the
+ * derived data is right). Scans everything: for tests and `npm run seed -- --check`, not requests.
+ */
+export async function derivedDrift<T>(db: Kysely<T>): Promise<Record<string, number>> {
+  const sqlite = flavourOf(db) === 'sqlite';
+  const tagsOfFiles = sqlite
+    ? `select f.id as file_id, j.value as tag from files f, json_each(f.tags) j where j.type = 'text'`
+    : 'select f.id as file_id, t as tag from files f, json_array_elements_text(f.tags::json) t';
+  const checks: Record<string, string> = {
+    'workspace counters': `select count(*) as n from workspaces w
+       where w.file_count <> (select count(*) from files f where f.workspace_id = w.id)
+          or w.file_bytes <> (select coalesce(sum(f.size), 0) from files f where f.workspace_id = w.id)`,
+    'folder counters': `select count(*) as n from folders d
+       where d.file_count <> (select count(*) from files f where f.folder_id = d.id)
+          or d.file_bytes <> (select coalesce(sum(f.size), 0) from files f where f.folder_id = d.id)`,
+    'tag rows without their file tag': `select count(*) as n from (
+       select file_id, tag from file_tags except ${tagsOfFiles}) x`,
+    'file tags without their tag row': `select count(*) as n from (
+       ${tagsOfFiles} except select file_id, tag from file_tags) x`,
+    'tag rows out of step with their file': `select count(*) as n from file_tags t
+       where not exists (select 1 from files f
+                          where f.id = t.file_id and f.workspace_id = t.workspace_id and f.created_at = t.created_at)`,
+  };
+  if (sqlite) {
+    checks['names missing from the name index'] = `select count(*) as n from files f
+       where not exists (select 1 from ${NAME_FTS} x where x.rowid = f.seq and x.name = f.name)`;
+    checks['name index rows without a file'] = `select count(*) as n from ${NAME_FTS} x
+       where not exists (select 1 from files f where f.seq = x.rowid)`;
+  }
+  const drift: Record<string, number> = {};
+  for (const [name, query] of Object.entries(checks)) {
+    const { rows } = await sql<{ n: number }>`${sql.raw(query)}`.execute(db);
+    drift[name] = Number(rows[0]?.n ?? 0);
+  }
+  return drift;
+}
