@@ -106,7 +106,7 @@ export interface FilePage {
     page: number;
     limit: number;
     total: number;
-    /** True when total is an estimate: a name or tag filter matched more than 10,000 files */
+    /** True when total is an estimate: a filtered list matched more than 1,000 files (10,000 for a single tag) */
     totalEstimated: boolean;
     hasNext: boolean;
     hasPrev: boolean;

@@ -137,7 +137,8 @@ export const FilePage = Type.Object({
     limit: Type.Integer(),
     total: Type.Integer(),
     totalEstimated: Type.Boolean({
-      description: 'True when total is an estimate: a name or tag filter matched more than 10,000 files',
+      description:
+        'True when total is an estimate: a filtered list matched more than 1,000 files (10,000 for a single tag)',
     }),
     hasNext: Type.Boolean(),
     hasPrev: Type.Boolean(),

@@ -37,7 +37,7 @@ export interface FilePage {
   sort: FileSortColumn;
   direction: 'asc' | 'desc';
   limit: number;
-  /** The page starts after this row; else after `offset` rows. */
+  /** The page starts after this row (or at the start), and then `offset` rows further. */
   after?: PageKey;
   offset?: number;
 }
@@ -130,24 +130,31 @@ export class FileRepository {
    * The files matching `f`, without joins: a tag filter is driven from file_tags, whose index
    * yields a tag's files in created_at order, so a tagged page costs its own rows only.
    */
-  private matching(workspaceId: string, f: FileFilter, sort: FileSortColumn) {
+  private matching(workspaceId: string, f: FileFilter, sort: FileSortColumn, counting = false) {
     const [first, ...otherTags] = f.tags ?? [];
     const driveByTag = first !== undefined && sort === 'created_at';
-    let q = this.db
-      .selectFrom('files')
-      .$if(driveByTag, (qb) =>
-        qb.innerJoin('file_tags as t', (j) =>
-          j
-            .onRef('t.file_id', '=', 'files.id')
-            .on('t.workspace_id', '=', workspaceId)
-            .on('t.tag', '=', first as string),
-        ),
-      )
-      .where('files.workspace_id', '=', workspaceId);
+    // SQLite plans without statistics: a unary + keeps a term from choosing the index (SQLite's
+    // documented way), so that the index fitted to the sort, the folder or the name match drives.
+    const plain = (column: string) => (this.sqlite ? sql`+${sql.ref(column)}` : sql.ref(column));
+    const byName = this.sqlite && counting && (f.nameContains ?? []).some((t) => [...t].length >= 3);
+    let q = this.db.selectFrom('files').$if(driveByTag, (qb) =>
+      qb.innerJoin('file_tags as t', (j) =>
+        j
+          .onRef('t.file_id', '=', 'files.id')
+          .on('t.workspace_id', '=', workspaceId)
+          .on('t.tag', '=', first as string),
+      ),
+    );
+    // A folder is in one workspace (the caller looked it up in this one): its index alone drives.
     if (f.folderId !== undefined) q = q.where('files.folder_id', '=', f.folderId);
+    else if (byName) q = q.where(sql<boolean>`${plain('files.workspace_id')} = ${workspaceId}`);
+    else q = q.where('files.workspace_id', '=', workspaceId);
     if (f.under) q = q.where('files.folder_id', 'in', subtree(workspaceId, f.under));
     for (const text of f.nameContains ?? []) q = q.where(this.nameHas(text));
-    if (f.createdAtMost !== undefined) q = q.where('files.created_at', '<=', f.createdAtMost);
+    if (f.createdAtMost !== undefined)
+      q = q.where(
+        sql<boolean>`${sort === 'created_at' && !counting ? sql.ref('files.created_at') : plain('files.created_at')} <= ${f.createdAtMost}`,
+      );
     for (const tag of driveByTag ? otherTags : (f.tags ?? []))
       q = q.where(({ exists, selectFrom }) =>
         exists(
@@ -179,35 +186,39 @@ export class FileRepository {
    * and the key of the last one when more follow. An `offset` is walked on the narrowest index
    * (no joins, sort key and id only) to the row before the page, which is then read by key.
    */
-  async page(workspaceId: string, f: FileFilter, p: FilePage): Promise<{ rows: FileWithRefs[]; next: PageKey | null }> {
+  async page(
+    workspaceId: string,
+    f: FileFilter,
+    p: FilePage,
+  ): Promise<{ rows: FileWithRefs[]; start: PageKey | null; next: PageKey | null }> {
     const { q, order } = this.matching(workspaceId, f, p.sort);
     const v = sql.ref(order.v);
     const id = sql.ref(order.id);
-    let after = p.after;
-    if (!after && p.offset) {
-      const boundary = await q
+    const keys = (after: PageKey | undefined) =>
+      q
+        .$if(after !== undefined, (qb) =>
+          qb.where(
+            sql<boolean>`(${v}, ${id}) ${sql.raw(p.direction === 'desc' ? '<' : '>')} (${after?.v}, ${after?.id})`,
+          ),
+        )
         .select([sql<string | number>`${v}`.as('v'), sql<string>`${id}`.as('id')])
         .orderBy(v, p.direction)
-        .orderBy(id, p.direction)
+        .orderBy(id, p.direction);
+    let after = p.after;
+    if (p.offset) {
+      const boundary = await keys(after)
         .limit(1)
         .offset(p.offset - 1)
         .executeTakeFirst();
-      if (!boundary) return { rows: [], next: null };
-      after = boundary;
+      if (!boundary) return { rows: [], start: null, next: null };
+      after = { v: boundary.v, id: boundary.id };
     }
-    const key = after;
-    const ids = await q
-      .$if(key !== undefined, (qb) =>
-        qb.where(sql<boolean>`(${v}, ${id}) ${sql.raw(p.direction === 'desc' ? '<' : '>')} (${key?.v}, ${key?.id})`),
-      )
-      .select([sql<string | number>`${v}`.as('v'), sql<string>`${id}`.as('id')])
-      .orderBy(v, p.direction)
-      .orderBy(id, p.direction)
+    const ids = await keys(after)
       .limit(p.limit + 1)
       .execute();
     const more = ids.length > p.limit;
     const wanted = ids.slice(0, p.limit);
-    if (wanted.length === 0) return { rows: [], next: null };
+    if (wanted.length === 0) return { rows: [], start: after ?? null, next: null };
     // The page's rows with their blob and folder, by id (a primary-key lookup each).
     const found = await this.withRefs()
       .where(
@@ -219,21 +230,25 @@ export class FileRepository {
     const byId = new Map(found.map((r) => [r.id, r]));
     const rows = wanted.map((r) => byId.get(r.id)).filter((r): r is FileWithRefs => r !== undefined);
     const last = wanted[wanted.length - 1];
-    return { rows, next: more ? { v: last.v, id: last.id } : null };
+    return { rows, start: after ?? null, next: more ? { v: last.v, id: last.id } : null };
   }
 
   /** How many files match `f`, counting no further than `cap` + 1 (then `exact` is false). */
   async countUpTo(workspaceId: string, f: FileFilter, cap: number): Promise<{ count: number; exact: boolean }> {
-    const { q } = this.matching(workspaceId, f, 'created_at');
-    const row = await this.db
-      .selectFrom(
-        q
+    const onlyTags = !f.folderId && !f.under && !f.nameContains?.length && !f.createdAtMost && f.tags?.length === 1;
+    // One tag and nothing else: its index range alone answers, without visiting the files.
+    const matches = onlyTags
+      ? this.db
+          .selectFrom('file_tags')
           .select(sql<number>`1`.as('one'))
+          .where('workspace_id', '=', workspaceId)
+          .where('tag', '=', (f.tags as string[])[0])
           .limit(cap + 1)
-          .as('m'),
-      )
-      .select((eb) => eb.fn.countAll<number>().as('n'))
-      .executeTakeFirstOrThrow();
+      : this.matching(workspaceId, f, 'created_at', true)
+          .q.select(sql<number>`1`.as('one'))
+          .limit(cap + 1);
+    const { rows } = await sql<{ n: number }>`select count(*) as n from (${matches}) m`.execute(this.db);
+    const row = rows[0];
     const count = Number(row.n);
     return { count: Math.min(count, cap), exact: count <= cap };
   }

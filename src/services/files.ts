@@ -9,6 +9,7 @@ import { errors } from '../errors.ts';
 import { parseTransform } from '../media/transform.ts';
 import type { BlobStore } from '../uploads/blob-store.ts';
 import { deliveryPath, type FileRecord, type FileRecords } from './file-records.ts';
+import { PageBoundaries } from './page-boundaries.ts';
 import { checkName, parseCustomId, parseFolderPath, parseMetadata, parseTags } from '../uploads/names.ts';
 
 // Where the upload code and the container have always found them.
@@ -19,8 +20,13 @@ export type { FileDetails, FileListQuery, FileSort } from '../contract/files.ts'
 /** `page` reaches this many files deep at most (each deeper file costs an index step); past it, `cursor` pages. */
 export const MAX_PAGE_OFFSET = 1_000_000;
 
-/** Filtered lists count matches up to this many; past it their total is an estimate. */
-export const COUNT_CAP = 10_000;
+/**
+ * Filtered lists count their matches up to this many (a single tag, from its index alone, up to
+ * ten times more); past it their total is an estimate: PostgreSQL's planner's, or on SQLite the
+ * count so far, a lower bound (Elasticsearch's track_total_hits does the same at 10,000).
+ */
+export const COUNT_CAP = 1_000;
+export const TAG_COUNT_CAP = 10_000;
 
 export interface FileList {
   files: FileRecord[];
@@ -59,6 +65,7 @@ export class FileService {
   private readonly files: FileRepository;
   private readonly folders: FolderRepository;
   private readonly workspaces: WorkspaceRepository;
+  private readonly boundaries = new PageBoundaries();
 
   constructor(deps: FileServiceDeps) {
     this.db = deps.db;
@@ -90,9 +97,9 @@ export class FileService {
     }
     filter.nameContains = [q.search, q.name].filter((t): t is string => Boolean(t)).map((t) => t.normalize('NFC'));
     filter.tags = q.tags ? parseTags(q.tags) : [];
-    const snapshot = q.snapshot === undefined ? undefined : parseSnapshot(q.snapshot);
     // Without a snapshot the page is as of now: files committed while it is read may or may not be in it.
-    filter.createdAtMost = snapshot ?? nowIso();
+    const snapshot = q.snapshot === undefined ? undefined : parseSnapshot(q.snapshot);
+    filter.createdAtMost = snapshot;
     const [field, direction] = sortOf(q);
     const sort = SORT_COLUMNS[field];
     const cursor = q.cursor === undefined ? undefined : decodeCursor(q.cursor, sort, direction);
@@ -102,13 +109,24 @@ export class FileService {
       throw errors.validation(
         `page ${page} is past the ${MAX_PAGE_OFFSET.toLocaleString('en')}th file; page further with cursor (meta.nextCursor)`,
       );
-    const [{ rows, next }, total] = await Promise.all([
-      this.files.page(workspaceId, filter, { sort, direction, limit: q.limit, after: cursor?.key, offset }),
+    const asOf = nowIso();
+    const list = JSON.stringify([workspaceId, filter, sort, direction]);
+    const from = cursor ? { offset, key: cursor.key } : this.boundaries.nearest(list, offset);
+    const [{ rows, start, next }, total] = await Promise.all([
+      this.files.page(workspaceId, filter, {
+        sort,
+        direction,
+        limit: q.limit,
+        after: from?.key,
+        offset: offset - (from?.offset ?? 0),
+      }),
       this.total(workspaceId, filter, snapshot, folder),
     ]);
+    if (start) this.boundaries.remember(list, offset, start);
+    if (next) this.boundaries.remember(list, offset + q.limit, next);
     return {
       files: rows.map((r) => this.toRecord(r)),
-      snapshot: filter.createdAtMost,
+      snapshot: snapshot ?? asOf,
       meta: {
         page,
         limit: q.limit,
@@ -143,7 +161,8 @@ export class FileService {
       const top = await this.folders.byPath(workspaceId, f.under);
       return { count: top ? (await this.folders.contentTotals(top.id)).items : 0, estimated: false };
     }
-    const counted = await this.files.countUpTo(workspaceId, f, COUNT_CAP);
+    const oneTag = !f.folderId && !f.under && !f.nameContains?.length && !snapshot && f.tags?.length === 1;
+    const counted = await this.files.countUpTo(workspaceId, f, oneTag ? TAG_COUNT_CAP : COUNT_CAP);
     if (counted.exact) return { count: counted.count, estimated: false };
     const guess = await this.files.estimate(workspaceId, f);
     return { count: Math.max(counted.count + 1, guess ?? 0), estimated: true };
