@@ -22,6 +22,7 @@ import { loadavg } from 'node:os';
 import { resolve } from 'node:path';
 import { Args } from './scale/args.ts';
 import { walkCursor } from './scale/cursor.ts';
+import { resetLoopWindow, scrapeLoopMax } from './scale/loop.ts';
 import { explain } from './scale/explain.ts';
 import { type Measured, deleteUploads, measure, restoreNames, settle } from './scale/measure.ts';
 import { cursorLabel, type Operation, operations } from './scale/operations.ts';
@@ -63,13 +64,17 @@ async function byCursor(op: Operation, base: string, info: SeedInfo, s: Settings
 }
 
 /** Measures every operation on the seeded database; renamed folders and uploads are undone. */
-async function measureAll(info: SeedInfo, s: Settings): Promise<{ rows: Measured[]; notes: string[] }> {
+async function measureAll(
+  info: SeedInfo,
+  s: Settings,
+): Promise<{ rows: Measured[]; notes: string[]; idleLoop?: number }> {
   const server = new Stowage(info);
   await server.start();
   s.log(`stowage started (pid ${server.pid}) on ${server.base}`);
   const rows: Measured[] = [];
   const notes: string[] = [];
   const o = { ...s, server, key: info.privateKey, probe: `/api/v1/files/${info.fileNos[0]}` };
+  let idleLoop: number | undefined;
   try {
     for (let op of operations(info, s.run).filter((x) => s.only.length === 0 || s.only.includes(x.id))) {
       if (op.walkTo !== undefined) {
@@ -90,12 +95,20 @@ async function measureAll(info: SeedInfo, s: Settings): Promise<{ rows: Measured
         }
       }
     }
+    // What the loop max reads with no request at all, once the server is warm: ~10 ms on a
+    // quiet machine, more when other processes take the CPUs (the server then waits to be
+    // scheduled, and that counts as delay too).
+    await settle(o);
+    await resetLoopWindow(server.base);
+    await new Promise((r) => setTimeout(r, 3000));
+    idleLoop = await scrapeLoopMax(server.base);
+    s.log(`idle server: loop max ${idleLoop?.toFixed(1) ?? '?'} ms over 3 s`);
     const removed = await deleteUploads(server.base, info, `bench-uploads-${s.run}`);
     s.log(`deleted the bench's ${removed} uploads`);
   } finally {
     await server.stop();
   }
-  return { rows, notes };
+  return { rows, notes, idleLoop };
 }
 
 /** The same upload on a database holding one empty workspace (made, measured, dropped). */
@@ -176,7 +189,7 @@ async function main(): Promise<void> {
     log,
   };
   const loadBefore = loadavg()[1].toFixed(1);
-  const { rows, notes } = await measureAll(info!, settings);
+  const { rows, notes, idleLoop } = await measureAll(info!, settings);
   const skipEmpty = args.flag('no-empty') || (settings.only.length > 0 && !settings.only.includes('upload'));
   const empty = skipEmpty ? undefined : await emptyUpload(info!, settings);
   if (args.flag('verbose')) {
@@ -186,7 +199,7 @@ async function main(): Promise<void> {
   }
   // The machine may be shared: its load says how much of it the figures had.
   const load = `(5 min) ${loadBefore} before, ${loadavg()[1].toFixed(1)} after`;
-  const context = { clients: settings.clients, seconds: settings.seconds, load, notes, empty };
+  const context = { clients: settings.clients, seconds: settings.seconds, load, notes, empty, idleLoop };
   process.stdout.write(`\n${table(info!, rows, context)}\n`);
   if (args.flag('cleanup')) {
     if (info!.databaseUrl) await dropPostgres(info!.databaseUrl);

@@ -55,6 +55,8 @@ export interface Context {
   seconds: number;
   /** "0.4 → 1.2": the 5-minute load average before and after (the machine may be shared). */
   load: string;
+  /** The loop max of the idle server over 3 s, after the runs (ms). */
+  idleLoop?: number;
   /** Lines to print under the table (rows skipped, and why). */
   notes?: string[];
   empty?: Measured;
@@ -90,7 +92,8 @@ export function table(info: SeedInfo, rows: Measured[], c: Context): string {
     `Measured on ${db}: ${info.workspaceFiles.toLocaleString('en')} files in ${info.workspaceFolders} folders in ` +
       `the measured workspace, ${info.files.toLocaleString('en')} files over ${info.workspaces.toLocaleString('en')} ` +
       `workspace(s) in all; ${clientText} concurrent clients, each run ≥ ${c.seconds} s; ${cpus.length} CPU cores ` +
-      `(${cpus[0]?.model.trim() ?? 'unknown'}), load average ${c.load}; ${new Date().toISOString().slice(0, 10)}.`,
+      `(${cpus[0]?.model.trim() ?? 'unknown'}), load average ${c.load}; idle server's loop max ` +
+      `${c.idleLoop === undefined ? '?' : ms(c.idleLoop)} ms; ${new Date().toISOString().slice(0, 10)}.`,
     '',
     fmt(head),
     `|${widths.map((w, i) => (i === 0 ? `:${'-'.repeat(w + 1)}` : `${'-'.repeat(w + 1)}:`)).join('|')}|`,
