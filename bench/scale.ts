@@ -2,24 +2,30 @@
 // database when it is not seeded at that size yet (scripts/seed.ts does the same alone),
 // starts the server as `npm start` does on it, and measures p50/p99 of each operation of the
 // issue's table with 1 and with 32 concurrent clients, wrk being the client; then the same
-// upload on an empty database, for the 1.5x target. Prints one table; --verbose adds the
-// query plans of the repositories' statements. Asserts nothing.
+// upload on an empty database, for the 1.5x target. Around every run the server's own max
+// event-loop delay is read from its /metrics (the 20 ms target). Prints one table, last, ready
+// to paste into the README; --verbose adds the query plans of the repositories' statements
+// and the `meta` of each list's answer. Asserts nothing.
 //
 //   npm run bench:scale -- [--db sqlite|postgres] [--files 1M] [--workspaces W] [--clients 1,32]
-//                          [--seconds 10] [--max-seconds 60] [--data-dir DIR] [--url postgres://…/db]
-//                          [--only first-page,rename,…] [--verbose] [--no-empty] [--cleanup]
+//                          [--seconds 10] [--max-seconds 60] [--cursor-seconds 60] [--data-dir DIR]
+//                          [--url postgres://…/db] [--only first-page,cursor-page,rename,…]
+//                          [--verbose] [--no-empty] [--cleanup]
 //
 // Defaults: SQLite 1M files in one workspace, PostgreSQL 10M over 1,000 workspaces (the big
 // one holding half); data in data/scale-<db>, PostgreSQL database stowage_scale. A seed of the
 // right size is reused, so a second run only measures. --cleanup deletes the seeded database
-// and its data directory at the end.
+// and its data directory at the end. --cursor-seconds caps the untimed walk by cursor to the
+// deep page (the row then names the page reached). wrk must be installed (Debian: wrk).
 import { existsSync, rmSync } from 'node:fs';
-import { cpus, loadavg } from 'node:os';
+import { loadavg } from 'node:os';
 import { resolve } from 'node:path';
 import { Args } from './scale/args.ts';
+import { walkCursor } from './scale/cursor.ts';
+import { resetLoopWindow, scrapeLoopMax } from './scale/loop.ts';
 import { explain } from './scale/explain.ts';
 import { type Measured, deleteUploads, measure, restoreNames, settle } from './scale/measure.ts';
-import { operations } from './scale/operations.ts';
+import { cursorLabel, type Operation, operations } from './scale/operations.ts';
 import { table } from './scale/report.ts';
 import { Stowage } from './scale/server.ts';
 import { type SeedInfo, infoPath, readInfo } from './scale/seed/info.ts';
@@ -34,19 +40,52 @@ interface Settings {
   clients: number[];
   seconds: number;
   maxSeconds: number;
+  cursorSeconds: number;
   run: string;
   log: Log;
 }
 
+/**
+ * The cursor row's request, once walked to its page (labelled with the page reached), or why
+ * the row is skipped.
+ */
+async function byCursor(op: Operation, base: string, info: SeedInfo, s: Settings): Promise<Operation | string> {
+  const want = op.walkTo ?? 1;
+  const first = op.wrk.lines[0];
+  const walk = await walkCursor(base, info.privateKey, first, want, s.cursorSeconds, s.log);
+  if ('skip' in walk) return `${op.label}: skipped, ${walk.skip}`;
+  s.log(`walked to page ${walk.page.toLocaleString('en')} by cursor in ${walk.seconds.toFixed(1)} s`);
+  const capped = walk.timedOut ? ` (the walk stopped at ${s.cursorSeconds} s)` : '';
+  return {
+    ...op,
+    label: cursorLabel(walk.page) + capped,
+    wrk: { kind: 'get', lines: [`${first}&cursor=${encodeURIComponent(walk.cursor)}`] },
+  };
+}
+
 /** Measures every operation on the seeded database; renamed folders and uploads are undone. */
-async function measureAll(info: SeedInfo, s: Settings): Promise<Measured[]> {
+async function measureAll(
+  info: SeedInfo,
+  s: Settings,
+): Promise<{ rows: Measured[]; notes: string[]; idleLoop?: number }> {
   const server = new Stowage(info);
   await server.start();
   s.log(`stowage started (pid ${server.pid}) on ${server.base}`);
   const rows: Measured[] = [];
+  const notes: string[] = [];
   const o = { ...s, server, key: info.privateKey, probe: `/api/v1/files/${info.fileNos[0]}` };
+  let idleLoop: number | undefined;
   try {
-    for (const op of operations(info, s.run).filter((x) => s.only.length === 0 || s.only.includes(x.id))) {
+    for (let op of operations(info, s.run).filter((x) => s.only.length === 0 || s.only.includes(x.id))) {
+      if (op.walkTo !== undefined) {
+        const walked = await byCursor(op, server.base, info, s);
+        if (typeof walked === 'string') {
+          s.log(walked);
+          notes.push(walked);
+          continue;
+        }
+        op = walked;
+      }
       try {
         rows.push(await measure(op, o));
       } finally {
@@ -56,12 +95,20 @@ async function measureAll(info: SeedInfo, s: Settings): Promise<Measured[]> {
         }
       }
     }
+    // What the loop max reads with no request at all, once the server is warm: ~10 ms on a
+    // quiet machine, more when other processes take the CPUs (the server then waits to be
+    // scheduled, and that counts as delay too).
+    await settle(o);
+    await resetLoopWindow(server.base);
+    await new Promise((r) => setTimeout(r, 3000));
+    idleLoop = await scrapeLoopMax(server.base);
+    s.log(`idle server: loop max ${idleLoop?.toFixed(1) ?? '?'} ms over 3 s`);
     const removed = await deleteUploads(server.base, info, `bench-uploads-${s.run}`);
     s.log(`deleted the bench's ${removed} uploads`);
   } finally {
     await server.stop();
   }
-  return rows;
+  return { rows, notes, idleLoop };
 }
 
 /** The same upload on a database holding one empty workspace (made, measured, dropped). */
@@ -137,25 +184,41 @@ async function main(): Promise<void> {
     clients: args.list('clients', [1, 32]).sort((a, b) => a - b),
     seconds: args.number('seconds', 10),
     maxSeconds: args.number('max-seconds', 60),
+    cursorSeconds: args.number('cursor-seconds', 60),
     run: Date.now().toString(36),
     log,
   };
   const loadBefore = loadavg()[1].toFixed(1);
-  const rows = await measureAll(info!, settings);
+  const { rows, notes, idleLoop } = await measureAll(info!, settings);
   const skipEmpty = args.flag('no-empty') || (settings.only.length > 0 && !settings.only.includes('upload'));
   const empty = skipEmpty ? undefined : await emptyUpload(info!, settings);
   if (args.flag('verbose')) {
+    process.stdout.write(answersMeta(rows));
     log('explaining the repositories’ statements');
     await explain(info!, (text) => process.stdout.write(text));
   }
   // The machine may be shared: its load says how much of it the figures had.
-  const note = ` Load average (5 min) ${loadBefore} before, ${loadavg()[1].toFixed(1)} after, on ${cpus().length} CPUs.`;
-  process.stdout.write(`\n${table(info!, rows, settings.clients, empty, note)}\n`);
+  const load = `(5 min) ${loadBefore} before, ${loadavg()[1].toFixed(1)} after`;
+  const context = { clients: settings.clients, seconds: settings.seconds, load, notes, empty, idleLoop };
+  process.stdout.write(`\n${table(info!, rows, context)}\n`);
   if (args.flag('cleanup')) {
     if (info!.databaseUrl) await dropPostgres(info!.databaseUrl);
     rmSync(info!.dataDir, { recursive: true, force: true });
     log('seeded database and data directory deleted');
   }
+}
+
+/** --verbose: what each list answered in `meta` (totals exact or estimated, the next cursor). */
+function answersMeta(rows: Measured[]): string {
+  const lines = rows.flatMap((m) => {
+    if (!m.meta) return [];
+    const { totalEstimated, nextCursor, ...rest } = m.meta;
+    const cursor = typeof nextCursor === 'string' ? `"${nextCursor.slice(0, 24)}…"` : JSON.stringify(nextCursor);
+    return [
+      `  ${m.op.label}: ${JSON.stringify(rest)}, totalEstimated ${totalEstimated === undefined ? 'absent' : JSON.stringify(totalEstimated)}, nextCursor ${cursor ?? 'absent'}`,
+    ];
+  });
+  return lines.length ? `\n── meta of each list's first answer ──\n${lines.join('\n')}\n` : '';
 }
 
 main().catch((err) => {

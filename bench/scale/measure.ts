@@ -4,10 +4,13 @@
 // maxSeconds); when fewer than 2c requests finished, the p99 is only a lower bound. Between
 // runs the server must be idle again: wrk stops counting at its deadline, but the server still
 // works on what it had taken, so the bench waits for that, or restarts the server when it
-// would take long (a killed query is rolled back; nothing else changes).
+// would take long (a killed query is rolled back; nothing else changes). Each run's window,
+// from just before wrk starts until the server is idle again, also gets the server's own max
+// event-loop delay (loop.ts).
 import type { Log } from './seed/log.ts';
 import type { SeedInfo } from './seed/info.ts';
 import type { Operation } from './operations.ts';
+import { resetLoopWindow, scrapeLoopMax } from './loop.ts';
 import type { Stowage } from './server.ts';
 import { type WrkResult, wrk } from './wrk.ts';
 
@@ -16,11 +19,15 @@ export interface Cell {
   result: WrkResult;
   /** Too few requests finished for the p99 (none: also the p50) to be more than a lower bound. */
   lowerBound: boolean;
+  /** The server's max event-loop delay during the run (ms); undefined when /metrics did not answer. */
+  loopMax?: number;
 }
 
 export interface Measured {
   op: Operation;
   cells: Cell[];
+  /** The `meta` of the answer to the first request (reads), for --verbose. */
+  meta?: Record<string, unknown>;
 }
 
 export interface MeasureOptions {
@@ -37,18 +44,18 @@ export interface MeasureOptions {
 
 export async function measure(op: Operation, o: MeasureOptions): Promise<Measured> {
   await settle(o);
-  // One request first (caches warm); how long it took sets how long a single client runs.
+  // One request first (caches warm, and code the server loads on first use loaded, which the
+  // first upload of a fresh server showed as a 150 ms stall); how long it took sets how long a
+  // single client runs.
   const started = performance.now();
-  if (op.wrk.kind === 'get' || op.beside) {
-    const first = op.beside ?? op.wrk;
-    await fetch(o.server.base + first.lines[0], { headers: auth(o.key) }).then((r) => r.text());
-  }
+  const meta = await warmUp(op, o);
   let single = performance.now() - started;
   const cells: Cell[] = [];
   for (const clients of o.clients) {
     const wanted = clients === 1 ? 3 * single : 1.5 * clients * single;
     const seconds = Math.min(o.maxSeconds, Math.max(o.seconds, wanted / 1000));
     const run = { base: o.server.base, key: o.key, seconds, run: `${o.run}c${clients}` };
+    await resetLoopWindow(o.server.base);
     let result: WrkResult;
     if (op.beside) {
       // The beside load gets the clients; the measured requests come from one more connection.
@@ -63,33 +70,75 @@ export async function measure(op: Operation, o: MeasureOptions): Promise<Measure
     if (result.requests === 0) result = { ...result, p50: result.seconds * 1000, p99: result.seconds * 1000 };
     else if (clients === 1 && !op.beside) single = result.p50;
     const lowerBound = result.requests === 0 || (clients > 1 && result.requests < 2 * clients);
-    cells.push({ clients, result, lowerBound });
+    const loopMax = await settle(o);
+    cells.push({ clients, result, lowerBound, loopMax });
     o.log(
       `${op.id} c=${clients}: p50 ${result.requests === 0 ? '≥' : ''}${result.p50.toFixed(1)} ms, ` +
         `p99 ${lowerBound ? '≥' : ''}${result.p99.toFixed(1)} ms, ` +
-        `${result.requests} requests in ${result.seconds.toFixed(0)} s${result.errors ? `, ${result.errors} ERRORS` : ''}`,
+        `${result.requests} requests in ${result.seconds.toFixed(0)} s${result.errors ? `, ${result.errors} ERRORS` : ''}, ` +
+        `loop max ${loopMax === undefined ? '?' : `${loopMax.toFixed(1)} ms`}`,
     );
-    await settle(o);
   }
-  return { op, cells };
+  return { op, cells, meta };
+}
+
+/** One request of the operation's kind, as wrk will send them; answers a list's `meta`. */
+async function warmUp(op: Operation, o: MeasureOptions): Promise<Record<string, unknown> | undefined> {
+  const base = o.server.base;
+  const line = (op.beside ?? op.wrk).lines[0];
+  let r: Response;
+  if (op.beside || op.wrk.kind === 'get') r = await fetch(base + line, { headers: auth(o.key) });
+  else if (op.wrk.kind === 'upload') {
+    const name = `bench-${o.run}-warm.txt`;
+    const form = new FormData();
+    form.set('file_name', name);
+    form.set('folder', line);
+    form.set('file', new Blob([name.padEnd(1024, 'x')], { type: 'text/plain' }), name);
+    r = await fetch(`${base}/api/v1/uploads`, { method: 'POST', headers: auth(o.key), body: form });
+  } else {
+    // The bench gives renamed folders their names back after the row.
+    const [folderNo, name] = line.split('\t');
+    r = await fetch(`${base}/api/v1/folders/rename/${folderNo}`, {
+      method: 'POST',
+      headers: { ...auth(o.key), 'content-type': 'application/json' },
+      body: JSON.stringify({ name: `${name} r${o.run}-warm` }),
+    });
+  }
+  const text = await r.text();
+  // wrk counts the errors of the run itself; the row shows them.
+  if (!r.ok) o.log(`${op.id}: the first request answered ${r.status}: ${text.slice(0, 300)}`);
+  return op.wrk.kind === 'get' ? metaOf(text) : undefined;
+}
+
+function metaOf(text: string): Record<string, unknown> | undefined {
+  try {
+    const body = JSON.parse(text) as { meta?: unknown };
+    return body.meta && typeof body.meta === 'object' ? (body.meta as Record<string, unknown>) : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /**
  * Waits until the server is idle: cheap database requests one after another until two in a
  * row are quick. Past 30 s the server is restarted instead (what is left would take minutes).
+ * Answers the server's max event-loop delay since the last scrape, read once it is idle, or
+ * just before the restart (if /metrics answers within 5 s).
  */
 export async function settle(
   o: Pick<MeasureOptions, 'server' | 'key' | 'probe' | 'log'>,
   restarted = false,
-): Promise<void> {
+): Promise<number | undefined> {
   const until = Date.now() + 30_000;
   let quick = 0;
   while (quick < 2) {
     if (Date.now() > until) {
-      if (restarted) return;
+      if (restarted) return undefined;
+      const loopMax = await scrapeLoopMax(o.server.base, 5000);
       o.log('the server is still busy with the last run: restarting it');
       await o.server.restart();
-      return settle(o, true);
+      await settle(o, true);
+      return loopMax;
     }
     const started = performance.now();
     const answered = await fetch(o.server.base + o.probe, {
@@ -101,6 +150,7 @@ export async function settle(
     );
     quick = answered && performance.now() - started < 100 ? quick + 1 : 0;
   }
+  return scrapeLoopMax(o.server.base);
 }
 
 export const auth = (key: string) => ({ authorization: `Bearer ${key}` });

@@ -1,8 +1,8 @@
 // The operations of issue 18's table, as requests on the seeded big workspace, with the target
 // each must meet with the most clients: every read p99 < 50 ms on PostgreSQL and < 100 ms on
 // SQLite, a folder rename p99 < 100 ms, an upload within 1.5x of the same upload on an empty
-// database, and /healthz while deep lists run < 20 ms (a client-side view of event-loop
-// blocking: the server can only report monitorEventLoopDelay itself once src/ measures it).
+// database, and /healthz while deep lists run < 20 ms (the client-side view of event-loop
+// blocking; the server's own monitorEventLoopDelay max is taken around every row: loop.ts).
 import type { SeedInfo } from './seed/info.ts';
 import type { WrkRun } from './wrk.ts';
 
@@ -18,6 +18,11 @@ export interface Operation {
   target: Target;
   /** Run beside it with as many clients; the row reports the /healthz requests. */
   beside?: Pick<WrkRun, 'kind' | 'lines'>;
+  /**
+   * Keyset paging: `wrk.lines[0]` is the first page's request; the bench walks it by cursor
+   * to this page (cursor.ts) and measures the request for the page reached.
+   */
+  walkTo?: number;
 }
 
 const list = (query: string) => `/api/v1/files?limit=100${query}`;
@@ -36,6 +41,13 @@ export function operations(info: SeedInfo, run: string): Operation[] {
   return [
     { id: 'first-page', label: 'GET /api/v1/files first page (100)', wrk: get([list('')]), target: read },
     { id: 'deep-page', label: `page ${page.toLocaleString('en')}`, wrk: get([list(`&page=${page}`)]), target: read },
+    {
+      id: 'cursor-page',
+      label: cursorLabel(page),
+      wrk: get([list('')]),
+      target: read,
+      walkTo: page,
+    },
     {
       id: 'search',
       label: 'search by a name fragment',
@@ -82,6 +94,8 @@ export function operations(info: SeedInfo, run: string): Operation[] {
     },
   ];
 }
+
+export const cursorLabel = (page: number) => `page ${page.toLocaleString('en')} by cursor`;
 
 function median(values: number[]): number {
   if (values.length === 0) return 0;

@@ -52,7 +52,9 @@ export async function wrk(o: WrkRun): Promise<WrkResult> {
       let text = '';
       child.stdout.on('data', (d: Buffer) => (text += d));
       child.stderr.on('data', (d: Buffer) => (text += d));
-      child.once('error', reject);
+      child.once('error', (err: NodeJS.ErrnoException) =>
+        reject(err.code === 'ENOENT' ? new Error('wrk is not installed (Debian: apt-get install wrk)') : err),
+      );
       child.once('exit', (code) => (code === 0 ? resolve(text) : reject(new Error(`wrk exited ${code}: ${text}`))));
     });
     const line = /SCALE_RESULT (\{.*\})/.exec(out);
