@@ -41,7 +41,7 @@ async function capture(info: SeedInfo): Promise<Captured[]> {
     const ws = info.workspaceId;
     const files = new FileRepository(kysely);
     const folders = new FolderRepository(kysely);
-    const first: FilePage = { sort: 'created_at', direction: 'desc', page: 1, limit: 100 };
+    const first: FilePage = { sort: 'created_at', direction: 'desc', limit: 100 };
     const as = async <T>(name: string, fn: () => Promise<T>): Promise<T> => {
       label = name;
       try {
@@ -51,7 +51,7 @@ async function capture(info: SeedInfo): Promise<Captured[]> {
       }
     };
     await as('first page', () => files.page(ws, {}, first));
-    await as(`page ${deepPage(info)}`, () => files.page(ws, {}, { ...first, page: deepPage(info) }));
+    await as(`page ${deepPage(info)}`, () => files.page(ws, {}, { ...first, offset: (deepPage(info) - 1) * 100 }));
     await as(`search "${info.searchWords[0]}"`, () => files.page(ws, { nameContains: [info.searchWords[0]] }, first));
     await as(`tag "${info.tags[0]}"`, () => files.page(ws, { tags: [info.tags[0]] }, first));
     const folder = await folders.byNo(ws, info.listFolders[0]);
@@ -59,10 +59,7 @@ async function capture(info: SeedInfo): Promise<Captured[]> {
     const top = await as('folders at root', () =>
       folders.page(ws, { parentId: null }, { sort: 'name', direction: 'asc', page: 1, limit: 1000 }),
     );
-    if (top.rows[0])
-      await as(`totals of "${top.rows[0].path}" (once per listed folder)`, () =>
-        folders.contentTotals(ws, top.rows[0].path),
-      );
+    if (top.rows[0]) await as(`totals of "${top.rows[0].path}"`, () => folders.totalsOf(top.rows.map((r) => r.id)));
     await as('file by file_no', () => files.byFileNo(ws, info.fileNos[0]));
     const target = info.renameFolders[0] ? await folders.byNo(ws, info.renameFolders[0].folder_no) : undefined;
     if (target) {
@@ -72,7 +69,7 @@ async function capture(info: SeedInfo): Promise<Captured[]> {
       await kysely
         .transaction()
         .execute(async (trx) => {
-          await new FolderRepository(trx).movePath(ws, target.id, {
+          await new FolderRepository(trx).movePath(target.id, {
             name: `${target.name} explained`,
             oldPath: target.path,
             newPath,

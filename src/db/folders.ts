@@ -57,17 +57,24 @@ export class FolderRepository {
     return row?.folder_no;
   }
 
-  /** How many files are in the folder and below, and their total size: its folders' counters summed. */
+  /** How many files are in each folder and below, and their total size: the folders' counters summed. */
+  async totalsOf(ids: string[]): Promise<Map<string, { items: number; size: number }>> {
+    const totals = new Map<string, { items: number; size: number }>();
+    if (ids.length === 0) return totals;
+    const { rows } = await sql<{ root: string; items: number; size: number }>`
+      with recursive tree(root, id) as (
+        select id, id from folders where id in (${sql.join(ids)})
+        union all
+        select tree.root, c.id from folders c join tree on c.parent_id = tree.id
+      )
+      select tree.root as root, coalesce(sum(d.file_count), 0) as items, coalesce(sum(d.file_bytes), 0) as size
+        from tree join folders d on d.id = tree.id group by tree.root`.execute(this.db);
+    for (const r of rows) totals.set(r.root, { items: Number(r.items), size: Number(r.size) });
+    return totals;
+  }
+
   async contentTotals(id: string): Promise<{ items: number; size: number }> {
-    const row = await this.db
-      .selectFrom('folders')
-      .select((eb) => [
-        eb.fn.coalesce(eb.fn.sum<number>('file_count'), eb.lit(0)).as('items'),
-        eb.fn.coalesce(eb.fn.sum<number>('file_bytes'), eb.lit(0)).as('size'),
-      ])
-      .where('id', 'in', subtree(id))
-      .executeTakeFirstOrThrow();
-    return { items: Number(row.items), size: Number(row.size) };
+    return (await this.totalsOf([id])).get(id) ?? { items: 0, size: 0 };
   }
 
   /** A page of folders matching `f`, and how many match in all. Ties are ordered by id. */

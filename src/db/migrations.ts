@@ -361,3 +361,10 @@ export async function migrateToLatest(db: Kysely<Database>): Promise<void> {
     throw new Error(`database migration ${failed?.migrationName ?? ''} failed: ${reason}`);
   }
 }
+
+/** Migrates up (or down) to the named migration: for tests that build a database as an older release left it. */
+export async function migrateTo(db: Kysely<Database>, name: string): Promise<void> {
+  const migrator = new Migrator({ db, provider: new InCodeProvider() });
+  const { error } = await migrator.migrateTo(name);
+  if (error) throw error instanceof Error ? error : new Error(String(error));
+}

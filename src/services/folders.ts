@@ -59,35 +59,20 @@ export class FolderService {
     return row;
   }
 
-  /** Files anywhere below the folder, and their total size. */
+  /** The folder as the API shows it, with the files anywhere below it and their total size. */
   private async view(row: FolderRow): Promise<Folder> {
     const [totals, parentNo] = await Promise.all([
       this.repo.contentTotals(row.id),
       row.parent_id ? this.repo.folderNoOf(row.parent_id) : undefined,
     ]);
-    return {
-      id: row.id,
-      folder_no: row.folder_no,
-      name: row.name,
-      parent_folder_no: parentNo ?? null,
-      parent_folder: row.parent_id,
-      workspace_id: row.workspace_id,
-      workspace_no: row.workspace_id,
-      workspace: { workspace_no: row.workspace_id },
-      is_active: true,
-      is_delete: false,
-      path: row.path,
-      total_items: totals.items,
-      total_size: totals.size,
-      created_at: row.created_at,
-      updated_at: row.updated_at,
-    };
+    return shape(row, totals, parentNo ?? null);
   }
 
   /** Without `limit`: every child, up to FOLDER_LIST_CAP (`meta.limit` says the cap, `hasMore` whether it cut). */
   async list(workspaceId: string, query: FolderListQuery) {
     const q = { ...query, page: query.page ?? 1, limit: query.limit ?? FOLDER_LIST_CAP };
-    const parentId = q.parent_folder_no !== undefined ? (await this.byNo(workspaceId, q.parent_folder_no)).id : null;
+    const parent = q.parent_folder_no !== undefined ? await this.byNo(workspaceId, q.parent_folder_no) : null;
+    const parentId = parent?.id ?? null;
     const { rows, total: count } = await this.repo.page(
       workspaceId,
       { parentId, nameContains: q.search?.normalize('NFC') },
@@ -98,8 +83,10 @@ export class FolderService {
         limit: q.limit,
       },
     );
+    // One query for every listed folder's totals (a walk over the folders below them, not their files).
+    const totals = await this.repo.totalsOf(rows.map((r) => r.id));
     return {
-      folders: await Promise.all(rows.map((r) => this.view(r))),
+      folders: rows.map((r) => shape(r, totals.get(r.id) ?? { items: 0, size: 0 }, parent?.folder_no ?? null)),
       meta: { page: q.page, limit: q.limit, total: count, hasMore: q.page * q.limit < count },
     };
   }
@@ -169,4 +156,24 @@ export class FolderService {
     });
     for (const key of released) await this.blobs.forget(workspaceId, key);
   }
+}
+
+function shape(row: FolderRow, totals: { items: number; size: number }, parentNo: string | null): Folder {
+  return {
+    id: row.id,
+    folder_no: row.folder_no,
+    name: row.name,
+    parent_folder_no: parentNo,
+    parent_folder: row.parent_id,
+    workspace_id: row.workspace_id,
+    workspace_no: row.workspace_id,
+    workspace: { workspace_no: row.workspace_id },
+    is_active: true,
+    is_delete: false,
+    path: row.path,
+    total_items: totals.items,
+    total_size: totals.size,
+    created_at: row.created_at,
+    updated_at: row.updated_at,
+  };
 }

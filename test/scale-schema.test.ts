@@ -1,0 +1,319 @@
+// Issue 18's schema (migration 0007): run on a database as release 0006 left it, full of files,
+// it must keep every file where it was (paths, names, tags, sizes), build the counters, tag rows
+// and name index right, and keep them right under every write the API makes, also in parallel.
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Readable } from 'node:stream';
+import { after, before, describe, test } from 'node:test';
+import { sql } from 'kysely';
+import { newShortId, newUuid } from '../src/crypto/ids.ts';
+import { type Db, openDatabase } from '../src/db/database.ts';
+import { derivedDrift } from '../src/db/derived.ts';
+import { FileRepository } from '../src/db/files.ts';
+import { FolderRepository } from '../src/db/folders.ts';
+import { migrateTo, migrateToLatest } from '../src/db/migrations.ts';
+import { PageBoundaries, SHALLOW_ROWS } from '../src/services/page-boundaries.ts';
+import { DIALECTS, freshPostgres, type Harness, makeHarness } from './helpers/harness.ts';
+import { call } from './helpers/http.ts';
+
+const TAGS = ['red', 'blue', 'green', 'big', 'small', 'ünïcode', 'with space'];
+const FOLDERS = ['', 'a', 'a/b', 'a/b/c', 'photos', 'photos/2024'];
+
+interface Old {
+  name: string;
+  folder: string;
+  tags: string[];
+  size: number;
+  created_at: string;
+}
+
+for (const dialect of DIALECTS) {
+  describe(`migration 0007 on a populated ${dialect.name} database`, { skip: dialect.skip }, () => {
+    let db: Db;
+    let dir: string;
+    let drop: (() => Promise<void>) | undefined;
+    const ws = newShortId();
+    const other = newShortId();
+    const old: Old[] = [];
+    const folderIds = new Map<string, string>();
+
+    before(async () => {
+      dir = mkdtempSync(join(tmpdir(), 'stowage-mig-'));
+      const pg = dialect.name === 'postgres' ? await freshPostgres() : undefined;
+      drop = pg?.drop;
+      db = openDatabase({ databaseUrl: pg?.url, dataDir: dir });
+      await migrateTo(db.kysely, '0006_quota_reservations');
+      // As release 0006 wrote them: every file carries its folder's path.
+      const at = (i: number) => new Date(Date.UTC(2025, 0, 1) + i * 1000).toISOString();
+      for (const id of [ws, other])
+        await sql`insert into workspaces (id, name, webhook_secret, quota_bytes, max_file_size, created_at, updated_at, used_bytes, reserved_bytes)
+                  values (${id}, 'w', 'x', null, null, ${at(0)}, ${at(0)}, 0, 0)`.execute(db.kysely);
+      for (const path of FOLDERS.filter(Boolean)) {
+        const id = newUuid();
+        const parent = path.includes('/') ? folderIds.get(path.slice(0, path.lastIndexOf('/'))) : null;
+        folderIds.set(path, id);
+        await sql`insert into folders (id, folder_no, workspace_id, parent_id, name, path, created_at, updated_at)
+                  values (${id}, ${newShortId()}, ${ws}, ${parent ?? null}, ${path.slice(path.lastIndexOf('/') + 1)}, ${path}, ${at(0)}, ${at(0)})`.execute(
+          db.kysely,
+        );
+      }
+      const blob = newUuid();
+      await sql`insert into blobs (id, workspace_id, sha256, size, storage_key, created_at)
+                values (${blob}, ${ws}, ${'0'.repeat(64)}, 1, 'k', ${at(0)})`.execute(db.kysely);
+      const otherBlob = newUuid();
+      await sql`insert into blobs (id, workspace_id, sha256, size, storage_key, created_at)
+                values (${otherBlob}, ${other}, ${'1'.repeat(64)}, 1, 'k2', ${at(0)})`.execute(db.kysely);
+      for (let i = 0; i < 600; i++) {
+        const folder = FOLDERS[i % FOLDERS.length];
+        const tags = TAGS.filter((_, k) => (i >> k) % 2 === 1).slice(0, 3);
+        const f: Old = {
+          name: `file-${i}-${['sun', 'Forest', 'río'][i % 3]}.png`,
+          folder,
+          tags,
+          size: 1 + i,
+          created_at: at(i % 97),
+        };
+        old.push(f);
+        await sql`insert into files (id, file_no, workspace_id, folder_id, folder_path, name, blob_id, size, mime_type,
+                    extension, format, width, height, tags, metadata, custom_id, is_private, is_duplicate, upload_source, created_at, updated_at)
+                  values (${newUuid()}, ${newShortId()}, ${ws}, ${folderIds.get(folder) ?? null}, ${folder}, ${f.name}, ${blob}, ${f.size},
+                    'image/png', 'png', 'png', 1, 1, ${JSON.stringify(tags)}, '{}', null, 0, 0, 'direct', ${f.created_at}, ${f.created_at})`.execute(
+          db.kysely,
+        );
+      }
+      await sql`insert into files (id, file_no, workspace_id, folder_id, folder_path, name, blob_id, size, mime_type,
+                  extension, format, width, height, tags, metadata, custom_id, is_private, is_duplicate, upload_source, created_at, updated_at)
+                values (${newUuid()}, ${newShortId()}, ${other}, null, '', 'file-0-sun.png', ${otherBlob}, 5,
+                  'image/png', 'png', 'png', 1, 1, '["red"]', '{}', null, 0, 0, 'direct', ${at(1)}, ${at(1)})`.execute(
+        db.kysely,
+      );
+      await migrateToLatest(db.kysely);
+    });
+    after(async () => {
+      await db?.close();
+      await drop?.();
+      rmSync(dir, { recursive: true, force: true });
+    });
+
+    test('every file is where it was, and nothing derived is off', async () => {
+      const files = new FileRepository(db.kysely);
+      for (const f of old) {
+        const found = await files.deliverable(ws, f.folder, f.name);
+        assert.ok(found, `${f.folder}/${f.name}`);
+        assert.equal(Number(found.size), 1, 'the blob it had');
+      }
+      const all = await files.page(ws, {}, { sort: 'name', direction: 'asc', limit: 1000 });
+      assert.equal(all.rows.length, old.length, 'the other workspace stays apart');
+      for (const row of all.rows) {
+        const f = old.find((o) => o.name === row.name && o.folder === row.folder_path);
+        assert.ok(f, `${row.folder_path}/${row.name}`);
+        assert.deepEqual([JSON.parse(row.tags), Number(row.size), row.created_at], [f.tags, f.size, f.created_at]);
+      }
+      assert.deepEqual(
+        Object.entries(await derivedDrift(db.kysely)).filter(([, n]) => n !== 0),
+        [],
+      );
+      const columns = await sql<{ name: string }>`${sql.raw(
+        dialect.name === 'sqlite'
+          ? `select name from pragma_table_info('files')`
+          : `select column_name as name from information_schema.columns where table_name = 'files'`,
+      )}`.execute(db.kysely);
+      assert.equal(
+        columns.rows.some((c) => c.name === 'folder_path'),
+        false,
+        'the path lives in folders only',
+      );
+    });
+
+    test('the counters, tag rows and name index answer as the rows do', async () => {
+      const files = new FileRepository(db.kysely);
+      const folders = new FolderRepository(db.kysely);
+      const wsRow = await db.kysely.selectFrom('workspaces').selectAll().where('id', '=', ws).executeTakeFirstOrThrow();
+      assert.deepEqual(
+        [Number(wsRow.file_count), Number(wsRow.file_bytes)],
+        [old.length, old.reduce((n, f) => n + f.size, 0)],
+      );
+      const totals = await folders.totalsOf([folderIds.get('a')!, folderIds.get('photos')!]);
+      const below = (p: string) => old.filter((f) => f.folder === p || f.folder.startsWith(`${p}/`));
+      assert.deepEqual(totals.get(folderIds.get('a')!), {
+        items: below('a').length,
+        size: below('a').reduce((n, f) => n + f.size, 0),
+      });
+      assert.equal(totals.get(folderIds.get('photos')!)?.items, below('photos').length);
+
+      const names = async (f: Parameters<FileRepository['page']>[1], sort: 'created_at' | 'name' = 'created_at') =>
+        (await files.page(ws, f, { sort, direction: 'asc', limit: 1000 })).rows
+          .map((r) => `${r.folder_path}/${r.name}`)
+          .sort();
+      const expect = (pred: (f: Old) => boolean) =>
+        old
+          .filter(pred)
+          .map((f) => `${f.folder}/${f.name}`)
+          .sort();
+      for (const tag of ['red', 'ünïcode', 'with space']) {
+        assert.deepEqual(
+          await names({ tags: [tag] }),
+          expect((f) => f.tags.includes(tag)),
+          tag,
+        );
+        assert.deepEqual(
+          await names({ tags: [tag] }, 'name'),
+          expect((f) => f.tags.includes(tag)),
+          `${tag} by name`,
+        );
+      }
+      assert.deepEqual(
+        await names({ tags: ['red', 'blue'] }),
+        expect((f) => f.tags.includes('red') && f.tags.includes('blue')),
+      );
+      for (const text of ['forest', 'FOREST', 'río', 'le-1', '1-s', 'fi'])
+        assert.deepEqual(
+          await names({ nameContains: [text] }),
+          expect((f) => f.name.toLowerCase().includes(text.toLowerCase())),
+          `search ${text}`,
+        );
+      assert.deepEqual(
+        await names({ under: 'a/b' }),
+        expect((f) => f.folder === 'a/b' || f.folder.startsWith('a/b/')),
+      );
+      assert.deepEqual(await files.countUpTo(ws, { tags: ['red'] }, 10_000), {
+        count: old.filter((f) => f.tags.includes('red')).length,
+        exact: true,
+      });
+    });
+
+    test('a name stays unique per folder, the root included', async () => {
+      const files = new FileRepository(db.kysely);
+      const blob = (
+        await db.kysely.selectFrom('blobs').select('id').where('workspace_id', '=', ws).executeTakeFirstOrThrow()
+      ).id;
+      const row = (name: string, folder: string) => ({
+        id: newUuid(),
+        file_no: newShortId(),
+        workspace_id: ws,
+        folder_id: folderIds.get(folder) ?? null,
+        name,
+        blob_id: blob,
+        size: 1,
+        mime_type: 'image/png',
+        extension: 'png',
+        format: 'png',
+        width: null,
+        height: null,
+        tags: '[]',
+        metadata: '{}',
+        custom_id: null,
+        is_private: 0,
+        is_duplicate: 0,
+        upload_source: 'direct' as const,
+        created_at: new Date().toISOString(),
+        updated_at: new Date().toISOString(),
+      });
+      assert.equal(await files.insertIfNameFree(row(old[0].name, old[0].folder)), false, 'root');
+      assert.equal(await files.insertIfNameFree(row(old[1].name, old[1].folder)), false, 'a folder');
+      assert.equal(await files.insertIfNameFree(row(old[0].name, 'photos/2024')), true);
+    });
+  });
+
+  describe(`derived data under the API's writes on ${dialect.name}`, { skip: dialect.skip }, () => {
+    let h: Harness;
+    const api = (method: string, url: string, body?: unknown) =>
+      call(h.app, method, url, { body, headers: { 'x-api-key': h.ws.private_key } });
+    const upload = async (name: string, folder: string[], tags: string[], bytes = 100) => {
+      const staged = await h.services.uploads.stage(h.ws.workspace_id, Readable.from([randomBytes(bytes)]));
+      return h.services.uploads.finish(
+        staged,
+        { name, folder, tags, metadata: {}, custom_id: null, randomPrefix: false, transform: null, webhookUrl: null },
+        'direct',
+      );
+    };
+    const drift = async () => Object.entries(await derivedDrift(h.services.db.kysely)).filter(([, n]) => n !== 0);
+
+    before(async () => {
+      h = await makeHarness(dialect.name);
+    });
+    after(() => h?.close());
+
+    test('parallel uploads, replacements, moves, tag edits, renames and deletes leave no drift', async () => {
+      const folders = [[], ['x'], ['x', 'y'], ['z']];
+      await Promise.all(
+        Array.from({ length: 40 }, (_, i) =>
+          upload(`f${i % 25}.bin`, folders[i % folders.length], [TAGS[i % TAGS.length], 'all'], 50 + i),
+        ),
+      );
+      assert.deepEqual(await drift(), [], 'after uploads (some replacing others of the same name)');
+      const listed = (await api('GET', '/api/v1/files?limit=100')).body;
+      assert.equal(listed.meta.total, listed.files.length);
+      assert.equal(listed.meta.totalEstimated, false);
+      const z = (await api('GET', '/api/v1/folders')).body.folders.find((f: { name: string }) => f.name === 'z');
+      const x = (await api('GET', '/api/v1/folders')).body.folders.find((f: { name: string }) => f.name === 'x');
+      const files = listed.files as { file_no: string; tags: string[] }[];
+      await Promise.all(
+        files.flatMap((f, i) => [
+          api('PATCH', `/api/v1/files/${f.file_no}`, {
+            folder_no: i % 3 === 0 ? z.folder_no : i % 3 === 1 ? null : x.folder_no,
+            add_tags: ['moved'],
+            remove_tags: ['all'],
+          }),
+          i % 4 === 0 ? api('PATCH', `/api/v1/files/${f.file_no}/rename`, { name: `renamed-${i}` }) : Promise.resolve(),
+          i % 5 === 0 ? api('DELETE', `/api/v1/files/${f.file_no}`) : Promise.resolve(),
+        ]),
+      );
+      assert.deepEqual(await drift(), [], 'after moves, tag edits, renames and deletes');
+      assert.equal((await api('POST', `/api/v1/folders/rename/${x.folder_no}`, { name: 'x2' })).status, 200);
+      const tagged = (await api('GET', '/api/v1/files?limit=100&tags=moved')).body;
+      assert.equal(tagged.meta.total, tagged.files.length);
+      // A move onto a name the folder holds is refused (409) with the rest of its PATCH: those keep 'all'.
+      const kept = (await api('GET', '/api/v1/files?limit=100&tags=all')).body;
+      assert.equal(kept.meta.total, kept.files.length);
+      assert.ok(kept.files.every((f: { tags: string[] }) => f.tags.includes('all') && !f.tags.includes('moved')));
+      const x2 = (await api('GET', '/api/v1/folders')).body.folders.find((f: { name: string }) => f.name === 'x2');
+      const below = (await api('GET', '/api/v1/files?limit=100&path=x2')).body.files as {
+        path: string;
+        size: number;
+      }[];
+      assert.ok(
+        below.every((f) => f.path.startsWith('/x2/')),
+        'paths follow the rename',
+      );
+      assert.deepEqual(
+        [x2.total_items, x2.total_size],
+        [below.length, below.reduce((n, f) => n + f.size, 0)],
+        'folder totals are the files below',
+      );
+      assert.equal((await api('DELETE', `/api/v1/folders/${x2.folder_no}?recursive=true`)).status, 200);
+      assert.deepEqual(await drift(), [], 'after a folder rename and a recursive delete');
+      const left = (await api('GET', '/api/v1/files?limit=100')).body;
+      assert.equal(left.meta.total, left.files.length);
+    });
+  });
+}
+
+describe('page boundaries', () => {
+  test('the nearest fresh boundary at or before the offset; shallow ones are never kept', () => {
+    const b = new PageBoundaries(50, 2, 3);
+    b.remember('l', 100, { v: 'x', id: 'shallow' });
+    assert.equal(b.nearest('l', SHALLOW_ROWS + 5), undefined);
+    b.remember('l', SHALLOW_ROWS, { v: 'a', id: '1' });
+    b.remember('l', SHALLOW_ROWS + 100, { v: 'b', id: '2' });
+    assert.deepEqual(b.nearest('l', SHALLOW_ROWS + 150), { offset: SHALLOW_ROWS + 100, key: { v: 'b', id: '2' } });
+    assert.deepEqual(b.nearest('l', SHALLOW_ROWS + 99)?.key.id, '1');
+    assert.equal(b.nearest('other', SHALLOW_ROWS + 150), undefined, 'per list');
+    for (const k of [1, 2, 3]) b.remember('l', SHALLOW_ROWS + 200 * k, { v: 'c', id: `c${k}` });
+    assert.equal(b.nearest('l', SHALLOW_ROWS + 99), undefined, 'the oldest boundary of a full list went');
+    b.remember('m', SHALLOW_ROWS, { v: 'm', id: 'm' });
+    b.remember('n', SHALLOW_ROWS, { v: 'n', id: 'n' });
+    assert.equal(b.nearest('l', SHALLOW_ROWS + 700), undefined, 'the least recently used list went');
+  });
+
+  test('expire', async () => {
+    const b = new PageBoundaries(20);
+    b.remember('l', SHALLOW_ROWS, { v: 'a', id: '1' });
+    assert.ok(b.nearest('l', SHALLOW_ROWS));
+    await new Promise((r) => setTimeout(r, 40));
+    assert.equal(b.nearest('l', SHALLOW_ROWS), undefined);
+  });
+});
