@@ -191,6 +191,13 @@ describe('SDK', () => {
       listed.files.map((x) => x.file_no),
       [f.file_no],
     );
+    // eachFile walks every page by cursor: the same files, in order, as one big page.
+    for (let i = 0; i < 4; i++) await priv.upload(new Blob([randomBytes(50 + i)]), `each-${i}.bin`, { folder: 'each' });
+    const all = (await priv.listFiles({ limit: 100, path: 'each' })).files.map((x) => x.file_no);
+    const walked: string[] = [];
+    for await (const x of priv.eachFile({ limit: 3, path: 'each' })) walked.push(x.file_no);
+    assert.equal(all.length, 4);
+    assert.deepEqual(walked, all);
     assert.equal(
       (await priv.listFolders()).folders.some((x) => x.folder_no === folder.folder_no),
       true,

@@ -353,6 +353,22 @@ export class Stowage {
     });
   }
 
+  /**
+   * Every file matching the query, page after page by cursor (each page costs the same at any
+   * depth, and none repeats or skips a file while others arrive). `limit` is the page size.
+   */
+  async *eachFile(
+    query: Omit<Parameters<Stowage['listFiles']>[0], 'page' | 'cursor'> = {},
+    opts: RequestOptions = {},
+  ): AsyncGenerator<FileRecord> {
+    let cursor: string | undefined;
+    do {
+      const page = await this.listFiles({ limit: 100, ...query, cursor }, opts);
+      yield* page.files;
+      cursor = page.meta.nextCursor ?? undefined;
+    } while (cursor);
+  }
+
   getFile(fileNo: string, opts: RequestOptions = {}): Promise<FileRecord> {
     return this.request<FileRecord>('GET', `/api/v1/files/${encodeURIComponent(fileNo)}`, opts);
   }
