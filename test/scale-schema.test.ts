@@ -317,3 +317,90 @@ describe('page boundaries', () => {
     assert.equal(b.nearest('l', SHALLOW_ROWS), undefined);
   });
 });
+
+describe('deep pages through the API (SQLite, 10,250 files)', () => {
+  let h: Harness;
+  const api = (url: string) => call(h.app, 'GET', url, { headers: { 'x-api-key': h.ws.private_key } });
+  const total = SHALLOW_ROWS + 250;
+
+  before(async () => {
+    h = await makeHarness('sqlite');
+    const ws = h.ws.workspace_id;
+    const blob = newUuid();
+    const db = h.services.db.kysely;
+    await db
+      .insertInto('blobs')
+      .values({
+        id: blob,
+        workspace_id: ws,
+        sha256: 'a'.repeat(64),
+        size: 1,
+        storage_key: 'k',
+        created_at: '2025-01-01T00:00:00.000Z',
+      })
+      .execute();
+    await db.transaction().execute(async (trx) => {
+      for (let i = 0; i < total; i += 500)
+        await trx
+          .insertInto('files')
+          .values(
+            Array.from({ length: Math.min(500, total - i) }, (_, k) => {
+              // Many rows share a created_at, so ties are broken by id across page boundaries.
+              const at = new Date(Date.UTC(2025, 0, 1) + Math.floor((i + k) / 3) * 1000).toISOString();
+              return {
+                id: newUuid(),
+                file_no: newShortId(),
+                workspace_id: ws,
+                folder_id: null,
+                name: `f-${i + k}.bin`,
+                blob_id: blob,
+                size: 1,
+                mime_type: 'application/octet-stream',
+                extension: 'bin',
+                format: null,
+                width: null,
+                height: null,
+                tags: '[]',
+                metadata: '{}',
+                custom_id: null,
+                is_private: 0,
+                is_duplicate: 0,
+                upload_source: 'direct' as const,
+                created_at: at,
+                updated_at: at,
+              };
+            }),
+          )
+          .execute();
+    });
+  });
+  after(() => h?.close());
+
+  test('a walk by page number past the remembered depth sees every file once, as the offsets do', async () => {
+    const files = new FileRepository(h.services.db.kysely);
+    const seen = new Set<string>();
+    let page = 1;
+    for (; ; page++) {
+      const r = await api(`/api/v1/files?limit=100&page=${page}`);
+      assert.equal(r.status, 200);
+      for (const f of r.body.files) seen.add(f.file_no);
+      if (!r.body.meta.hasNext) break;
+    }
+    assert.equal(page, Math.ceil(total / 100));
+    assert.equal(seen.size, total, 'no file twice, none skipped');
+    // The pages found from remembered boundaries are the pages the offsets give.
+    for (const p of [101, 102, 103]) {
+      const byService = (await api(`/api/v1/files?limit=100&page=${p}`)).body.files.map((f: { id: string }) => f.id);
+      const byOffset = (
+        await files.page(
+          h.ws.workspace_id,
+          {},
+          { sort: 'created_at', direction: 'desc', limit: 100, offset: (p - 1) * 100 },
+        )
+      ).rows.map((f) => f.id);
+      assert.deepEqual(byService, byOffset, `page ${p}`);
+    }
+    const total_ = (await api('/api/v1/files?limit=100&page=2')).body.meta;
+    assert.deepEqual([total_.total, total_.totalEstimated], [total, false]);
+  });
+});
