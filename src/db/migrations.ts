@@ -329,9 +329,8 @@ const migrations: Record<string, Migration> = {
         .addColumn('tag', 'varchar(255)', (c) => c.notNull())
         .addColumn('created_at', 'varchar(32)', (c) => c.notNull())
         .addColumn('file_id', 'varchar(36)', (c) => c.notNull())
-        .addPrimaryKeyConstraint('file_tags_pk', ['workspace_id', 'tag', 'created_at', 'file_id'])
         .execute();
-      await db.schema.createIndex('file_tags_file_idx').on('file_tags').column('file_id').execute();
+      // Its indexes come with its rows, from rebuildDerived below.
 
       for (const table of ['workspaces', 'folders'])
         for (const column of ['file_count', 'file_bytes'])
