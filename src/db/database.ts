@@ -1,17 +1,25 @@
 import { mkdirSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import SQLite from 'better-sqlite3';
-import { Kysely, PostgresDialect, SqliteDialect, sql } from 'kysely';
+import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import type { Database } from './schema.ts';
+import { SqliteReaderPool, SqliteReadersDialect } from './sqlite-readers.ts';
+import { cacheStatements } from './statement-cache.ts';
 
 export type Dialect = 'sqlite' | 'postgres';
 
 export interface Db {
   kysely: Kysely<Database>;
   dialect: Dialect;
+  /** SQLite only: the threads plain reads run on, when there are any. */
+  readers?: SqliteReaderPool;
   close(): Promise<void>;
 }
+
+/** Reader threads on SQLite unless told otherwise (STOWAGE_SQLITE_READERS). */
+export const DEFAULT_SQLITE_READERS = 2;
+const BUSY_TIMEOUT_MS = 5000;
 
 /** int8 (bigint) columns hold byte counts below 2^53: read them as numbers, not strings. */
 const pgTypes: pg.CustomTypesConfig = {
@@ -19,7 +27,15 @@ const pgTypes: pg.CustomTypesConfig = {
     oid === pg.types.builtins.INT8 ? (v: string) => Number(v) : pg.types.getTypeParser(oid, format),
 };
 
-export function openDatabase(opts: { databaseUrl?: string; dataDir: string; sqlitePath?: string }): Db {
+export interface OpenOptions {
+  databaseUrl?: string;
+  dataDir: string;
+  sqlitePath?: string;
+  /** SQLite: threads for plain reads (0 = every query on the main connection, as before). */
+  sqliteReaders?: number;
+}
+
+export function openDatabase(opts: OpenOptions): Db {
   if (opts.databaseUrl) {
     const pool = new pg.Pool({ connectionString: opts.databaseUrl, max: 10, types: pgTypes });
     // An idle client's error (the server restarted) must not crash the process.
@@ -36,33 +52,25 @@ export function openDatabase(opts: { databaseUrl?: string; dataDir: string; sqli
     path = join(opts.dataDir, 'stowage.db');
   }
   const database = new SQLite(path);
-  database.pragma('journal_mode = WAL');
+  const journal = database.pragma('journal_mode = WAL', { simple: true });
   database.pragma('synchronous = NORMAL');
   database.pragma('foreign_keys = ON');
-  database.pragma('busy_timeout = 5000');
+  database.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
   cacheStatements(database);
-  const kysely = new Kysely<Database>({ dialect: new SqliteDialect({ database }) });
-  return { kysely, dialect: 'sqlite', close: () => kysely.destroy() };
-}
-
-/**
- * Kysely's SQLite driver prepares every query anew; the same few dozen SQL texts come back on
- * every request, so prepared statements are kept (bounded) and reused. A statement still busy
- * (an open iterator) is never handed out twice: a fresh one is prepared instead.
- */
-function cacheStatements(database: SQLite.Database, max = 500): void {
-  const prepare = database.prepare.bind(database);
-  const cache = new Map<string, SQLite.Statement>();
-  database.prepare = ((source: string) => {
-    const known = cache.get(source);
-    if (known && !known.busy) return known;
-    const stmt = prepare(source);
-    if (!known) {
-      if (cache.size >= max) cache.delete(cache.keys().next().value!);
-      cache.set(source, stmt);
-    }
-    return stmt;
-  }) as typeof database.prepare;
+  // Readers need a file they can open themselves (not an in-memory or temporary database) in WAL
+  // mode, where they neither block nor wait for the writer and see each commit at once.
+  const size = opts.sqliteReaders ?? DEFAULT_SQLITE_READERS;
+  const shared = !database.memory && journal === 'wal' && !/^file:.*[?&]mode=memory/.test(database.name);
+  const readers =
+    size > 0 && shared
+      ? new SqliteReaderPool({
+          path: database.name.startsWith('file:') ? database.name : resolve(database.name),
+          size,
+          busyTimeoutMs: BUSY_TIMEOUT_MS,
+        })
+      : undefined;
+  const kysely = new Kysely<Database>({ dialect: new SqliteReadersDialect({ database }, readers ?? null) });
+  return { kysely, dialect: 'sqlite', readers, close: () => kysely.destroy() };
 }
 
 /**

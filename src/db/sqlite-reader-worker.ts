@@ -1,0 +1,64 @@
+// One SQLite reader thread (see sqlite-readers.ts). It owns a read-only connection on the same
+// file as the main connection and runs one SELECT at a time, as sent. In WAL mode each statement
+// run in autocommit starts a new read transaction, which sees every write committed before it;
+// `all()` resets the statement, so no read transaction stays open between two queries (that would
+// both hide later writes and hold back checkpoints).
+import { parentPort, workerData } from 'node:worker_threads';
+import SQLite from 'better-sqlite3';
+import { cacheStatements } from './statement-cache.ts';
+
+export interface ReaderData {
+  path: string;
+  busyTimeoutMs: number;
+}
+
+export interface ReaderRequest {
+  sql: string;
+  parameters: readonly unknown[];
+}
+
+export interface WireError {
+  name: string;
+  message: string;
+  code?: string;
+}
+
+export type ReaderReply = { ready: true } | { rows: unknown[]; blobs: boolean } | { error: WireError };
+
+const port = parentPort;
+if (!port) throw new Error('sqlite-reader-worker runs as a worker thread');
+const { path, busyTimeoutMs } = workerData as ReaderData;
+
+const database = new SQLite(path, { readonly: true, fileMustExist: true });
+database.pragma(`busy_timeout = ${busyTimeoutMs}`);
+cacheStatements(database);
+
+// Structured cloning turns Buffers into plain Uint8Arrays; better-sqlite3 binds Buffers.
+const asBinding = (v: unknown) => (v instanceof Uint8Array && !Buffer.isBuffer(v) ? Buffer.from(v) : v);
+
+function hasBlob(rows: unknown[]): boolean {
+  for (const row of rows) {
+    for (const v of Object.values(row as Record<string, unknown>)) if (v instanceof Uint8Array) return true;
+  }
+  return false;
+}
+
+port.on('message', (req: ReaderRequest) => {
+  let reply: ReaderReply;
+  try {
+    const rows = database.prepare(req.sql).all(req.parameters.map(asBinding));
+    reply = { rows, blobs: hasBlob(rows) };
+  } catch (err) {
+    const e = err as Error & { code?: unknown };
+    reply = {
+      error: {
+        name: e.name ?? 'Error',
+        message: e.message ?? String(err),
+        code: typeof e.code === 'string' ? e.code : undefined,
+      },
+    };
+  }
+  port.postMessage(reply);
+});
+
+port.postMessage({ ready: true } satisfies ReaderReply);

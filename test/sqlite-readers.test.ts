@@ -1,0 +1,252 @@
+// SQLite reader threads (src/db/sqlite-readers.ts): plain reads leave the event loop free, see
+// every committed write, keep their rows and errors as the main connection gives them; queries in
+// a transaction stay on the transaction's connection; a dying thread costs only its query a retry.
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import SQLite from 'better-sqlite3';
+import { type Generated, type Kysely, sql } from 'kysely';
+import { type Db, inTransaction, openDatabase } from '../src/db/database.ts';
+
+interface TestDb {
+  t: { id: Generated<number>; v: string | null; big: number | null; r: number | null; b: Buffer | null };
+}
+
+const dirs: string[] = [];
+const opened: Db[] = [];
+after(async () => {
+  for (const db of opened) await db.close();
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+
+/** A database in a fresh directory (or `dataDir`'s), with table t. */
+async function open(readers: number, dataDir?: string): Promise<{ db: Db; k: Kysely<TestDb>; dataDir: string }> {
+  const dir = dataDir ?? mkdtempSync(join(tmpdir(), 'stowage-readers-'));
+  if (!dataDir) dirs.push(dir);
+  const db = openDatabase({ dataDir: dir, sqliteReaders: readers });
+  opened.push(db);
+  const k = db.kysely as unknown as Kysely<TestDb>;
+  await sql`create table if not exists t (id integer primary key, v text, big integer, r real, b blob)`.execute(k);
+  await db.readers?.ready();
+  return { db, k, dataDir: dir };
+}
+
+/** A SELECT (a SelectQueryNode, so a reader's) that keeps SQLite busy counting to `n`. */
+const slowCount = (k: Kysely<TestDb>, n: number) =>
+  k
+    .withRecursive('c(n)', (qb) =>
+      qb
+        .selectNoFrom(sql<number>`1`.as('n'))
+        .unionAll((q) => q.selectFrom('c').select(sql<number>`n + 1`.as('n')).where('n', '<', n)),
+    )
+    .selectFrom('c')
+    .select((eb) => eb.fn.countAll<number>().as('total'))
+    .executeTakeFirstOrThrow();
+
+/** Runs `fn` and reports how long it took and the longest the event loop stood still meanwhile, in ms. */
+async function loopDelayDuring(fn: () => Promise<unknown>): Promise<{ ms: number; maxDelayMs: number }> {
+  // A 5 ms timer: any gap between two of its ticks beyond 5 ms is time the loop could not turn.
+  let last = performance.now();
+  let maxDelayMs = 0;
+  const timer = setInterval(() => {
+    const now = performance.now();
+    maxDelayMs = Math.max(maxDelayMs, now - last - 5);
+    last = now;
+  }, 5);
+  const t0 = performance.now();
+  await fn();
+  const ms = performance.now() - t0;
+  // A stalled loop shows only when the timer fires again.
+  await sleep(10);
+  clearInterval(timer);
+  return { ms, maxDelayMs };
+}
+
+const COUNT_TO = 3_000_000;
+
+describe('SQLite reader threads', () => {
+  test('a long read runs on a reader: the event loop keeps turning; without readers it stalls', async (t) => {
+    const on = await open(2);
+    const served = on.db.readers!.stats().served;
+    const threaded = await loopDelayDuring(async () => {
+      assert.equal((await slowCount(on.k, COUNT_TO)).total, COUNT_TO);
+    });
+    assert.equal(on.db.readers!.stats().served, served + 1, 'the query went to a reader');
+
+    const off = await open(0);
+    assert.equal(off.db.readers, undefined);
+    const inline = await loopDelayDuring(async () => {
+      assert.equal((await slowCount(off.k, COUNT_TO)).total, COUNT_TO);
+    });
+    const fmt = (x: { ms: number; maxDelayMs: number }) => `${x.maxDelayMs.toFixed(0)} ms of ${x.ms.toFixed(0)} ms`;
+    t.diagnostic(`loop stalled: readers ${fmt(threaded)}, no readers ${fmt(inline)}`);
+    // Relative to each query's own duration, so a slow or busy machine does not change the verdict.
+    assert.ok(
+      threaded.maxDelayMs < threaded.ms / 2,
+      `with readers the loop stalled ${threaded.maxDelayMs.toFixed(0)} ms of a ${threaded.ms.toFixed(0)} ms query`,
+    );
+    assert.ok(
+      inline.maxDelayMs > inline.ms * 0.8,
+      `without readers the loop stalled only ${inline.maxDelayMs.toFixed(0)} ms of a ${inline.ms.toFixed(0)} ms query`,
+    );
+  });
+
+  test('read your writes: every insert is seen by the next read on a reader', async () => {
+    const { db, k } = await open(2);
+    const served = db.readers!.stats().served;
+    for (let i = 0; i < 300; i++) {
+      const { insertId } = await k
+        .insertInto('t')
+        .values({ v: `row ${i}` })
+        .executeTakeFirstOrThrow();
+      const row = await k.selectFrom('t').select('v').where('id', '=', Number(insertId)).executeTakeFirst();
+      assert.equal(row?.v, `row ${i}`);
+      const { n } = await k
+        .selectFrom('t')
+        .select((eb) => eb.fn.countAll<number>().as('n'))
+        .executeTakeFirstOrThrow();
+      assert.equal(n, i + 1);
+    }
+    assert.equal(db.readers!.stats().served, served + 600, 'all reads went to readers');
+  });
+
+  test('in a transaction reads see its own writes; outside, readers see only what is committed', async () => {
+    const { db, k } = await open(2);
+    const kysely = db.kysely;
+    const count = async (q: Kysely<TestDb>) =>
+      (
+        await q
+          .selectFrom('t')
+          .select((eb) => eb.fn.countAll<number>().as('n'))
+          .executeTakeFirstOrThrow()
+      ).n;
+    const before = await count(k);
+    const served = db.readers!.stats().served;
+    await inTransaction(kysely, async (trxDb) => {
+      const trx = trxDb as unknown as Kysely<TestDb>;
+      await trx.insertInto('t').values({ v: 'uncommitted' }).execute();
+      assert.equal(await count(trx), before + 1, 'the transaction sees its own insert');
+      assert.equal(db.readers!.stats().served, served, 'reads of a transaction stay on its connection');
+      // Before readers this would have waited for the transaction (and deadlocked here).
+      assert.equal(await count(k), before, 'a reader does not see the uncommitted insert');
+    });
+    assert.equal(await count(k), before + 1, 'committed: readers see it');
+  });
+
+  test('rows are the same as on the main connection: numbers, big integers, reals, nulls, blobs', async () => {
+    const { db, k, dataDir } = await open(2);
+    await k
+      .insertInto('t')
+      .values([
+        { v: 'a', big: 2 ** 53 + 2, r: 1.5, b: Buffer.from([0, 1, 2, 255]) },
+        { v: null, big: -7, r: null, b: null },
+      ])
+      .execute();
+    const query = () => k.selectFrom('t').selectAll().orderBy('id').execute();
+    const served = db.readers!.stats().served;
+    const threaded = await query();
+    assert.equal(db.readers!.stats().served, served + 1);
+    const inline = await (await open(0, dataDir)).k.selectFrom('t').selectAll().orderBy('id').execute();
+    assert.deepEqual(threaded, inline);
+    assert.equal(Object.getPrototypeOf(threaded[0]), Object.prototype);
+    assert.ok(Buffer.isBuffer(threaded[0].b), 'a blob is a Buffer');
+    assert.equal(typeof threaded[0].big, 'number');
+    // A Buffer parameter arrives as one too.
+    const byBlob = await k
+      .selectFrom('t')
+      .select('v')
+      .where('b', '=', Buffer.from([0, 1, 2, 255]))
+      .execute();
+    assert.deepEqual(byBlob, [{ v: 'a' }]);
+  });
+
+  test("a reader's error is a real SqliteError with the same code as on the main connection", async () => {
+    const on = await open(2);
+    const off = await open(0, on.dataDir);
+    const missing = (q: Kysely<TestDb>) =>
+      (q as unknown as Kysely<{ nope: { id: number } }>).selectFrom('nope').selectAll().execute();
+    const served = on.db.readers!.stats().served;
+    const threaded = await missing(on.k).then(
+      () => assert.fail('no error'),
+      (e: unknown) => e,
+    );
+    assert.equal(on.db.readers!.stats().served, served + 1);
+    const inline = await missing(off.k).then(
+      () => assert.fail('no error'),
+      (e: unknown) => e,
+    );
+    assert.ok(threaded instanceof SQLite.SqliteError);
+    assert.ok(threaded instanceof Error);
+    assert.equal(threaded.code, 'SQLITE_ERROR');
+    assert.equal(threaded.code, (inline as { code?: string }).code);
+    assert.equal(threaded.message, (inline as Error).message);
+  });
+
+  test('a reader killed under a query: the query is retried once, others go on, the pool recovers', async () => {
+    const { db, k } = await open(2);
+    const readers = db.readers!;
+    const [first, second] = readers.threads();
+    // Idle threads take work in order, so the first one runs the slow count.
+    const slow = slowCount(k, COUNT_TO);
+    await sleep(50);
+    assert.equal(readers.stats().busy, 1);
+    await first.terminate();
+    // The second thread gets the retry; queries queued meanwhile wait their turn and succeed.
+    const quick = await k
+      .selectFrom('t')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .executeTakeFirstOrThrow();
+    assert.equal(typeof quick.n, 'number');
+    assert.equal((await slow).total, COUNT_TO, 'retried on another thread');
+    await readers.ready();
+    const now = readers.threads();
+    assert.equal(now.length, 2);
+    assert.ok(!now.includes(first), 'the dead thread was replaced');
+    assert.ok(now.includes(second));
+
+    // A query whose thread dies twice fails, with a code; the pool still recovers.
+    const doomed = slowCount(k, COUNT_TO).then(
+      () => assert.fail('no error'),
+      (e: unknown) => e,
+    );
+    await sleep(50);
+    const [busy, other] = readers.threads();
+    await busy.terminate();
+    await sleep(50);
+    assert.equal(readers.stats().busy, 1, 'retried on the other thread');
+    await other.terminate();
+    const err = (await doomed) as Error & { code?: string };
+    assert.equal(err.code, 'SQLITE_READER_EXITED');
+    // Meanwhile reads fall back to the main connection rather than wait or fail.
+    assert.equal((await k.selectFrom('t').selectAll().execute()).length, 0);
+    await readers.ready();
+    const served = readers.stats().served;
+    assert.equal((await slowCount(k, 1000)).total, 1000);
+    assert.equal(readers.stats().served, served + 1, 'readers serve again');
+  });
+
+  test('in-memory databases have no readers and work as before', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'stowage-readers-'));
+    dirs.push(dir);
+    const db = openDatabase({ dataDir: dir, sqlitePath: ':memory:', sqliteReaders: 2 });
+    opened.push(db);
+    assert.equal(db.readers, undefined);
+    const k = db.kysely as unknown as Kysely<TestDb>;
+    await sql`create table t (id integer primary key, v text, big integer, r real, b blob)`.execute(k);
+    await k.insertInto('t').values({ v: 'x' }).execute();
+    assert.deepEqual(await k.selectFrom('t').select('v').execute(), [{ v: 'x' }]);
+  });
+
+  test('close() ends the reader threads', async () => {
+    const { db } = await open(2);
+    const threads = db.readers!.threads();
+    const exits = threads.map((w) => new Promise((resolve) => w.once('exit', resolve)));
+    await db.close();
+    await Promise.all(exits);
+    assert.equal(db.readers!.threads().length, 0);
+    opened.splice(opened.indexOf(db), 1);
+  });
+});
