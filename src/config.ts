@@ -85,6 +85,8 @@ export interface Config {
    * below it are refused 507 before a byte is written (0 = no floor).
    */
   minFreeBytes: number;
+  /** SQLite: threads that run plain reads, so a long one never stalls the event loop (0 = all on the main thread). */
+  sqliteReaders: number;
   /** A request body that sends nothing for this long is cut (0 = never). Idle time, not total time. */
   bodyIdleTimeoutMs: number;
   /** Longest a client may take to send a request's headers (Node's headersTimeout). */
@@ -224,6 +226,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
   const sweepIntervalMs = integer('STOWAGE_SWEEP_INTERVAL_MS', 60_000, 0, 24 * 3600 * 1000);
   const sweepGraceMs = integer('STOWAGE_SWEEP_GRACE_MS', 15 * 60 * 1000, 0, 7 * 24 * 3600 * 1000);
   const minFreeBytes = integer('STOWAGE_MIN_FREE_BYTES', 256 * 1024 * 1024, 0, Number.MAX_SAFE_INTEGER);
+  const sqliteReaders = integer('STOWAGE_SQLITE_READERS', 2, 0, 64);
   const bodyIdleTimeoutMs = integer('STOWAGE_BODY_IDLE_TIMEOUT_MS', 60_000, 0, 3_600_000);
   if (bodyIdleTimeoutMs > 0 && bodyIdleTimeoutMs < 100)
     problems.push(`STOWAGE_BODY_IDLE_TIMEOUT_MS must be 0 (never) or at least 100 (got "${bodyIdleTimeoutMs}")`);
@@ -269,6 +272,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     sweepIntervalMs,
     sweepGraceMs,
     minFreeBytes,
+    sqliteReaders,
     bodyIdleTimeoutMs,
     headersTimeoutMs,
     keepAliveTimeoutMs,

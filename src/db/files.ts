@@ -236,19 +236,31 @@ export class FileRepository {
   /** How many files match `f`, counting no further than `cap` + 1 (then `exact` is false). */
   async countUpTo(workspaceId: string, f: FileFilter, cap: number): Promise<{ count: number; exact: boolean }> {
     const onlyTags = !f.folderId && !f.under && !f.nameContains?.length && !f.createdAtMost && f.tags?.length === 1;
+    const one = sql<number>`1`.as('one');
+    const n = sql<number>`count(*)`.as('n');
     // One tag and nothing else: its index range alone answers, without visiting the files.
-    const matches = onlyTags
-      ? this.db
-          .selectFrom('file_tags')
-          .select(sql<number>`1`.as('one'))
-          .where('workspace_id', '=', workspaceId)
-          .where('tag', '=', (f.tags as string[])[0])
-          .limit(cap + 1)
-      : this.matching(workspaceId, f, 'created_at', true)
-          .q.select(sql<number>`1`.as('one'))
-          .limit(cap + 1);
-    const { rows } = await sql<{ n: number }>`select count(*) as n from (${matches}) m`.execute(this.db);
-    const row = rows[0];
+    const row = onlyTags
+      ? await this.db
+          .selectFrom(
+            this.db
+              .selectFrom('file_tags')
+              .select(one)
+              .where('workspace_id', '=', workspaceId)
+              .where('tag', '=', (f.tags as string[])[0])
+              .limit(cap + 1)
+              .as('m'),
+          )
+          .select(n)
+          .executeTakeFirstOrThrow()
+      : await this.db
+          .selectFrom(
+            this.matching(workspaceId, f, 'created_at', true)
+              .q.select(one)
+              .limit(cap + 1)
+              .as('m'),
+          )
+          .select(n)
+          .executeTakeFirstOrThrow();
     const count = Number(row.n);
     return { count: Math.min(count, cap), exact: count <= cap };
   }

@@ -72,7 +72,11 @@ export interface ServiceOptions {
 const JOB_CONCURRENCY = 8;
 
 export async function createServices(config: Config, opts: ServiceOptions = {}): Promise<Services> {
-  const db = openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+  const db = openDatabase({
+    databaseUrl: config.databaseUrl,
+    dataDir: config.dataDir,
+    sqliteReaders: config.sqliteReaders,
+  });
   try {
     await migrateToLatest(db.kysely);
   } catch (err) {

@@ -82,6 +82,8 @@ export function testConfig(dataDir: string, overrides: Partial<Config> = {}): Co
     headersTimeoutMs: 30_000,
     keepAliveTimeoutMs: 72_000,
     maxConcurrentUploads: 32,
+    // Reader threads as in production, so every suite on SQLite reads through them.
+    sqliteReaders: 2,
     ...overrides,
   };
 }
