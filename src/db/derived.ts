@@ -164,6 +164,7 @@ export async function rebuildDerived<T>(db: Kysely<T>): Promise<void> {
        from (select folder_id, count(*) as n, sum(size) as b from files where folder_id is not null group by folder_id) s
       where d.id = s.folder_id`,
   );
+  await run(db, 'analyze file_tags');
 }
 
 /** Whether PostgreSQL could give the name search its trigram index (pg_trgm may not be installable). */

@@ -43,7 +43,9 @@ export interface NewFile {
  */
 export function deliveryPath(folderPath: string, name: string): string {
   const segments = [...(folderPath ? folderPath.split('/') : []), name].map(encodeURIComponent);
-  if (segments.length > 1 && !segments[0].includes('%')) {
+  // Only a segment that starts like a token ("w_…") can read as one; the others skip the parse,
+  // whose refusal (an exception with its stack) would otherwise cost every record of a page.
+  if (segments.length > 1 && !segments[0].includes('%') && /^[a-z]+_/.test(segments[0])) {
     try {
       parseTransform(segments[0]);
       segments[0] = segments[0].replace('_', '%5F');
