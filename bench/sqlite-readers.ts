@@ -55,7 +55,6 @@ async function seed(db: Db): Promise<string[]> {
           file_no: newShortId(),
           workspace_id: workspace,
           folder_id: null,
-          folder_path: '',
           name: `f${i}.png`,
           blob_id: blob,
           size: 10,

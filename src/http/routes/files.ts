@@ -1,6 +1,6 @@
 // Files and folders: list, details, rename, update, signed URLs, delete (/api/v1/files, /api/v1/folders).
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import { errorResponses } from '../../contract/errors.ts';
 import {
   Deleted,
@@ -54,14 +54,12 @@ export async function fileRoutes(
     },
     async (request, reply) => {
       // X-Snapshot: the instant this page describes; a later page sent with it ignores newer files.
-      const { snapshot, ...result } = await files.list(ws(request), request.query);
+      const { snapshot, files: records, meta } = await files.list(ws(request), request.query);
       reply.header('x-snapshot', snapshot);
-      const { page, limit, total, hasNext } = result.meta;
-      return {
-        ...result,
-        next_cursor: result.meta.nextCursor,
-        items: result.files,
-        data: result.files,
+      const { page, limit, total, hasNext } = meta;
+      const rest: Omit<FilePage, 'files' | 'items' | 'data'> = {
+        meta,
+        next_cursor: meta.nextCursor,
         page,
         current_page: page,
         limit,
@@ -72,6 +70,21 @@ export async function fileRoutes(
         has_next: hasNext,
         has_next_page: hasNext,
       };
+      // The page's records go out three times (files, items, data: the names different SDK
+      // generations read), about 3.5 KB each: encoded once and sent as bytes, which took a
+      // 100-file page from two serialisations and a UTF-8 pass over ~350 KB to one of ~115 KB.
+      // The records are built field by field to the FileRecord schema (file-records.ts `view`).
+      const list = Buffer.from(JSON.stringify(records));
+      const body = Buffer.concat([
+        Buffer.from('{"files":'),
+        list,
+        Buffer.from(',"items":'),
+        list,
+        Buffer.from(',"data":'),
+        list,
+        Buffer.from(`,${JSON.stringify(rest).slice(1)}`),
+      ]);
+      return sendJsonBytes(reply, body);
     },
   );
 
@@ -246,4 +259,9 @@ export async function fileRoutes(
       return { success: true as const, message: 'folder deleted' };
     },
   );
+}
+
+/** Sends JSON already encoded (the schema documents it; the bytes skip the serializer). */
+function sendJsonBytes(reply: FastifyReply, body: Buffer): FastifyReply {
+  return reply.type('application/json; charset=utf-8').send(body);
 }
