@@ -7,8 +7,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { sql } from 'kysely';
 import { Registry } from 'prom-client';
-import { type Db, openDatabase } from '../src/db/database.ts';
+import { type Db, inTransaction, openDatabase } from '../src/db/database.ts';
 import { migrateToLatest } from '../src/db/migrations.ts';
 import { openJobQueue } from '../src/jobs/index.ts';
 import { freshPostgres } from './helpers/harness.ts';
@@ -72,6 +73,36 @@ describe('in-process job runner', () => {
       assert.equal(await metric(registry, 'stowage_job_failures_total', 'webhook.deliver'), 0);
       const text = await registry.metrics();
       assert.match(text, /stowage_job_duration_seconds_count\{job="webhook.deliver"\} 2/);
+    } finally {
+      await jobs.close();
+    }
+  });
+
+  test('a job added in a transaction waits for its commit and is dropped with a rollback', async () => {
+    await sql`create table job_probe (id text)`.execute(db.kysely);
+    const { jobs } = await queueOver(db);
+    const ran: { id: string; seen: number }[] = [];
+    // What the handler reads is on the database: before the commit there is nothing to read.
+    jobs.define('webhook.deliver', async (p) => {
+      const { rows } = await sql`select id from job_probe where id = ${p.id}`.execute(db.kysely);
+      ran.push({ id: p.id, seen: rows.length });
+    });
+    await jobs.start();
+    try {
+      await inTransaction(db.kysely, async (trx) => {
+        await jobs.add('webhook.deliver', { id: 'rolled-back', attempt: 1 }, { trx, jobKey: 'rb' });
+        throw new Error('rollback');
+      }).catch(() => {});
+      await inTransaction(db.kysely, async (trx) => {
+        await sql`insert into job_probe (id) values ('committed')`.execute(trx);
+        await jobs.add('webhook.deliver', { id: 'committed', attempt: 1 }, { trx, jobKey: 'c' });
+        assert.deepEqual([...(await jobs.missing(['c'], 1000))], ['c'], 'not queued before the commit');
+        await sleep(100);
+        assert.deepEqual(ran, [], 'nothing ran inside the transaction');
+      });
+      await until(() => ran.length === 1);
+      await sleep(50);
+      assert.deepEqual(ran, [{ id: 'committed', seen: 1 }], 'ran once, after the commit, and saw its row');
     } finally {
       await jobs.close();
     }

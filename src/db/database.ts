@@ -77,8 +77,36 @@ export function openDatabase(opts: OpenOptions): Db {
  * Runs `fn` in one transaction. Repositories built on `trx` take part in it, so a service can
  * make several of their changes atomically without writing a query itself.
  */
-export function inTransaction<T>(kysely: Kysely<Database>, fn: (trx: Kysely<Database>) => Promise<T>): Promise<T> {
-  return kysely.transaction().execute(fn);
+/** Work to do once a transaction opened by inTransaction has committed (dropped if it rolls back). */
+const commitHooks = new WeakMap<Kysely<Database>, Array<() => void>>();
+
+export async function inTransaction<T>(
+  kysely: Kysely<Database>,
+  fn: (trx: Kysely<Database>) => Promise<T>,
+): Promise<T> {
+  let hooks: Array<() => void> = [];
+  const result = await kysely.transaction().execute((trx) => {
+    commitHooks.set(trx, hooks);
+    return fn(trx);
+  });
+  for (const hook of hooks) hook();
+  hooks = [];
+  return result;
+}
+
+/**
+ * Runs `hook` after `trx` commits, or now when `trx` is not a transaction; false (and nothing
+ * done) when `trx` is a transaction that inTransaction did not open.
+ */
+export function afterCommit(trx: Kysely<Database>, hook: () => void): boolean {
+  if (!trx.isTransaction) {
+    hook();
+    return true;
+  }
+  const hooks = commitHooks.get(trx);
+  if (!hooks) return false;
+  hooks.push(hook);
+  return true;
 }
 
 export async function ping(db: Db): Promise<void> {

@@ -1,6 +1,7 @@
 // The in-process runner, for the embedded default (SQLite, one process): jobs wait in memory
 // and one timer wakes the runner at the next due time. Nothing here survives a restart: each
 // job's owner queues again at start what its tables say is still to do (webhooks do).
+import { afterCommit } from '../db/database.ts';
 import type { JobMetrics } from './metrics.ts';
 import { BaseJobQueue, type EnqueueOptions } from './queue.ts';
 import type { JobLogger, JobName } from './types.ts';
@@ -38,6 +39,14 @@ export class InProcessJobQueue extends BaseJobQueue {
   }
 
   protected async enqueue(name: JobName, payload: unknown, opts: EnqueueOptions): Promise<void> {
+    // A job added in a transaction waits for its commit (and is dropped with a rollback), as the
+    // PostgreSQL queue's row does: a handler that ran before the commit would not find its data,
+    // since plain reads may run on another connection (the SQLite reader threads).
+    if (opts.trx?.isTransaction) {
+      const { trx, ...rest } = opts;
+      if (afterCommit(trx, () => void this.enqueue(name, payload, rest))) return;
+      this.log.warn({ job: name }, 'job added in a transaction not opened by inTransaction; queued before its commit');
+    }
     const runAt = opts.runAt?.getTime() ?? Date.now();
     const same = opts.jobKey ? this.waitingByKey.get(opts.jobKey) : undefined;
     if (same) {
