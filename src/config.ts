@@ -1,6 +1,7 @@
 // Configuration is read once, at start, from the environment into one typed object that is
 // passed to everything that needs it. Nothing else in the code reads process.env.
 import { randomBytes } from 'node:crypto';
+import { availableParallelism } from 'node:os';
 import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { isAbsolute, join, resolve } from 'node:path';
 
@@ -95,6 +96,28 @@ export interface Config {
   keepAliveTimeoutMs: number;
   /** Uploads in progress per workspace on this node (429 above; 0 = no cap). */
   maxConcurrentUploads: number;
+  /** Bounds on making renditions (docs/api/delivery.md#limits). */
+  render: RenderSettings;
+}
+
+export interface RenderSettings {
+  /** Largest rendition, in megapixels (width x height); 400 above. */
+  maxMegapixels: number;
+  /** Longest side of a rendition, in pixels; 400 above. */
+  maxSide: number;
+  /** One render's time budget; over it the render is abandoned and answered 503. */
+  timeoutMs: number;
+  /** Renders at once on this node. */
+  concurrency: number;
+  /** Renders waiting for a slot; one more is answered 503. */
+  queue: number;
+  /** libvips worker threads per render (sharp.concurrency). */
+  threads: number;
+}
+
+/** The render bounds when nothing is configured: concurrency = cores, each render one libvips thread. */
+export function renderDefaults(cores = availableParallelism()): RenderSettings {
+  return { maxMegapixels: 25, maxSide: 8192, timeoutMs: 10_000, concurrency: cores, queue: 8 * cores, threads: 1 };
 }
 
 /** Standard Webhooks' reference schedule: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h (~27.5 h). */
@@ -233,6 +256,15 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
   const headersTimeoutMs = integer('STOWAGE_HEADERS_TIMEOUT_MS', 30_000, 100, 600_000);
   const keepAliveTimeoutMs = integer('STOWAGE_KEEP_ALIVE_TIMEOUT_MS', 72_000, 1, 3_600_000);
   const maxConcurrentUploads = integer('STOWAGE_MAX_CONCURRENT_UPLOADS', 32, 0, 1_000_000);
+  const renderFallback = renderDefaults();
+  const render: RenderSettings = {
+    maxMegapixels: integer('STOWAGE_RENDER_MAX_MEGAPIXELS', renderFallback.maxMegapixels, 1, 1000),
+    maxSide: integer('STOWAGE_RENDER_MAX_SIDE', renderFallback.maxSide, 16, 10_000),
+    timeoutMs: integer('STOWAGE_RENDER_TIMEOUT_MS', renderFallback.timeoutMs, 1, 600_000),
+    concurrency: integer('STOWAGE_RENDER_CONCURRENCY', renderFallback.concurrency, 1, 1024),
+    queue: integer('STOWAGE_RENDER_QUEUE', renderFallback.queue, 0, 100_000),
+    threads: integer('STOWAGE_RENDER_THREADS', renderFallback.threads, 1, 1024),
+  };
 
   let masterKey: Buffer | undefined;
   const masterRaw = read('STOWAGE_MASTER_KEY');
@@ -277,6 +309,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     headersTimeoutMs,
     keepAliveTimeoutMs,
     maxConcurrentUploads,
+    render,
     remoteTimeoutMs,
     privateUrlTtl,
     webhookRetrySchedule,

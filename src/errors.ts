@@ -136,6 +136,30 @@ export const errors = {
       'BODY_TIMEOUT',
       `No byte of the request body arrived for ${ms} ms; the connection is closed. Send the request again`,
     ),
+  /** A rendition over STOWAGE_RENDER_MAX_MEGAPIXELS or STOWAGE_RENDER_MAX_SIDE. */
+  renditionTooLarge: (w: number, h: number, megapixels: number, side: number) =>
+    appError(
+      'RENDITION_TOO_LARGE',
+      `the rendition would be ${w}x${h} px; the limit is ${megapixels} megapixels and ${side} px per side`,
+    ),
+  /** e_blur / e_sharpen above what the rendition's size allows. */
+  effectTooStrong: (effect: string, w: number, h: number, max: string) =>
+    appError(
+      'EFFECT_TOO_STRONG',
+      `${effect} is stronger than a ${w}x${h} rendition can show; at most ${max} at that size`,
+    ),
+  /** STOWAGE_RENDER_TIMEOUT_MS ran out: the render was abandoned. */
+  renderTimeout: (ms: number, retryAfterSeconds: number) =>
+    appError(
+      'RENDER_TIMEOUT',
+      `The rendition took longer than ${ms} ms to make and was abandoned; try again later, or ask for a smaller one`,
+      { headers: { 'retry-after': String(retryAfterSeconds) } },
+    ),
+  /** Every render slot is busy and STOWAGE_RENDER_QUEUE requests already wait. */
+  renderBusy: (retryAfterSeconds: number) =>
+    appError('RENDER_BUSY', `Too many renditions are being made; retry in ${retryAfterSeconds} s`, {
+      headers: { 'retry-after': String(retryAfterSeconds) },
+    }),
   serviceUnavailable: (what: string) =>
     appError('SERVICE_UNAVAILABLE', `${what} is not answering; try again shortly`, {
       headers: { 'retry-after': '5' },

@@ -137,7 +137,8 @@ describe('delivery', () => {
       return [meta.width, meta.height];
     };
     const rgb = (stats: { channels: { mean: number }[] }) => stats.channels.slice(0, 3).map((c) => Math.round(c.mean));
-    assert.deepEqual(await dims('w_320,ar_16:9,c_fill'), [320, 180]);
+    assert.deepEqual(await dims('w_320,ar_16:9,c_fill,el_1'), [320, 180], 'el_1 enlarges');
+    assert.deepEqual(await dims('w_320,ar_16:9,c_fill'), [200, 113], 'no enlargement: the box shrinks, keeping 16:9');
     assert.deepEqual(await dims('h_90,ar_2:1'), [180, 90]);
     assert.deepEqual(await dims('w_100,h_50,c_fit', 'noisy.png'), [67, 50]);
     assert.deepEqual(await dims('w_100,h_50,c_pad', 'noisy.png'), [100, 50]);

@@ -145,6 +145,16 @@ export const ERROR_CATALOGUE = {
   },
   TRANSFORM_FAILED: { status: 400, error: VALIDATION, message: 'the image could not be decoded for transform' },
   IMAGE_TOO_LARGE: { status: 400, error: VALIDATION, message: 'the image is larger than the pixel limit' },
+  RENDITION_TOO_LARGE: {
+    status: 400,
+    error: VALIDATION,
+    message: 'the rendition would be {w}x{h} px; the limit is {megapixels} megapixels and {side} px per side',
+  },
+  EFFECT_TOO_STRONG: {
+    status: 400,
+    error: VALIDATION,
+    message: '{effect} is stronger than a {w}x{h} rendition can show; at most {max} at that size',
+  },
   URL_REFUSED: { status: 400, error: VALIDATION, message: 'remote_url is not allowed: {why}' },
   REMOTE_FAILED: { status: 502, error: 'Remote fetch failed', message: '{why the download failed}' },
 
@@ -233,6 +243,17 @@ export const ERROR_CATALOGUE = {
     status: 500,
     error: 'Internal server error',
     message: 'Something went wrong on our side; it has been logged',
+  },
+  RENDER_TIMEOUT: {
+    status: 503,
+    error: 'Service unavailable',
+    message:
+      'The rendition took longer than {ms} ms to make and was abandoned; try again later, or ask for a smaller one',
+  },
+  RENDER_BUSY: {
+    status: 503,
+    error: 'Service unavailable',
+    message: 'Too many renditions are being made; retry in {seconds} s',
   },
   SERVICE_UNAVAILABLE: {
     status: 503,

@@ -23,6 +23,8 @@ export interface TransformSpec {
   grayscale?: boolean;
   blur?: number;
   sharpen?: number;
+  /** el_1: the image may be scaled up beyond its own size (never by default). */
+  enlarge?: boolean;
 }
 
 const MAX_DIMENSION = 10_000;
@@ -90,6 +92,10 @@ export function parseTransform(text: string): TransformSpec {
           throw bad(token, 'needs a hex colour like bg_fff or bg_ff0000');
         spec.background = `#${value.toLowerCase()}`;
         break;
+      case 'el':
+        if (value !== '0' && value !== '1') throw bad(token, 'must be el_0 or el_1');
+        if (value === '1') spec.enlarge = true;
+        break;
       case 'e': {
         const [effect, arg] = value.split(':');
         if (effect === 'grayscale' && arg === undefined) spec.grayscale = true;
@@ -124,11 +130,139 @@ export interface ApplyOptions {
   autoFormat: OutputFormat;
   /** Decoding stops above this many pixels (decompression bombs). */
   maxPixels: number;
+  /** The checked plan for this source (planRendition): its box and effect strengths are used. */
+  plan?: RenderPlan;
+  /** libvips stops the render after this many seconds (sharp's timeout; 0 = never). */
+  timeoutSeconds?: number;
+}
+
+export interface RenderLimits {
+  /** Largest output, in megapixels. */
+  maxMegapixels: number;
+  /** Longest output side, in pixels. */
+  maxSide: number;
+}
+
+/** What a spec makes of one source: the resize box (after the no-enlargement rule) and the output. */
+export interface RenderPlan {
+  box?: { width?: number; height?: number };
+  width: number;
+  height: number;
+  blurSigma?: number;
+  sharpenSigma?: number;
+}
+
+/**
+ * Gaussian blur costs about (output megapixels x sigma) ms here; a sigma beyond a quarter of the
+ * longest side shows nothing more than a flat colour. The cap is the smaller of the two.
+ * Sharpening costs a fixed pass plus a part growing with sigma, and a sigma wider than a few
+ * pixels only adds halos.
+ */
+const BLUR_WORK = 300;
+const SHARPEN_WORK = 60;
+
+const blurSigma = (n: number) => Math.min(1000, Math.max(0.3, n / 10));
+const sharpenSigma = (n: number) => Math.min(10, Math.max(0.5, n / 100));
+
+/** The box the tokens ask for: w_ and h_, the missing one from ar_ when given. */
+function requestedBox(spec: TransformSpec): { width?: number; height?: number } {
+  let { width, height } = spec;
+  if (spec.aspectRatio && (width || height)) {
+    const [aw, ah] = spec.aspectRatio;
+    if (width && !height) height = Math.max(1, Math.round((width * ah) / aw));
+    else if (height && !width) width = Math.max(1, Math.round((height * aw) / ah));
+  }
+  return { width, height };
+}
+
+function fitOf(spec: TransformSpec, width?: number, height?: number): 'inside' | 'contain' | 'cover' {
+  if (spec.crop === 'fit') return 'inside';
+  if (spec.crop === 'pad') return 'contain';
+  if (spec.crop === 'fill' || spec.crop === 'crop' || (width && height)) return 'cover';
+  return 'inside';
+}
+
+/** The source's size after `r_` (a rotation by other than a right angle grows the canvas). */
+function rotated(spec: TransformSpec, width: number, height: number): [number, number] {
+  const a = (((spec.rotate ?? 0) % 360) + 360) % 360;
+  if (a === 90 || a === 270) return [height, width];
+  if (a % 180 === 0) return [width, height];
+  const c = Math.abs(Math.cos((a * Math.PI) / 180));
+  const s = Math.abs(Math.sin((a * Math.PI) / 180));
+  return [Math.ceil(width * c + height * s), Math.ceil(width * s + height * c)];
+}
+
+/**
+ * Checks `spec` against `limits` for a source of `source` pixels (EXIF orientation applied) and
+ * says what the render does. No enlargement unless el_1: a box larger than the image could fill
+ * at its own size shrinks by that factor, keeping its shape (w_1600,h_900 of an 800x600 image is
+ * 800x450; c_pad pads the image at its own size). Throws RENDITION_TOO_LARGE and
+ * EFFECT_TOO_STRONG (400).
+ */
+export function planRendition(
+  spec: TransformSpec,
+  source: { width: number; height: number },
+  limits: RenderLimits,
+): RenderPlan {
+  const [sw, sh] = rotated(spec, source.width, source.height);
+  let { width, height } = requestedBox(spec);
+  let out = { width: sw, height: sh };
+  let box: RenderPlan['box'];
+  if (width || height) {
+    const fit = fitOf(spec, width, height);
+    const sx = width ? width / sw : undefined;
+    const sy = height ? height / sh : undefined;
+    const both = sx !== undefined && sy !== undefined;
+    let scale = both ? (fit === 'cover' ? Math.max(sx, sy) : Math.min(sx, sy)) : (sx ?? sy ?? 1);
+    if (spec.crop === 'crop' && scale > 1) {
+      // c_crop keeps sharp's withoutEnlargement: the image is left at its size.
+      out = { width: sw, height: sh };
+    } else {
+      if (scale > 1 && !spec.enlarge) {
+        if (width) width = Math.max(1, Math.round(width / scale));
+        if (height) height = Math.max(1, Math.round(height / scale));
+        scale = 1;
+      }
+      out =
+        both && fit !== 'inside'
+          ? { width: width!, height: height! }
+          : {
+              width: width ?? Math.max(1, Math.round(sw * scale)),
+              height: height ?? Math.max(1, Math.round(sh * scale)),
+            };
+    }
+    box = { width, height };
+  }
+  const megapixels = (out.width * out.height) / 1e6;
+  if (out.width > limits.maxSide || out.height > limits.maxSide || megapixels > limits.maxMegapixels)
+    throw errors.renditionTooLarge(out.width, out.height, limits.maxMegapixels, limits.maxSide);
+  const plan: RenderPlan = { box, width: out.width, height: out.height };
+  const longest = Math.max(out.width, out.height);
+  if (spec.blur) {
+    const cap = Math.max(0.3, Math.min(1000, longest / 4, BLUR_WORK / megapixels));
+    plan.blurSigma = blurSigma(spec.blur);
+    if (plan.blurSigma > cap)
+      throw errors.effectTooStrong(`e_blur:${spec.blur}`, out.width, out.height, `e_blur:${Math.floor(cap * 10)}`);
+  }
+  if (spec.sharpen) {
+    const cap = Math.max(0.5, Math.min(10, SHARPEN_WORK / megapixels));
+    plan.sharpenSigma = sharpenSigma(spec.sharpen);
+    if (plan.sharpenSigma > cap)
+      throw errors.effectTooStrong(
+        `e_sharpen:${spec.sharpen}`,
+        out.width,
+        out.height,
+        `e_sharpen:${Math.floor(cap * 100)}`,
+      );
+  }
+  return plan;
 }
 
 /**
  * A sharp pipeline for `spec` and the format it writes: a Duplex stream, or, given a file path,
- * one that reads the file itself (libvips is faster on files than on streams).
+ * one that reads the file itself (libvips is faster on files than on streams, and a stream is
+ * gathered whole into memory before sharp decodes it). Resizing comes before every effect, so
+ * libvips can shrink JPEG and WebP while decoding them.
  */
 export function buildPipeline(
   spec: TransformSpec,
@@ -137,36 +271,24 @@ export function buildPipeline(
 ): { pipeline: SharpPipeline; format: OutputFormat | null } {
   const options = { limitInputPixels: opts.maxPixels, failOn: 'error' as const, sequentialRead: true };
   let img = (inputPath ? sharp(inputPath, options) : sharp(options)).rotate();
+  if (opts.timeoutSeconds) img = img.timeout({ seconds: opts.timeoutSeconds });
   if (spec.rotate) img = img.rotate(spec.rotate, { background: spec.background ?? '#00000000' });
   if (spec.flip === 'v' || spec.flip === 'hv') img = img.flip();
   if (spec.flip === 'h' || spec.flip === 'hv') img = img.flop();
-  let { width, height } = spec;
-  if (spec.aspectRatio && (width || height)) {
-    const [aw, ah] = spec.aspectRatio;
-    if (width && !height) height = Math.max(1, Math.round((width * ah) / aw));
-    else if (height && !width) width = Math.max(1, Math.round((height * aw) / ah));
-  }
+  const { width, height } = opts.plan ? (opts.plan.box ?? {}) : requestedBox(spec);
   if (width || height) {
-    const fit =
-      spec.crop === 'fit'
-        ? 'inside'
-        : spec.crop === 'pad'
-          ? 'contain'
-          : spec.crop === 'fill' || spec.crop === 'crop' || (width && height)
-            ? 'cover'
-            : 'inside';
     img = img.resize({
       width,
       height,
-      fit,
+      fit: fitOf(spec, width, height),
       position: GRAVITY[spec.position ?? 'c'],
       background: spec.background ?? (spec.crop === 'pad' ? '#ffffff' : undefined),
       withoutEnlargement: spec.crop === 'crop',
     });
   }
   if (spec.grayscale) img = img.grayscale();
-  if (spec.blur) img = img.blur(Math.min(1000, Math.max(0.3, spec.blur / 10)));
-  if (spec.sharpen) img = img.sharpen({ sigma: Math.min(10, Math.max(0.5, spec.sharpen / 100)) });
+  if (spec.blur) img = img.blur(opts.plan?.blurSigma ?? blurSigma(spec.blur));
+  if (spec.sharpen) img = img.sharpen({ sigma: opts.plan?.sharpenSigma ?? sharpenSigma(spec.sharpen) });
   if (spec.background && spec.crop !== 'pad') img = img.flatten({ background: spec.background });
   const format = spec.format === 'auto' ? opts.autoFormat : (spec.format ?? null);
   const quality = spec.quality === 'auto' || spec.quality === undefined ? undefined : spec.quality;

@@ -13,6 +13,9 @@ import { FolderService } from './folders.ts';
 import { DeliveryService } from './delivery.ts';
 import { Redis } from 'ioredis';
 import { once } from 'node:events';
+import { join } from 'node:path';
+import sharp from 'sharp';
+import { RenderQueue } from '../media/render-queue.ts';
 import pino from 'pino';
 import { DomainEvents } from '../events.ts';
 import { type JobQueue, openJobQueue } from '../jobs/index.ts';
@@ -71,6 +74,18 @@ export interface ServiceOptions {
 /** Jobs one node runs at once (webhook attempts are mostly waiting on a receiver). */
 const JOB_CONCURRENCY = 8;
 
+/**
+ * sharp's settings are the process's (libvips is one library per process). No operation cache:
+ * a delivery node decodes each source once per rendition and keeps the result in storage, so
+ * the cache would hold decoded images nobody asks for again (up to 50 MB by default) and keep
+ * files open after they are deleted. One libvips thread per render by default: the render queue
+ * already runs as many renders as there are cores, and more threads than cores only contend.
+ */
+function configureSharp(config: Config): void {
+  sharp.cache(false);
+  sharp.concurrency(config.render.threads);
+}
+
 export async function createServices(config: Config, opts: ServiceOptions = {}): Promise<Services> {
   const db = openDatabase({
     databaseUrl: config.databaseUrl,
@@ -84,7 +99,9 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
     throw err;
   }
   const events = new DomainEvents();
-  const metrics = new Metrics(db, events);
+  configureSharp(config);
+  const renderQueue = new RenderQueue({ concurrency: config.render.concurrency, maxWaiting: config.render.queue });
+  const metrics = new Metrics(db, events, renderQueue);
   const logger = opts.logger ?? pino({ level: 'silent' });
   let jobs: JobQueue;
   try {
@@ -187,7 +204,16 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
     jobs,
     files: new FileService({ db, blobs, records }),
     folders: new FolderService(db, blobs),
-    delivery: new DeliveryService({ db, storage, maxImagePixels: config.maxImagePixels, sources, events }),
+    delivery: new DeliveryService({
+      db,
+      storage,
+      maxImagePixels: config.maxImagePixels,
+      sources,
+      events,
+      render: config.render,
+      queue: renderQueue,
+      tmpDir: join(config.dataDir, 'tmp', 'renders'),
+    }),
     deliverySigner,
     remote,
     tokens,

@@ -2,13 +2,26 @@
 // `/{workspace_id}/{tokens}/{path}` a rendition made by sharp and cached in storage beside the
 // blob (`<blob key>.renditions/<canonical tokens>.<format>`), so a second identical request does
 // no image work. HTTP concerns (Range, conditional requests) stay in the route.
-import type { Readable } from 'node:stream';
+import { createWriteStream } from 'node:fs';
+import { mkdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { PassThrough, type Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { PassThrough } from 'node:stream';
+import { randomUUID } from 'node:crypto';
+import sharp, { type Metadata } from 'sharp';
+import { type RenderSettings, renderDefaults } from '../config.ts';
+import { RenderQueue, type Slot } from '../media/render-queue.ts';
 import type { Db } from '../db/database.ts';
 import { FileRepository } from '../db/files.ts';
 import { AppError, appError, errors } from '../errors.ts';
-import { buildPipeline, type OutputFormat, parseTransform, type TransformSpec } from '../media/transform.ts';
+import {
+  buildPipeline,
+  type OutputFormat,
+  parseTransform,
+  planRendition,
+  type TransformSpec,
+} from '../media/transform.ts';
 import type { ByteRange, StorageDriver } from '../storage/driver.ts';
 import { renditionPrefix } from '../uploads/blob-store.ts';
 import { createHash } from 'node:crypto';
@@ -118,6 +131,7 @@ export function canonical(spec: TransformSpec, format: OutputFormat): string {
   if (spec.grayscale) parts.push('e_grayscale');
   if (spec.blur) parts.push(`e_blur-${spec.blur}`);
   if (spec.sharpen) parts.push(`e_sharpen-${spec.sharpen}`);
+  if (spec.enlarge) parts.push('el_1');
   parts.push(`f_${format}`);
   return parts.join(',');
 }
@@ -140,6 +154,12 @@ export interface DeliveryServiceDeps {
   /** Sources, for `/{workspace_id}-{source_name}/…`. */
   sources?: SourceService;
   events?: DomainEvents;
+  /** Bounds on renders (STOWAGE_RENDER_*); the defaults when not given. */
+  render?: RenderSettings;
+  /** This node's render queue (shared with metrics); one is made from `render` when not given. */
+  queue?: RenderQueue;
+  /** Where a source that is not a local file is written before it is rendered. */
+  tmpDir?: string;
 }
 
 export class DeliveryService {
@@ -148,6 +168,10 @@ export class DeliveryService {
   private readonly maxPixels: number;
   private readonly sources?: SourceService;
   private readonly events?: DomainEvents;
+  private readonly limits: RenderSettings;
+  readonly queue: RenderQueue;
+  private readonly tmpDir: string;
+  private tmpReady?: Promise<unknown>;
   /** Counts renditions made (tests and metrics read it). */
   readonly stats = { renditionsMade: 0, renditionCacheHits: 0 };
 
@@ -157,6 +181,9 @@ export class DeliveryService {
     this.maxPixels = deps.maxImagePixels;
     this.sources = deps.sources;
     this.events = deps.events;
+    this.limits = deps.render ?? renderDefaults();
+    this.queue = deps.queue ?? new RenderQueue({ concurrency: this.limits.concurrency, maxWaiting: this.limits.queue });
+    this.tmpDir = deps.tmpDir ?? join(tmpdir(), 'stowage-renders');
   }
 
   private async file(workspaceId: string, segments: string[]) {
@@ -219,7 +246,7 @@ export class DeliveryService {
     this.events?.emit('rendition', Boolean(info));
     if (info) this.stats.renditionCacheHits++;
     else {
-      await this.render(file.storage_key, { ...spec, format }, key);
+      await this.queue.run(key, (slot) => this.render(file.storage_key, { ...spec, format }, key, slot));
       info = await this.storage.stat(key);
       if (!info) throw new Error('rendition vanished after it was made');
     }
@@ -292,8 +319,10 @@ export class DeliveryService {
     this.events?.emit('rendition', fresh);
     if (fresh && info) this.stats.renditionCacheHits++;
     else {
-      const origin = await openOrigin(source.type, source.config, path, deps, web);
-      await this.renderStream(origin.body, { ...tokens, format }, key);
+      await this.queue.run(key, async (slot) => {
+        const origin = await openOrigin(source.type, source.config, path, deps, web);
+        await this.renderStream(origin.body, { ...tokens, format }, key, slot);
+      });
       info = await this.storage.stat(key);
       if (!info) throw new Error('rendition vanished after it was made');
     }
@@ -312,28 +341,69 @@ export class DeliveryService {
     };
   }
 
-  private async render(sourceKey: string, spec: TransformSpec, key: string): Promise<void> {
+  private async render(sourceKey: string, spec: TransformSpec, key: string, slot?: Slot): Promise<void> {
     // On local disk libvips reads the file itself; elsewhere the object is streamed in.
     const path = this.storage.localPath?.(sourceKey);
-    await this.renderStream(path ?? (await this.storage.get(sourceKey)), spec, key);
+    await this.renderStream(path ?? (await this.storage.get(sourceKey)), spec, key, slot);
   }
 
-  private async renderStream(source: Readable | string, spec: TransformSpec, key: string): Promise<void> {
-    const { pipeline: img } = buildPipeline(
-      spec,
-      { autoFormat: 'webp', maxPixels: this.maxPixels },
-      typeof source === 'string' ? source : undefined,
-    );
-    const out = new PassThrough();
-    const running = (typeof source === 'string' ? pipeline(img, out) : pipeline(source, img, out)).catch((err) =>
-      out.destroy(err),
-    );
+  /**
+   * Makes the rendition `key` of `source` (a file path, or a stream first written to a file:
+   * sharp gathers a stream whole into memory before decoding it, a file it reads in strips).
+   * Checked against the limits before any pixel is decoded; answered 503 when the time budget
+   * runs out. libvips itself stops at the budget rounded up to whole seconds (sharp's timeout),
+   * and the slot stays taken until it has.
+   */
+  private async renderStream(source: Readable | string, spec: TransformSpec, key: string, slot?: Slot): Promise<void> {
+    const spooled = typeof source === 'string' ? undefined : await this.spool(source);
+    const path = spooled ?? (source as string);
+    const cleanup = () => (spooled ? rm(spooled, { force: true }) : Promise.resolve());
+    let handed = false;
     try {
+      const plan = planRendition(spec, await this.dimensions(path), this.limits);
+      const { timeoutMs } = this.limits;
+      const seconds = Math.ceil(timeoutMs / 1000);
+      const { pipeline: img } = buildPipeline(
+        spec,
+        { autoFormat: 'webp', maxPixels: this.maxPixels, plan, timeoutSeconds: seconds },
+        path,
+      );
+      const out = new PassThrough();
+      const abort = new AbortController();
+      const running = pipeline(img, out).catch((err) => {
+        out.destroy(err);
+        throw err;
+      });
       // A cache entry can always be made again: no flush to disk.
-      await this.storage.put(key, out, { durable: false });
-      await running;
+      const work = Promise.all([this.storage.put(key, out, { durable: false, signal: abort.signal }), running]);
+      // Should storage stall after libvips has stopped, the write is cut a second later.
+      const stop = setTimeout(() => abort.abort(), seconds * 1000 + 1000);
+      const settled = work.then(
+        () => undefined,
+        () => undefined,
+      );
+      void settled.finally(() => {
+        clearTimeout(stop);
+        return cleanup();
+      });
+      slot?.hold(settled);
+      handed = true;
+      let budget: NodeJS.Timeout | undefined;
+      const late = new Promise<'late'>((resolve) => {
+        budget = setTimeout(() => resolve('late'), timeoutMs);
+      });
+      try {
+        if ((await Promise.race([work, late])) === 'late') throw TIMED_OUT;
+      } finally {
+        clearTimeout(budget);
+      }
     } catch (err) {
-      // Already in the documented shape (a full disk while caching: 507).
+      if (!handed) await cleanup();
+      if (err === TIMED_OUT || /timeout/i.test(String((err as Error).message))) {
+        this.queue.timedOut();
+        throw errors.renderTimeout(this.limits.timeoutMs, Math.max(1, Math.ceil(this.limits.timeoutMs / 1000)));
+      }
+      // Already in the documented shape (a limit, a full disk while caching: 507).
       if (err instanceof AppError) throw err;
       const message = String((err as Error).message);
       if (/pixel limit/i.test(message)) throw appError('IMAGE_TOO_LARGE');
@@ -341,7 +411,49 @@ export class DeliveryService {
     }
     this.stats.renditionsMade++;
   }
+
+  /** The source's size with its EXIF orientation applied, read from its header only. */
+  private async dimensions(path: string): Promise<{ width: number; height: number }> {
+    let meta: Metadata;
+    try {
+      meta = await sharp(path, { limitInputPixels: false }).metadata();
+    } catch {
+      throw appError('TRANSFORM_FAILED', 'the image could not be decoded');
+    }
+    if (!meta.width || !meta.height) throw appError('TRANSFORM_FAILED', 'the image could not be decoded');
+    if (meta.width * meta.height > this.maxPixels) throw appError('IMAGE_TOO_LARGE');
+    return meta.autoOrient ?? { width: meta.width, height: meta.height };
+  }
+
+  /**
+   * A source stream written to a file of its own. No image within the pixel limit needs more
+   * than 8 bytes a pixel even uncompressed (16-bit RGBA), so a longer one is refused as it comes.
+   */
+  private async spool(body: Readable): Promise<string> {
+    this.tmpReady ??= mkdir(this.tmpDir, { recursive: true });
+    await this.tmpReady;
+    const path = join(this.tmpDir, randomUUID());
+    const max = this.maxPixels * 8 + 1024 * 1024;
+    let seen = 0;
+    const bound = new Transform({
+      transform(chunk: Buffer, _enc, cb) {
+        seen += chunk.length;
+        cb(seen > max ? appError('IMAGE_TOO_LARGE') : null, chunk);
+      },
+    });
+    try {
+      await pipeline(body, bound, createWriteStream(path, { flags: 'wx' }));
+    } catch (err) {
+      await rm(path, { force: true });
+      if (err instanceof AppError) throw err;
+      throw appError('TRANSFORM_FAILED', 'the image could not be read');
+    }
+    return path;
+  }
 }
+
+/** The time budget ran out (a marker, never thrown out of this module). */
+const TIMED_OUT = new Error('render time budget');
 
 function formatOf(mime: string): OutputFormat {
   if (mime === 'image/png') return 'png';

@@ -5,13 +5,14 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom
 import type { Db } from '../db/database.ts';
 import { UploadSessionRepository } from '../db/upload-sessions.ts';
 import { WebhookDeliveries } from '../db/webhooks.ts';
+import type { RenderQueue } from '../media/render-queue.ts';
 
 export class Metrics {
   readonly registry = new Registry();
   readonly requests: Counter<'method' | 'route' | 'status'>;
   readonly duration: Histogram<'method' | 'route' | 'status'>;
 
-  constructor(db: Db, events: DomainEvents) {
+  constructor(db: Db, events: DomainEvents, renders?: RenderQueue) {
     collectDefaultMetrics({ register: this.registry, prefix: 'stowage_' });
     const sessions = new UploadSessionRepository(db.kysely);
     const deliveries = new WebhookDeliveries(db);
@@ -52,6 +53,7 @@ export class Metrics {
       uploads.inc({ source: e.source });
     });
     events.on('rendition', (hit: boolean) => renditions.inc({ result: hit ? 'hit' : 'miss' }));
+    if (renders) this.watchRenders(renders, registers);
     new Gauge({
       name: 'stowage_multipart_sessions_active',
       help: 'Multipart sessions open for parts',
@@ -69,6 +71,43 @@ export class Metrics {
         const counts = await deliveries.counts();
         for (const status of ['pending', 'failed'] as const) this.set({ status }, counts[status]);
       },
+    });
+  }
+
+  /** The render queue: its depth and running renders, how long renders take, and what was refused. */
+  private watchRenders(queue: RenderQueue, registers: Registry[]): void {
+    new Gauge({
+      name: 'stowage_render_queue_depth',
+      help: 'Renditions waiting for a render slot on this node',
+      registers,
+      collect() {
+        this.set(queue.depth);
+      },
+    });
+    new Gauge({
+      name: 'stowage_renders_running',
+      help: 'Renditions being made on this node',
+      registers,
+      collect() {
+        this.set(queue.active);
+      },
+    });
+    const duration = new Histogram({
+      name: 'stowage_render_duration_seconds',
+      help: 'Time a render held its slot, by outcome (ok or the error code)',
+      labelNames: ['outcome'],
+      buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      registers,
+    });
+    const rejects = new Counter({
+      name: 'stowage_render_rejects_total',
+      help: 'Renditions refused because the queue was full (queue_full) or abandoned at the time budget (timeout)',
+      labelNames: ['reason'],
+      registers,
+    });
+    queue.observe({
+      finished: (seconds, outcome) => duration.observe({ outcome }, seconds),
+      rejected: (reason) => rejects.inc({ reason }),
     });
   }
 }

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import pg from 'pg';
 import { buildApp, REDACT_PATHS } from '../../src/app.ts';
-import type { Config } from '../../src/config.ts';
+import { type Config, renderDefaults } from '../../src/config.ts';
 import { createServices, type ServiceOptions, type Services } from '../../src/services/container.ts';
 import type { CreatedWorkspace } from '../../src/services/workspaces.ts';
 import { externalService } from './services.ts';
@@ -82,6 +82,7 @@ export function testConfig(dataDir: string, overrides: Partial<Config> = {}): Co
     headersTimeoutMs: 30_000,
     keepAliveTimeoutMs: 72_000,
     maxConcurrentUploads: 32,
+    render: renderDefaults(),
     // Reader threads as in production, so every suite on SQLite reads through them.
     sqliteReaders: 2,
     ...overrides,
