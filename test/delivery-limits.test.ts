@@ -161,6 +161,41 @@ describe('delivery limits: output size, enlargement, effect strength', () => {
   });
 });
 
+describe('the same limits on an upload transform', () => {
+  let h: Harness;
+  let base: string;
+  before(async () => {
+    h = await makeHarness('sqlite');
+    base = await h.app.listen({ host: '127.0.0.1', port: 0 });
+  });
+  after(() => h?.close());
+
+  test('an upload whose transform is too large is refused and stores nothing; enlargement needs el_1', async () => {
+    const photo = await flat(1200, 900);
+    const upload = async (transform: string) => {
+      const form = new FormData();
+      form.append('file', new Blob([new Uint8Array(photo)]));
+      form.append('file_name', 'p.jpg');
+      form.append('transform', transform);
+      form.append('random_prefix', 'true');
+      const res = await fetch(`${base}/api/v1/uploads`, { method: 'POST', headers: h.auth, body: form });
+      return { status: res.status, body: (await res.json()) as any };
+    };
+    const big = await upload('w_10000,h_10000,el_1');
+    assert.equal(big.status, 400);
+    assert.equal(big.body.errorCode, 'RENDITION_TOO_LARGE');
+    const blurred = await upload('w_4000,el_1,e_blur:2000');
+    assert.equal(blurred.body.errorCode, 'EFFECT_TOO_STRONG');
+    const files = await h.services.db.kysely.selectFrom('files').select('id').execute();
+    assert.equal(files.length, 0, 'nothing stored');
+    const kept = await upload('w_2400');
+    assert.equal(kept.status, 201, JSON.stringify(kept.body));
+    assert.deepEqual([kept.body.width, kept.body.height], [1200, 900]);
+    const up = await upload('w_2400,el_1');
+    assert.deepEqual([up.body.width, up.body.height], [2400, 1800]);
+  });
+});
+
 describe('delivery limits: a time budget per render', () => {
   let h: Harness;
   let base: string;

@@ -153,7 +153,7 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
     db,
     blobs,
     records,
-    limits: { maxFileSize: config.maxFileSize, maxImagePixels: config.maxImagePixels },
+    limits: { maxFileSize: config.maxFileSize, maxImagePixels: config.maxImagePixels, render: config.render },
     webhooks,
     guard,
     events,

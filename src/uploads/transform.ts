@@ -4,13 +4,16 @@ import { PassThrough } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { AppError, appError, errors } from '../errors.ts';
 import { detect } from '../media/detect.ts';
-import { buildPipeline, type TransformSpec } from '../media/transform.ts';
+import { type RenderSettings, renderDefaults } from '../config.ts';
+import { buildPipeline, planRendition, type TransformSpec } from '../media/transform.ts';
 import type { BlobStore } from './blob-store.ts';
 import type { StageLimits, Staged } from './staging.ts';
 
 export interface TransformDeps {
   blobs: BlobStore;
   maxImagePixels: number;
+  /** The same output, effect and time bounds as delivery (STOWAGE_RENDER_*); the defaults when not given. */
+  render?: RenderSettings;
   /** The limits for the next upload to the workspace (the transformed image is one). */
   limits(workspaceId: string): Promise<StageLimits>;
 }
@@ -23,21 +26,38 @@ export async function transformStaged(
 ): Promise<{ staged: Staged; format: string | null }> {
   const detected = await detect(staged.head, 'upload');
   if (!detected.mime_type.startsWith('image/') || detected.mime_type === 'image/svg+xml') throw errors.notAnImage();
-  const { pipeline: img, format } = buildPipeline(spec, {
-    autoFormat: 'webp',
-    maxPixels: deps.maxImagePixels,
-  });
-  const source = await deps.blobs.storage.get(staged.key);
+  const render = deps.render ?? renderDefaults();
+  // The size from the header, EXIF orientation applied; unknown, the decoder has the last word.
+  const plan =
+    detected.width && detected.height
+      ? planRendition(spec, { width: detected.width, height: detected.height }, render)
+      : undefined;
+  // On local disk libvips reads the staged file itself, in strips, instead of gathering it in memory.
+  const path = deps.blobs.storage.localPath?.(staged.key);
+  const { pipeline: img, format } = buildPipeline(
+    spec,
+    {
+      autoFormat: 'webp',
+      maxPixels: deps.maxImagePixels,
+      plan,
+      timeoutSeconds: Math.ceil(render.timeoutMs / 1000),
+    },
+    path,
+  );
   const out = new PassThrough();
-  const running = pipeline(source, img, out).catch((err) => {
-    out.destroy(err);
-  });
+  const running = (path ? pipeline(img, out) : pipeline(await deps.blobs.storage.get(staged.key), img, out)).catch(
+    (err) => {
+      out.destroy(err);
+    },
+  );
   let result: Staged;
   try {
     result = await deps.blobs.stage(staged.workspaceId, out, await deps.limits(staged.workspaceId));
     await running;
   } catch (err) {
     if (err instanceof AppError) throw err;
+    if (/^timeout/i.test(String((err as Error).message)))
+      throw errors.renderTimeout(render.timeoutMs, Math.max(1, Math.ceil(render.timeoutMs / 1000)));
     throw appError(
       'TRANSFORM_FAILED',
       /pixel limit/i.test(String((err as Error).message))

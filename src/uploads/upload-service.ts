@@ -14,11 +14,14 @@ import { type CommitDeps, type CommitHooks, commitUpload } from './commit.ts';
 import { checkWebhookTarget } from './grants.ts';
 import type { UploadOptions, UploadSource } from './options.ts';
 import type { StageLimits, Staged } from './staging.ts';
+import type { RenderSettings } from '../config.ts';
 
 /** The service's limits, for workspaces that set none of their own. */
 export interface UploadLimits {
   maxFileSize: number;
   maxImagePixels: number;
+  /** Bounds on a `transform` (as on delivery renders). */
+  render?: RenderSettings;
 }
 
 export interface UploadDeps {
@@ -46,7 +49,12 @@ export class UploadService {
       webhooks,
       guard,
       events,
-      transform: { blobs, maxImagePixels: deps.limits.maxImagePixels, limits: (id) => this.limits(id) },
+      transform: {
+        blobs,
+        maxImagePixels: deps.limits.maxImagePixels,
+        render: deps.limits.render,
+        limits: (id) => this.limits(id),
+      },
     };
   }
 
