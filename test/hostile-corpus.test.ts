@@ -168,6 +168,36 @@ describe('a corpus of known-bad inputs, over a real socket', () => {
     assert.ok(rss() - before < 300 * 1024 * 1024, `RSS grew by ${((rss() - before) / 1024 / 1024).toFixed(0)} MiB`);
   });
 
+  test('huge-dimension requests of a bomb under the pixel limit: 400 from its header, in parallel, nothing decoded', async () => {
+    // 19.4 megapixels declared (under this server's 20), a few MiB of data behind them.
+    const kept = await upload({ file: new Blob([new Uint8Array(pngBomb(4400, 4400))]), file_name: 'tall.png' });
+    assert.equal(kept.status, 201, JSON.stringify(kept.body));
+    const asks: [string, string][] = [
+      ['w_10000,h_10000,el_1', 'RENDITION_TOO_LARGE'],
+      ['w_8192,h_8192,c_pad,el_1', 'RENDITION_TOO_LARGE'],
+      ['w_100,ar_1:100,el_1', 'RENDITION_TOO_LARGE'],
+      ['r_45', 'RENDITION_TOO_LARGE'],
+      ['e_blur:2000', 'EFFECT_TOO_STRONG'],
+      ['e_sharpen:2000', 'EFFECT_TOO_STRONG'],
+    ];
+    const made = h.services.delivery.stats.renditionsMade;
+    const before = rss();
+    const answers = await Promise.all(
+      Array.from({ length: 48 }, async (_, i) => {
+        const [tokens, code] = asks[i % asks.length];
+        // A distinct URL each time (q_), as an attacker minting variants would send.
+        const res = await fetch(`${base}/${h.ws.workspace_id}/${tokens},q_${40 + i}/tall.png`);
+        return { tokens, code, status: res.status, body: (await res.json()) as any };
+      }),
+    );
+    for (const a of answers) {
+      assert.equal(a.status, 400, `${a.tokens}: ${JSON.stringify(a.body)}`);
+      assert.equal(a.body.errorCode, a.code, a.tokens);
+    }
+    assert.equal(h.services.delivery.stats.renditionsMade, made, 'no render started');
+    assert.ok(rss() - before < 100 * 1024 * 1024, `RSS grew by ${((rss() - before) / 1024 / 1024).toFixed(0)} MiB`);
+  });
+
   test('a gzip-encoded JSON body (a 64 MiB bomb in 64 KiB) is refused without being inflated', async () => {
     const bomb = gzipSync(Buffer.alloc(64 * 1024 * 1024, 0x20));
     assert.ok(bomb.length < 128 * 1024);
