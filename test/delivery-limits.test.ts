@@ -248,6 +248,8 @@ describe('delivery limits: the render queue', () => {
       if (a.status === 503) assert.equal((await fetchAll(base, paths[i])).status, 200);
     const histogram = await h.services.metrics.registry.getSingleMetricAsString('stowage_render_duration_seconds');
     assert.match(histogram, /stowage_render_duration_seconds_count\{outcome="ok"} 6/);
+    const depth = await h.services.metrics.registry.getSingleMetricAsString('stowage_render_queue_depth');
+    assert.match(depth, /stowage_render_queue_depth 0/);
   });
 
   test('single flight: identical parallel requests make the rendition once, and all get it', async () => {

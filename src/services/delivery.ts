@@ -382,10 +382,12 @@ export class DeliveryService {
         () => undefined,
         () => undefined,
       );
-      void settled.finally(() => {
-        clearTimeout(stop);
-        return cleanup();
-      });
+      void settled
+        .then(() => {
+          clearTimeout(stop);
+          return cleanup();
+        })
+        .catch(() => {});
       slot?.hold(settled);
       handed = true;
       let budget: NodeJS.Timeout | undefined;
@@ -399,13 +401,14 @@ export class DeliveryService {
       }
     } catch (err) {
       if (!handed) await cleanup();
-      if (err === TIMED_OUT || /timeout/i.test(String((err as Error).message))) {
-        this.queue.timedOut();
-        throw errors.renderTimeout(this.limits.timeoutMs, Math.max(1, Math.ceil(this.limits.timeoutMs / 1000)));
-      }
       // Already in the documented shape (a limit, a full disk while caching: 507).
       if (err instanceof AppError) throw err;
       const message = String((err as Error).message);
+      // Ours (the answer's budget), or sharp's ("timeout: 40% complete") when libvips stopped first.
+      if (err === TIMED_OUT || /^timeout\b/.test(message)) {
+        this.queue.timedOut();
+        throw errors.renderTimeout(this.limits.timeoutMs, Math.max(1, Math.ceil(this.limits.timeoutMs / 1000)));
+      }
       if (/pixel limit/i.test(message)) throw appError('IMAGE_TOO_LARGE');
       throw appError('TRANSFORM_FAILED', 'the image could not be decoded');
     }

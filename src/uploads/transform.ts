@@ -56,7 +56,7 @@ export async function transformStaged(
     await running;
   } catch (err) {
     if (err instanceof AppError) throw err;
-    if (/^timeout/i.test(String((err as Error).message)))
+    if (/^timeout\b/.test(String((err as Error).message)))
       throw errors.renderTimeout(render.timeoutMs, Math.max(1, Math.ceil(render.timeoutMs / 1000)));
     throw appError(
       'TRANSFORM_FAILED',
