@@ -9,6 +9,12 @@ import sharp from 'sharp';
 import { renderDefaults } from '../src/config.ts';
 import { type Harness, makeHarness } from './helpers/harness.ts';
 import { localServer } from './helpers/servers.ts';
+import { externalService } from './helpers/services.ts';
+import { freshS3Storage } from './helpers/storage.ts';
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
+
+const s3 = externalService('STOWAGE_TEST_S3_ENDPOINT', 'an S3-compatible server (scripts/start-swift.sh)');
 
 type Got = { status: number; headers: Headers; body: Buffer; json: any };
 
@@ -158,6 +164,31 @@ describe('delivery limits: output size, enlargement, effect strength', () => {
       assert.equal(res.json.errorCode, i % 2 ? 'RENDITION_TOO_LARGE' : 'EFFECT_TOO_STRONG');
     }
     assert.equal(h.services.delivery.stats.renditionsMade, before);
+  });
+});
+
+describe('renders from storage that is not local disk (S3)', { skip: s3.skip }, () => {
+  let h: Harness;
+  let base: string;
+  before(async () => {
+    h = await makeHarness('sqlite', { config: { storage: await freshS3Storage() } });
+    base = await h.app.listen({ host: '127.0.0.1', port: 0 });
+    await add(h, 'photo.jpg', await flat(1200, 900));
+  });
+  after(() => h?.close());
+
+  test('the object is written to a temporary file, checked and rendered from it, and the file removed', async () => {
+    const get = (p: string) => fetchAll(base, `/${h.ws.workspace_id}/${p}`);
+    const big = await get('w_9000,el_1/photo.jpg');
+    assert.equal(big.json.errorCode, 'RENDITION_TOO_LARGE');
+    const small = await get('w_2400,f_webp/photo.jpg');
+    assert.equal(small.status, 200);
+    assert.deepEqual(
+      [(await sharp(small.body).metadata()).width, small.headers.get('content-type')],
+      [1200, 'image/webp'],
+    );
+    const spools = join(h.config.dataDir, 'tmp', 'renders');
+    assert.deepEqual(readdirSync(spools), [], 'no temporary file left');
   });
 });
 

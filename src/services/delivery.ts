@@ -382,13 +382,13 @@ export class DeliveryService {
         () => undefined,
         () => undefined,
       );
-      void settled
+      const finished = settled
         .then(() => {
           clearTimeout(stop);
           return cleanup();
         })
         .catch(() => {});
-      slot?.hold(settled);
+      slot?.hold(finished);
       handed = true;
       let budget: NodeJS.Timeout | undefined;
       const late = new Promise<'late'>((resolve) => {
@@ -399,6 +399,7 @@ export class DeliveryService {
       } finally {
         clearTimeout(budget);
       }
+      await finished;
     } catch (err) {
       if (!handed) await cleanup();
       // Already in the documented shape (a limit, a full disk while caching: 507).

@@ -1,6 +1,7 @@
 // An upload's `transform`: the staged image is decoded, transformed and staged again, and the
 // stored file is the transformed image. Runs inside the commit step, before type detection.
 import { PassThrough } from 'node:stream';
+import sharp from 'sharp';
 import { pipeline } from 'node:stream/promises';
 import { AppError, appError, errors } from '../errors.ts';
 import { detect } from '../media/detect.ts';
@@ -27,13 +28,17 @@ export async function transformStaged(
   const detected = await detect(staged.head, 'upload');
   if (!detected.mime_type.startsWith('image/') || detected.mime_type === 'image/svg+xml') throw errors.notAnImage();
   const render = deps.render ?? renderDefaults();
-  // The size from the header, EXIF orientation applied; unknown, the decoder has the last word.
-  const plan =
-    detected.width && detected.height
-      ? planRendition(spec, { width: detected.width, height: detected.height }, render)
-      : undefined;
   // On local disk libvips reads the staged file itself, in strips, instead of gathering it in memory.
   const path = deps.blobs.storage.localPath?.(staged.key);
+  // The size from the header, EXIF orientation applied (libvips reads it where image-size could
+  // not); still unknown, only the pixel limit applies.
+  const size =
+    detected.width && detected.height
+      ? { width: detected.width, height: detected.height }
+      : path
+        ? await headerSize(path)
+        : undefined;
+  const plan = size ? planRendition(spec, size, render) : undefined;
   const { pipeline: img, format } = buildPipeline(
     spec,
     {
@@ -67,4 +72,13 @@ export async function transformStaged(
   }
   await deps.blobs.discard(staged);
   return { staged: result, format };
+}
+
+async function headerSize(path: string): Promise<{ width: number; height: number } | undefined> {
+  try {
+    const meta = await sharp(path, { limitInputPixels: false }).metadata();
+    return meta.autoOrient ?? (meta.width && meta.height ? { width: meta.width, height: meta.height } : undefined);
+  } catch {
+    return undefined;
+  }
 }
