@@ -8,7 +8,9 @@
 // the pixel limit is raised to 400 million for it), rendered to w_800,f_webp by Stowage (the
 // local driver hands libvips the file path: sequential access, JPEG shrink-on-load) and, for
 // comparison, by sharp fed a stream of the same file (what renders from other storage and from
-// origins did before: sharp gathers a stream whole into memory before decoding it). The inputs
+// origins did before: sharp gathers a stream whole into memory before decoding it); and the JPEG
+// turned by r_45 first, by Stowage (shrunk before it is turned) and by sharp directly (the whole
+// image decoded and turned, as before). The inputs
 // are generated here, into a temporary directory, and removed at the end.
 import { execFileSync } from 'node:child_process';
 import { createReadStream, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -26,7 +28,7 @@ import { fmt, MiB, ROOT } from './lib.ts';
 const CEILING_MIB = 150;
 const PIXEL_LIMIT = 400_000_000;
 
-type Case = 'stowage' | 'stream';
+type Case = 'stowage' | 'stream' | 'stowage-r45' | 'direct-r45';
 
 /** Peak RSS of this process so far, in bytes. */
 function peak(): number {
@@ -38,7 +40,7 @@ function peak(): number {
 async function child(kind: Case, file: string, dir: string): Promise<void> {
   let render: () => Promise<void>;
   let close = async () => {};
-  if (kind === 'stowage') {
+  if (kind === 'stowage' || kind === 'stowage-r45') {
     const { createServices } = await import('../src/services/container.ts');
     const { testConfig } = await import('../test/helpers/harness.ts');
     const { renderDefaults } = await import('../src/config.ts');
@@ -76,10 +78,20 @@ async function child(kind: Case, file: string, dir: string): Promise<void> {
     render = async () => {
       const d = await services.delivery.resolve({
         workspaceId: ws.workspace_id,
-        path: `w_800,f_webp/${name}`,
+        path: `${kind === 'stowage-r45' ? 'r_45,' : ''}w_800,f_webp/${name}`,
         accept: undefined,
       });
       for await (const _ of await d.open());
+    };
+  } else if (kind === 'direct-r45') {
+    // As main did for r_45 on local disk: the whole image decoded and turned, then resized.
+    render = async () => {
+      await sharp(file, { limitInputPixels: PIXEL_LIMIT, sequentialRead: true })
+        .rotate()
+        .rotate(45, { background: '#00000000' })
+        .resize({ width: 800 })
+        .webp({ quality: 80 })
+        .toBuffer();
     };
   } else {
     // As main did for every source not on local disk, with the process's defaults for sharp.
@@ -137,7 +149,8 @@ async function main(): Promise<void> {
       [jpeg, `JPEG 10000x10000 (${fmt(statSync(jpeg).size / MiB, 0)} MiB)`],
       [tiff, `TIFF 18000x18000 (${fmt(statSync(tiff).size / MiB, 0)} MiB)`],
     ] as const) {
-      for (const kind of ['stowage', 'stream'] as const) {
+      const kinds: Case[] = file === jpeg ? ['stowage', 'stream', 'stowage-r45', 'direct-r45'] : ['stowage', 'stream'];
+      for (const kind of kinds) {
         const out = execFileSync(
           process.execPath,
           ['--expose-gc', '--import', 'tsx', join(ROOT, 'bench/render-memory.ts'), 'child', kind, file, dir],
@@ -145,9 +158,16 @@ async function main(): Promise<void> {
         );
         const r = JSON.parse(out.trim().split('\n').pop()!) as { baseline: number; peak: number; ms: number };
         const grown = (r.peak - r.baseline) / MiB;
-        const verdict = kind === 'stowage' ? (grown <= CEILING_MIB ? '(under the ceiling)' : '(OVER the ceiling)') : '';
+        const ours = kind.startsWith('stowage');
+        const verdict = ours ? (grown <= CEILING_MIB ? '(under the ceiling)' : '(OVER the ceiling)') : '';
+        const path = {
+          stowage: 'Stowage w_800',
+          stream: 'sharp from a stream',
+          'stowage-r45': 'Stowage r_45,w_800',
+          'direct-r45': 'sharp r_45 then w_800',
+        }[kind];
         console.log(
-          `${label.padEnd(38)} ${(kind === 'stowage' ? 'Stowage (file path)' : 'sharp from a stream').padEnd(24)} ${fmt(r.peak / MiB, 0).padStart(5)} MiB ${fmt(r.ms / 1000, 2).padStart(6)} s  +${fmt(grown, 0)} MiB over ${fmt(r.baseline / MiB, 0)} ${verdict}`,
+          `${label.padEnd(38)} ${path.padEnd(24)} ${fmt(r.peak / MiB, 0).padStart(5)} MiB ${fmt(r.ms / 1000, 2).padStart(6)} s  +${fmt(grown, 0)} MiB over ${fmt(r.baseline / MiB, 0)} ${verdict}`,
         );
       }
     }

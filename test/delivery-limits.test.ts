@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { Readable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
-import sharp from 'sharp';
+import sharp, { type Sharp } from 'sharp';
 import { renderDefaults } from '../src/config.ts';
 import { type Harness, makeHarness } from './helpers/harness.ts';
 import { localServer } from './helpers/servers.ts';
@@ -128,6 +128,33 @@ describe('delivery limits: output size, enlargement, effect strength', () => {
     assert.deepEqual(await size('w_2400,h_3600,c_pad/photo.jpg'), [1200, 1800], 'c_pad pads the image at its own size');
     assert.deepEqual(await size('w_2400,el_1/photo.jpg'), [2400, 1800]);
     assert.deepEqual(await size('w_600/photo.jpg'), [600, 450], 'shrinking is untouched');
+  });
+
+  test('a rotation with a shrinking resize (the source shrunk before it is turned) looks as sharp makes it directly', async () => {
+    // Red left half, blue right half, a green band at the top: any turn or shift shows.
+    const src = await sharp({ create: { width: 1200, height: 900, channels: 3, background: '#ff0000' } })
+      .composite([
+        { input: { create: { width: 600, height: 900, channels: 3, background: '#0000ff' } }, left: 600, top: 0 },
+        { input: { create: { width: 1200, height: 150, channels: 3, background: '#00ff00' } }, left: 0, top: 0 },
+      ])
+      .png()
+      .toBuffer();
+    await add(h, 'turn.png', src);
+    const cases: [string, (s: Sharp) => Sharp][] = [
+      ['r_90,w_300,h_200,c_fill,p_t,f_png', (s) => s.rotate(90).resize({ width: 300, height: 200, position: 'north' })],
+      ['r_30,w_200,bg_ffffff,f_png', (s) => s.rotate(30, { background: '#ffffff' }).resize({ width: 200 })],
+      ['r_-90,h_120,f_png', (s) => s.rotate(-90).resize({ height: 120 })],
+    ];
+    for (const [tokens, direct] of cases) {
+      const res = await get(`${tokens}/turn.png`);
+      assert.equal(res.status, 200, tokens);
+      const ours = await sharp(res.body).removeAlpha().raw().toBuffer({ resolveWithObject: true });
+      const theirs = await direct(sharp(src)).removeAlpha().raw().toBuffer({ resolveWithObject: true });
+      assert.deepEqual([ours.info.width, ours.info.height], [theirs.info.width, theirs.info.height], tokens);
+      let diff = 0;
+      for (let i = 0; i < ours.data.length; i++) diff += Math.abs(ours.data[i] - theirs.data[i]);
+      assert.ok(diff / ours.data.length < 4, `${tokens}: mean difference ${(diff / ours.data.length).toFixed(2)}`);
+    }
   });
 
   test('a source from an origin is checked the same way (its size read from its header)', async () => {

@@ -20,6 +20,7 @@ import {
   type OutputFormat,
   parseTransform,
   planRendition,
+  preShrink,
   type TransformSpec,
 } from '../media/transform.ts';
 import type { ByteRange, StorageDriver } from '../storage/driver.ts';
@@ -363,19 +364,24 @@ export class DeliveryService {
       const plan = planRendition(spec, await this.dimensions(path), this.limits);
       const { timeoutMs } = this.limits;
       const seconds = Math.ceil(timeoutMs / 1000);
-      const { pipeline: img } = buildPipeline(
-        spec,
-        { autoFormat: 'webp', maxPixels: this.maxPixels, plan, timeoutSeconds: seconds },
-        path,
-      );
-      const out = new PassThrough();
       const abort = new AbortController();
-      const running = pipeline(img, out).catch((err) => {
-        out.destroy(err);
-        throw err;
-      });
-      // A cache entry can always be made again: no flush to disk.
-      const work = Promise.all([this.storage.put(key, out, { durable: false, signal: abort.signal }), running]);
+      const work = (async () => {
+        const input = plan.preShrink
+          ? await preShrink(path, plan.preShrink, { maxPixels: this.maxPixels, timeoutSeconds: seconds })
+          : path;
+        const { pipeline: img } = buildPipeline(
+          spec,
+          { autoFormat: 'webp', maxPixels: this.maxPixels, plan, timeoutSeconds: seconds },
+          input,
+        );
+        const out = new PassThrough();
+        const running = pipeline(img, out).catch((err) => {
+          out.destroy(err);
+          throw err;
+        });
+        // A cache entry can always be made again: no flush to disk.
+        await Promise.all([this.storage.put(key, out, { durable: false, signal: abort.signal }), running]);
+      })();
       // Should storage stall after libvips has stopped, the write is cut a second later.
       const stop = setTimeout(() => abort.abort(), seconds * 1000 + 1000);
       const settled = work.then(
