@@ -4,6 +4,7 @@ import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync }
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
+import { availableParallelism } from 'node:os';
 import { ConfigError, loadConfig } from '../src/config.ts';
 
 const made: string[] = [];
@@ -99,6 +100,39 @@ describe('configuration', () => {
     assert.ok(p.some((x) => x.startsWith('STOWAGE_PUBLIC_URL')));
     assert.ok(p.some((x) => x.startsWith('LOG_LEVEL')));
     assert.ok(p.some((x) => x.startsWith('STOWAGE_MASTER_KEY')));
+  });
+
+  test('render bounds: defaults by core count, values read, bad ones named', () => {
+    const cores = availableParallelism();
+    assert.deepEqual(loadConfig({ STOWAGE_DATA_DIR: tmp() }).render, {
+      maxMegapixels: 25,
+      maxSide: 8192,
+      timeoutMs: 10_000,
+      concurrency: cores,
+      queue: 8 * cores,
+      threads: 1,
+    });
+    const set = loadConfig({
+      STOWAGE_DATA_DIR: tmp(),
+      STOWAGE_RENDER_MAX_MEGAPIXELS: '40',
+      STOWAGE_RENDER_MAX_SIDE: '4096',
+      STOWAGE_RENDER_TIMEOUT_MS: '2500',
+      STOWAGE_RENDER_CONCURRENCY: '3',
+      STOWAGE_RENDER_QUEUE: '0',
+      STOWAGE_RENDER_THREADS: '2',
+    }).render;
+    assert.deepEqual(set, { maxMegapixels: 40, maxSide: 4096, timeoutMs: 2500, concurrency: 3, queue: 0, threads: 2 });
+    const p = problems({
+      STOWAGE_RENDER_CONCURRENCY: '0',
+      STOWAGE_RENDER_MAX_SIDE: '20000',
+      STOWAGE_RENDER_QUEUE: 'many',
+    });
+    assert.equal(p.length, 3, p.join('; '));
+    for (const name of ['STOWAGE_RENDER_CONCURRENCY', 'STOWAGE_RENDER_MAX_SIDE', 'STOWAGE_RENDER_QUEUE'])
+      assert.ok(
+        p.some((x) => x.startsWith(name)),
+        name,
+      );
   });
 
   test('secrets are never echoed in configuration errors', () => {
