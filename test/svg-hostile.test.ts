@@ -306,6 +306,26 @@ ${svg('<text y="20">&j;</text>')}`;
     assert.deepEqual(canaryHits, [], 'neither detection nor transform reached the local server');
   });
 
+  test('a PNG carrying a hostile SVG in its metadata is rendered as the PNG it is (libvips picks its PNG loader)', async () => {
+    // Only files stored as image/svg+xml go through the guard; this pins why that is enough:
+    // the other decodable types are recognised by their magic bytes first.
+    const hidden = svg(`<image href="${blobName(secretKey)}" width="40" height="40"/>`);
+    const green = await sharp({ create: { width: 40, height: 40, channels: 3, background: '#00ff00' } })
+      .png()
+      .withExif({ IFD0: { ImageDescription: hidden } })
+      .toBuffer();
+    assert.ok(green.includes(hidden), 'the SVG is inside the PNG');
+    const up = await upload('polyglot.png', green);
+    assert.equal(up.status, 201);
+    const res = await fetch(`${base}/${h.ws.workspace_id}/w_40,h_40,f_png/polyglot.png`);
+    assert.equal(res.status, 200);
+    const { data, info } = await sharp(Buffer.from(await res.arrayBuffer()))
+      .raw()
+      .toBuffer({ resolveWithObject: true });
+    assert.equal(redPixels(data, info.channels), 0);
+    assert.deepEqual([...data.subarray(0, 3)], [0, 255, 0]);
+  });
+
   test('originals of SVG, HTML and XML are served as data: nosniff and a sandboxing CSP', async () => {
     const files: [string, string, string][] = [
       ['page.svg', svg('<script>alert(document.cookie)</script>'), 'image/svg+xml'],

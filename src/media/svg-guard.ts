@@ -93,8 +93,8 @@ const FORBIDDEN_ELEMENTS = new Set([
 const FORBIDDEN_NAMESPACE = /xinclude/i;
 /** Raster images carried inside the SVG: the only non-fragment reference allowed. */
 const RASTER_DATA = /^data:image\/(png|jpeg|jpg|gif|webp)(;[a-z0-9=._+-]*)*,/i;
-const NAME_START = /[A-Za-z_:\u00C0-\uFFFF]/;
-const NAME_CHAR = /[-A-Za-z0-9._:\u00B7\u00C0-\uFFFF]/;
+/** An XML name, roughly (any non-ASCII letter is allowed; what matters is where it ends). */
+const NAME = /[A-Za-z_:\u00C0-\uFFFF][-A-Za-z0-9._:\u00B7\u00C0-\uFFFF]*/y;
 /** XML 1.0 Char, without the C0 controls other than tab, LF and CR. */
 // biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is this pattern's job
 const ILLEGAL_CHAR = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\uFFFE\uFFFF]/;
@@ -255,11 +255,10 @@ class SvgScanner {
   }
 
   private name(at: number): string {
-    const s = this.s;
-    if (at >= s.length || !NAME_START.test(s[at])) throw notWellFormed();
-    let end = at + 1;
-    while (end < s.length && NAME_CHAR.test(s[end])) end++;
-    return s.slice(at, end);
+    NAME.lastIndex = at;
+    const m = NAME.exec(this.s);
+    if (!m) throw notWellFormed();
+    return m[0];
   }
 }
 
@@ -279,6 +278,7 @@ function localName(qname: string): string {
 
 /** Only `&lt; &gt; &amp; &quot; &apos;` and numeric references exist without a DTD. */
 function decodeEntities(raw: string): string {
+  if (!raw.includes('&')) return raw;
   return raw.replace(/&([^;&\s<]{0,32});|&/g, (whole, body: string | undefined) => {
     if (body === undefined) throw unsafe('it holds a bare "&" or an unknown entity');
     switch (body) {
@@ -359,7 +359,8 @@ function isRasterData(url: string): boolean {
  */
 function checkCss(css: string): void {
   if (!/[@(\\]/.test(css)) return;
-  for (const variant of [css, css.replace(/\/\*[\s\S]*?(\*\/|$)/g, '')]) {
+  const variants = css.includes('/*') ? [css, css.replace(/\/\*[\s\S]*?(\*\/|$)/g, '')] : [css];
+  for (const variant of variants) {
     const text = cssUnescape(variant);
     if (/@\s*import/i.test(text)) throw unsafe('its CSS uses @import');
     for (const m of text.matchAll(/(url|src|image|image-set)\s*\(\s*(['"]?)\s*/gi)) {
