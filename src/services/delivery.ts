@@ -2,8 +2,9 @@
 // `/{workspace_id}/{tokens}/{path}` a rendition made by sharp and cached in storage beside the
 // blob (`<blob key>.renditions/<canonical tokens>.<format>`), so a second identical request does
 // no image work. HTTP concerns (Range, conditional requests) stay in the route.
-import { PassThrough, Readable } from 'node:stream';
+import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import { PassThrough } from 'node:stream';
 import type { Db } from '../db/database.ts';
 import { FileRepository } from '../db/files.ts';
 import { AppError, appError, errors } from '../errors.ts';
