@@ -145,6 +145,11 @@ export const ERROR_CATALOGUE = {
   },
   TRANSFORM_FAILED: { status: 400, error: VALIDATION, message: 'the image could not be decoded for transform' },
   IMAGE_TOO_LARGE: { status: 400, error: VALIDATION, message: 'the image is larger than the pixel limit' },
+  UNSAFE_SVG: {
+    status: 400,
+    error: VALIDATION,
+    message: 'the SVG is not rendered: {why (a reference outside the SVG, a DOCTYPE, a script, its size)}',
+  },
   URL_REFUSED: { status: 400, error: VALIDATION, message: 'remote_url is not allowed: {why}' },
   REMOTE_FAILED: { status: 502, error: 'Remote fetch failed', message: '{why the download failed}' },
 

@@ -2,13 +2,14 @@
 // `/{workspace_id}/{tokens}/{path}` a rendition made by sharp and cached in storage beside the
 // blob (`<blob key>.renditions/<canonical tokens>.<format>`), so a second identical request does
 // no image work. HTTP concerns (Range, conditional requests) stay in the route.
-import type { Readable } from 'node:stream';
+import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { PassThrough } from 'node:stream';
 import type { Db } from '../db/database.ts';
 import { FileRepository } from '../db/files.ts';
 import { AppError, appError, errors } from '../errors.ts';
 import { buildPipeline, type OutputFormat, parseTransform, type TransformSpec } from '../media/transform.ts';
+import { guardSvgStream, isSvgType } from '../media/svg-guard.ts';
 import type { ByteRange, StorageDriver } from '../storage/driver.ts';
 import { renditionPrefix } from '../uploads/blob-store.ts';
 import { createHash } from 'node:crypto';
@@ -219,7 +220,7 @@ export class DeliveryService {
     this.events?.emit('rendition', Boolean(info));
     if (info) this.stats.renditionCacheHits++;
     else {
-      await this.render(file.storage_key, { ...spec, format }, key);
+      await this.render(file.storage_key, { ...spec, format }, key, file.mime_type);
       info = await this.storage.stat(key);
       if (!info) throw new Error('rendition vanished after it was made');
     }
@@ -293,7 +294,9 @@ export class DeliveryService {
     if (fresh && info) this.stats.renditionCacheHits++;
     else {
       const origin = await openOrigin(source.type, source.config, path, deps, web);
-      await this.renderStream(origin.body, { ...tokens, format }, key);
+      // SVG guard (svg-guard.ts): an origin's SVG is checked like a stored one.
+      const body = isSvgType(origin.contentType) ? Readable.from([await guardSvgStream(origin.body)]) : origin.body;
+      await this.renderStream(body, { ...tokens, format }, key);
       info = await this.storage.stat(key);
       if (!info) throw new Error('rendition vanished after it was made');
     }
@@ -312,7 +315,13 @@ export class DeliveryService {
     };
   }
 
-  private async render(sourceKey: string, spec: TransformSpec, key: string): Promise<void> {
+  private async render(sourceKey: string, spec: TransformSpec, key: string, mimeType: string): Promise<void> {
+    // SVG guard (svg-guard.ts): never by path, where librsvg would resolve references against
+    // the blob directory; the checked bytes go in as a stream, which sharp decodes from memory.
+    if (isSvgType(mimeType)) {
+      const checked = await guardSvgStream(await this.storage.get(sourceKey));
+      return this.renderStream(Readable.from([checked]), spec, key);
+    }
     // On local disk libvips reads the file itself; elsewhere the object is streamed in.
     const path = this.storage.localPath?.(sourceKey);
     await this.renderStream(path ?? (await this.storage.get(sourceKey)), spec, key);
