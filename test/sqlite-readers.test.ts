@@ -234,19 +234,56 @@ describe('SQLite reader threads', () => {
     const db = openDatabase({ dataDir: dir, sqlitePath: ':memory:', sqliteReaders: 2 });
     opened.push(db);
     assert.equal(db.readers, undefined);
+    assert.equal(db.checkpointer, undefined);
     const k = db.kysely as unknown as Kysely<TestDb>;
     await sql`create table t (id integer primary key, v text, big integer, r real, b blob)`.execute(k);
     await k.insertInto('t').values({ v: 'x' }).execute();
     assert.deepEqual(await k.selectFrom('t').select('v').execute(), [{ v: 'x' }]);
   });
 
+  test('WAL checkpoints run on their own thread, not in a commit on the main connection', async () => {
+    const { db, k, dataDir } = await open(2);
+    const cp = db.checkpointer!;
+    assert.ok(cp, 'readers come with a checkpointer');
+    // The main connection's automatic checkpoint is only a safety net now.
+    const auto = await sql<{ wal_autocheckpoint: number }>`pragma wal_autocheckpoint`.execute(k);
+    assert.equal(auto.rows[0].wal_autocheckpoint, 100_000);
+    // ~3,000 pages written: past SQLite's default of 1,000, the main connection would have checkpointed.
+    const blob = Buffer.alloc(3000, 7);
+    for (let i = 0; i < 1000; i++) await k.insertInto('t').values({ b: blob }).execute();
+    for (let i = 0; i < 200 && !(cp.stats.checkpointed > 1000 && cp.stats.checkpointed === cp.stats.log); i++)
+      await sleep(25);
+    assert.ok(cp.stats.checkpointed > 1000, `the thread checkpointed ${cp.stats.checkpointed} frames`);
+    assert.equal(cp.stats.checkpointed, cp.stats.log, 'the whole WAL reached the database file');
+    // A checkpointer that dies is started again; writes meanwhile are fine.
+    const first = cp.thread()!;
+    await first.terminate();
+    for (let i = 0; i < 400; i++) await k.insertInto('t').values({ b: blob }).execute();
+    for (let i = 0; i < 200 && !(cp.stats.starts === 2 && cp.stats.checkpointed === cp.stats.log); i++) await sleep(25);
+    assert.equal(cp.stats.starts, 2);
+    assert.notEqual(cp.thread(), first);
+    assert.equal(cp.stats.checkpointed, cp.stats.log);
+    assert.equal(
+      (
+        await k
+          .selectFrom('t')
+          .select((eb) => eb.fn.countAll<number>().as('n'))
+          .executeTakeFirstOrThrow()
+      ).n,
+      1400,
+    );
+  });
+
   test('close() ends the reader threads', async () => {
     const { db } = await open(2);
     const threads = db.readers!.threads();
     const exits = threads.map((w) => new Promise((resolve) => w.once('exit', resolve)));
+    const checkpointer = db.checkpointer!.thread()!;
+    exits.push(new Promise((resolve) => checkpointer.once('exit', resolve)));
     await db.close();
     await Promise.all(exits);
     assert.equal(db.readers!.threads().length, 0);
+    assert.equal(db.checkpointer!.thread(), undefined);
     opened.splice(opened.indexOf(db), 1);
   });
 });

@@ -476,6 +476,7 @@ export type ErrorCode =
   | 'IMAGE_TOO_LARGE'
   | 'RENDITION_TOO_LARGE'
   | 'EFFECT_TOO_STRONG'
+  | 'UNSAFE_SVG'
   | 'URL_REFUSED'
   | 'REMOTE_FAILED'
   | 'SESSION_NOT_FOUND'

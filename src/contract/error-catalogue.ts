@@ -155,6 +155,11 @@ export const ERROR_CATALOGUE = {
     error: VALIDATION,
     message: '{effect} is stronger than a {w}x{h} rendition can show; at most {max} at that size',
   },
+  UNSAFE_SVG: {
+    status: 400,
+    error: VALIDATION,
+    message: 'the SVG is not rendered: {why (a reference outside the SVG, a DOCTYPE, a script, its size)}',
+  },
   URL_REFUSED: { status: 400, error: VALIDATION, message: 'remote_url is not allowed: {why}' },
   REMOTE_FAILED: { status: 502, error: 'Remote fetch failed', message: '{why the download failed}' },
 

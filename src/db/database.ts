@@ -4,6 +4,7 @@ import SQLite from 'better-sqlite3';
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import type { Database } from './schema.ts';
+import { SqliteCheckpointer } from './sqlite-checkpointer.ts';
 import { SqliteReaderPool, SqliteReadersDialect } from './sqlite-readers.ts';
 import { cacheStatements } from './statement-cache.ts';
 
@@ -14,12 +15,16 @@ export interface Db {
   dialect: Dialect;
   /** SQLite only: the threads plain reads run on, when there are any. */
   readers?: SqliteReaderPool;
+  /** SQLite only, with the readers: the thread that checkpoints the WAL. */
+  checkpointer?: SqliteCheckpointer;
   close(): Promise<void>;
 }
 
 /** Reader threads on SQLite unless told otherwise (STOWAGE_SQLITE_READERS). */
 export const DEFAULT_SQLITE_READERS = 2;
 const BUSY_TIMEOUT_MS = 5000;
+/** How often the checkpointer thread copies the WAL back into the database file. */
+const CHECKPOINT_EVERY_MS = 500;
 
 /** int8 (bigint) columns hold byte counts below 2^53: read them as numbers, not strings. */
 const pgTypes: pg.CustomTypesConfig = {
@@ -69,8 +74,26 @@ export function openDatabase(opts: OpenOptions): Db {
           busyTimeoutMs: BUSY_TIMEOUT_MS,
         })
       : undefined;
+  // With readers, WAL checkpoints leave the main connection too (sqlite-checkpointer.ts).
+  const checkpointer = readers
+    ? new SqliteCheckpointer(database, {
+        path: database.name.startsWith('file:') ? database.name : resolve(database.name),
+        busyTimeoutMs: BUSY_TIMEOUT_MS,
+        everyMs: CHECKPOINT_EVERY_MS,
+      })
+    : undefined;
+  checkpointer?.start();
   const kysely = new Kysely<Database>({ dialect: new SqliteReadersDialect({ database }, readers ?? null) });
-  return { kysely, dialect: 'sqlite', readers, close: () => kysely.destroy() };
+  return {
+    kysely,
+    dialect: 'sqlite',
+    readers,
+    checkpointer,
+    close: async () => {
+      await checkpointer?.close();
+      await kysely.destroy();
+    },
+  };
 }
 
 /**

@@ -226,11 +226,16 @@ export class SqliteReaderPool {
 }
 
 function startReaderThread(data: ReaderData): Worker {
+  return startDbThread('sqlite-reader-worker', data);
+}
+
+/** Starts `./{module}` of this folder as a worker thread with `data` as its workerData. */
+export function startDbThread(module: 'sqlite-reader-worker' | 'sqlite-checkpoint-worker', data: unknown): Worker {
   // Built (dist/*.js): the .js sibling. From source: the .ts file, through tsx. Node 20 does not
   // apply `--import tsx` from a Worker's execArgv to the worker's entry file, so a tiny eval'd
   // entry registers tsx and then imports the worker module.
-  const jsUrl = new URL('./sqlite-reader-worker.js', import.meta.url);
-  const tsUrl = new URL('./sqlite-reader-worker.ts', import.meta.url);
+  const jsUrl = new URL(`./${module}.js`, import.meta.url);
+  const tsUrl = new URL(`./${module}.ts`, import.meta.url);
   const preferJs = import.meta.url.endsWith('.js');
   const useJs = preferJs ? existsSync(fileURLToPath(jsUrl)) : !existsSync(fileURLToPath(tsUrl));
   if (useJs) return new Worker(jsUrl, { workerData: data });

@@ -16,8 +16,11 @@ export interface Detected {
 }
 
 export async function detect(head: Buffer, fileName: string): Promise<Detected> {
-  const sniffed = head.length > 0 ? await fileTypeFromBuffer(head).catch(() => undefined) : undefined;
+  let sniffed = head.length > 0 ? await fileTypeFromBuffer(head).catch(() => undefined) : undefined;
   const byName = mime.lookup(fileName) || undefined;
+  // file-type calls anything opening with `<?xml` XML: an .svg that is SVG stays one (so an SVG
+  // with an XML declaration can be rendered; the SVG guard checks it before it is).
+  if (sniffed?.mime === 'application/xml' && byName === 'image/svg+xml' && looksLikeSvg(head)) sniffed = undefined;
   const mimeType =
     sniffed?.mime ??
     (byName && !isMagicType(byName) ? byName : byName === 'image/svg+xml' && looksLikeSvg(head) ? byName : undefined) ??

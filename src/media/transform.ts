@@ -282,11 +282,11 @@ export interface RawImage {
 }
 
 /**
- * The source at `path`, EXIF orientation applied, shrunk to `size` (RenderPlan.preShrink): the
+ * The source at `path` (or in memory), EXIF orientation applied, shrunk to `size` (RenderPlan.preShrink): the
  * input of the render's pipeline when it rotates.
  */
 export async function preShrink(
-  path: string,
+  path: string | Buffer,
   size: { width: number; height: number },
   opts: { maxPixels: number; timeoutSeconds?: number },
 ): Promise<RawImage> {
@@ -299,19 +299,19 @@ export async function preShrink(
 }
 
 /**
- * A sharp pipeline for `spec` and the format it writes: a Duplex stream, or, given a file path,
- * one that reads the file itself (libvips is faster on files than on streams, and a stream is
+ * A sharp pipeline for `spec` and the format it writes: a Duplex stream, or, given a file path
+ * (or bytes already in memory), one that reads the file itself (libvips is faster on files than on streams, and a stream is
  * gathered whole into memory before sharp decodes it). Resizing comes before every effect, so
  * libvips can shrink JPEG and WebP while decoding them.
  */
 export function buildPipeline(
   spec: TransformSpec,
   opts: ApplyOptions,
-  input?: string | RawImage,
+  input?: string | Buffer | RawImage,
 ): { pipeline: SharpPipeline; format: OutputFormat | null } {
   const options = { limitInputPixels: opts.maxPixels, failOn: 'error' as const, sequentialRead: true };
   let img = (
-    typeof input === 'string'
+    typeof input === 'string' || Buffer.isBuffer(input)
       ? sharp(input, options)
       : input
         ? sharp(input.data, { ...options, raw: input.info })

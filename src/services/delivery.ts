@@ -23,6 +23,7 @@ import {
   preShrink,
   type TransformSpec,
 } from '../media/transform.ts';
+import { guardSvgStream, isSvgType } from '../media/svg-guard.ts';
 import type { ByteRange, StorageDriver } from '../storage/driver.ts';
 import { renditionPrefix } from '../uploads/blob-store.ts';
 import { createHash } from 'node:crypto';
@@ -247,7 +248,9 @@ export class DeliveryService {
     this.events?.emit('rendition', Boolean(info));
     if (info) this.stats.renditionCacheHits++;
     else {
-      await this.queue.run(key, (slot) => this.render(file.storage_key, { ...spec, format }, key, slot));
+      await this.queue.run(key, (slot) =>
+        this.render(file.storage_key, { ...spec, format }, key, file.mime_type, slot),
+      );
       info = await this.storage.stat(key);
       if (!info) throw new Error('rendition vanished after it was made');
     }
@@ -322,7 +325,9 @@ export class DeliveryService {
     else {
       await this.queue.run(key, async (slot) => {
         const origin = await openOrigin(source.type, source.config, path, deps, web);
-        await this.renderStream(origin.body, { ...tokens, format }, key, slot);
+        // SVG guard (svg-guard.ts): an origin's SVG is checked like a stored one.
+        const body = isSvgType(origin.contentType) ? await guardSvgStream(origin.body) : origin.body;
+        await this.renderStream(body, { ...tokens, format }, key, slot);
       });
       info = await this.storage.stat(key);
       if (!info) throw new Error('rendition vanished after it was made');
@@ -342,22 +347,40 @@ export class DeliveryService {
     };
   }
 
-  private async render(sourceKey: string, spec: TransformSpec, key: string, slot?: Slot): Promise<void> {
+  private async render(
+    sourceKey: string,
+    spec: TransformSpec,
+    key: string,
+    mimeType: string,
+    slot?: Slot,
+  ): Promise<void> {
+    // SVG guard (svg-guard.ts): never by path, where librsvg would resolve references against
+    // the blob directory; the checked bytes are rendered from memory (10 MiB at most).
+    if (isSvgType(mimeType)) {
+      const checked = await guardSvgStream(await this.storage.get(sourceKey));
+      return this.renderStream(checked, spec, key, slot);
+    }
     // On local disk libvips reads the file itself; elsewhere the object is streamed in.
     const path = this.storage.localPath?.(sourceKey);
     await this.renderStream(path ?? (await this.storage.get(sourceKey)), spec, key, slot);
   }
 
   /**
-   * Makes the rendition `key` of `source` (a file path, or a stream first written to a file:
-   * sharp gathers a stream whole into memory before decoding it, a file it reads in strips).
+   * Makes the rendition `key` of `source` (a file path; a stream, first written to a file, as
+   * sharp gathers a stream whole into memory before decoding it and reads a file in strips; or
+   * bytes already checked in memory, for an SVG).
    * Checked against the limits before any pixel is decoded; answered 503 when the time budget
    * runs out. libvips itself stops at the budget rounded up to whole seconds (sharp's timeout),
    * and the slot stays taken until it has.
    */
-  private async renderStream(source: Readable | string, spec: TransformSpec, key: string, slot?: Slot): Promise<void> {
-    const spooled = typeof source === 'string' ? undefined : await this.spool(source);
-    const path = spooled ?? (source as string);
+  private async renderStream(
+    source: Readable | string | Buffer,
+    spec: TransformSpec,
+    key: string,
+    slot?: Slot,
+  ): Promise<void> {
+    const spooled = typeof source === 'string' || Buffer.isBuffer(source) ? undefined : await this.spool(source);
+    const path = spooled ?? (source as string | Buffer);
     const cleanup = () => (spooled ? rm(spooled, { force: true }) : Promise.resolve());
     let handed = false;
     try {
@@ -423,7 +446,7 @@ export class DeliveryService {
   }
 
   /** The source's size with its EXIF orientation applied, read from its header only. */
-  private async dimensions(path: string): Promise<{ width: number; height: number }> {
+  private async dimensions(path: string | Buffer): Promise<{ width: number; height: number }> {
     let meta: Metadata;
     try {
       meta = await sharp(path, { limitInputPixels: false }).metadata();
