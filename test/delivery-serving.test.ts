@@ -7,6 +7,8 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import sharp from 'sharp';
+import { buildApp } from '../src/app.ts';
+import { createServices } from '../src/services/container.ts';
 import { type Harness, makeHarness } from './helpers/harness.ts';
 
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
@@ -218,5 +220,34 @@ describe('delivery served like static files', () => {
       (await get(`${at('versioned.png')}?v=${file.hash.slice(0, 12)}`)).headers.get('cache-control')!,
       /immutable/,
     );
+  });
+
+  test('another node, which gets no event, stops serving a deleted file once its lookup TTL has passed', async () => {
+    // A second process on the same database and storage, remembering lookups for 300 ms.
+    const services = await createServices({ ...h.config, deliveryLookupTtlMs: 300 });
+    const other = await buildApp(services, { logger: false });
+    try {
+      const otherBase = await other.listen({ host: '127.0.0.1', port: 0 });
+      const file = await upload('elsewhere.png', red);
+      const there = async (p: string) => (await fetch(`${otherBase}${at(p)}`)).status;
+      assert.equal(await there('elsewhere.png'), 200);
+      assert.equal(await there('w_30,f_png/elsewhere.png'), 200);
+      assert.equal(await there('w_30,f_png/elsewhere.png'), 200);
+      await api('DELETE', `/api/v1/files/${file.file_no}`);
+      assert.equal((await get(at('elsewhere.png'))).status, 404, 'this node: at once');
+      // The other node: within its TTL (polled, for at most 20 times the TTL, so a slow machine
+      // does not fail this; a node that never forgot would).
+      const deadline = Date.now() + 6000;
+      let statuses: number[] = [];
+      do {
+        statuses = [await there('elsewhere.png'), await there('w_30,f_png/elsewhere.png')];
+        if (statuses.every((s) => s === 404)) break;
+        await new Promise((r) => setTimeout(r, 50));
+      } while (Date.now() < deadline);
+      assert.deepEqual(statuses, [404, 404]);
+    } finally {
+      await other.close();
+      await services.close();
+    }
   });
 });

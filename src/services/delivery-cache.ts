@@ -39,8 +39,8 @@ interface LookupEntry {
   generation: number;
 }
 
-/** Lookups remembered at most (each about a few hundred bytes). */
-const MAX_LOOKUPS = 50_000;
+/** Memory for remembered lookups at most (about 40,000 of usual length). */
+const LOOKUP_BYTES = 32 * 1024 * 1024;
 /** An Accept header longer than this is not worth a cache key (browsers send under 200). */
 const MAX_ACCEPT = 256;
 
@@ -58,7 +58,12 @@ export class DeliveryCache {
 
   constructor(opts: DeliveryCacheOptions) {
     if (opts.lookupTtlMs > 0)
-      this.lookups = new LRUCache<string, LookupEntry>({ max: MAX_LOOKUPS, ttl: opts.lookupTtlMs });
+      this.lookups = new LRUCache<string, LookupEntry>({
+        maxSize: LOOKUP_BYTES,
+        // The key (a path may be spelled in many escaped ways, each its own entry) plus the entry.
+        sizeCalculation: (_v, key) => key.length * 2 + 600,
+        ttl: opts.lookupTtlMs,
+      });
     // A single entry may take a sixteenth of the budget, up to 1 MiB: small renditions and
     // thumbnails, not the originals a few requests would churn the whole cache with.
     this.maxEntryBytes = Math.min(1024 * 1024, Math.floor(opts.hotBytes / 16));

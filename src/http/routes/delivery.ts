@@ -163,6 +163,7 @@ function slice(body: Buffer, a: Answer): Buffer {
 }
 
 const OWN_WORKSPACE = /^[0-9A-Za-z]{10,16}$/;
+const REQUEST_ID = /^[\x21-\x7e]{1,200}$/;
 
 /** The `v` query parameter, when the query has exactly one. */
 function versionOf(query: string | undefined): string | undefined {
@@ -205,13 +206,20 @@ export function deliveryFastPath(
     const started = performance.now();
     const a = answer(req.headers, held.delivered, contentAddressed(held.delivered, true, versionOf(rawQuery(url))));
     if (a.status === 416) return false;
+    // A proxy's request id is echoed only when it is plain visible text (writeHead throws on
+    // what a response header may not hold; the route is left to answer such a request).
     const id = req.headers['x-request-id'];
-    a.headers['x-request-id'] = typeof id === 'string' && id ? id : `dfp-${(++served).toString(36)}`;
+    a.headers['x-request-id'] = typeof id === 'string' && REQUEST_ID.test(id) ? id : `dfp-${(++served).toString(36)}`;
     a.headers['access-control-allow-origin'] = '*';
     a.headers['access-control-expose-headers'] = expose;
     // What the CORS hook leaves when the answer names no Vary of its own.
     a.headers.vary ??= 'Origin';
-    res.writeHead(a.status, a.headers);
+    try {
+      res.writeHead(a.status, a.headers);
+    } catch {
+      // A header Node will not send (nothing is written yet): the route answers instead.
+      return false;
+    }
     if (a.status === 304 || method === 'HEAD') res.end();
     else res.end(slice(held.body, a));
     metrics?.count(method, a.status, (performance.now() - started) / 1000);
