@@ -67,7 +67,7 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
     // server it makes are set here (it leaves a factory's server as it is).
     serverFactory: (handler) => {
       const server = http.createServer(httpOptions, (req, res) => {
-        if (!fastPath(req, res)) handler(req, res);
+        if (!fastPath(req, res, () => handler(req, res))) handler(req, res);
       });
       server.keepAliveTimeout = config.keepAliveTimeoutMs;
       server.requestTimeout = 0;

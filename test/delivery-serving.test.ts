@@ -87,6 +87,30 @@ describe('delivery served like static files', () => {
     assert.equal(past.headers.get('content-range'), `bytes */${n}`);
   });
 
+  test('a file too large to hold is streamed without a lookup: whole, ranged, If-Range, and 404 once deleted', async () => {
+    const big = Buffer.alloc(1_500_000);
+    for (let i = 0; i < big.length; i += 4) big.writeUInt32LE(i, i);
+    const file = await upload('big.bin', big);
+    const first = await get(at('big.bin'));
+    assert.equal(sha(first.body), sha(big));
+    const fast = h.services.deliveryCache.stats.fastHits;
+    const second = await get(at('big.bin'));
+    assert.equal(h.services.deliveryCache.stats.fastHits, fast + 1, 'answered before Fastify');
+    assert.equal(sha(second.body), sha(big));
+    assert.equal(second.headers.get('content-length'), String(big.length));
+    const part = await get(at('big.bin'), { range: 'bytes=1000000-1000099', 'if-range': first.headers.get('etag')! });
+    assert.equal(part.status, 206);
+    assert.deepEqual(part.body, big.subarray(1_000_000, 1_000_100));
+    const whole = await get(at('big.bin'), { range: 'bytes=0-9', 'if-range': '"stale"' });
+    assert.equal(whole.status, 200);
+    assert.equal(whole.body.length, big.length);
+    const head = await fetch(`${base}${at('big.bin')}`, { method: 'HEAD' });
+    assert.equal(head.status, 200);
+    assert.equal(head.headers.get('content-length'), String(big.length));
+    await api('DELETE', `/api/v1/files/${file.file_no}`);
+    assert.equal((await get(at('big.bin'))).status, 404);
+  });
+
   test('the answer from memory carries the same headers as the first one', async () => {
     await upload('same.png', red);
     const first = await get(at('w_120,f_webp/same.png'));
@@ -229,11 +253,14 @@ describe('delivery served like static files', () => {
     try {
       const otherBase = await other.listen({ host: '127.0.0.1', port: 0 });
       const file = await upload('elsewhere.png', red);
+      const large = await upload('elsewhere.bin', Buffer.alloc(1_200_000, 7));
       const there = async (p: string) => (await fetch(`${otherBase}${at(p)}`)).status;
-      assert.equal(await there('elsewhere.png'), 200);
-      assert.equal(await there('w_30,f_png/elsewhere.png'), 200);
-      assert.equal(await there('w_30,f_png/elsewhere.png'), 200);
+      for (const p of ['elsewhere.png', 'w_30,f_png/elsewhere.png', 'elsewhere.bin'])
+        for (let i = 0; i < 2; i++) assert.equal(await there(p), 200);
       await api('DELETE', `/api/v1/files/${file.file_no}`);
+      await api('DELETE', `/api/v1/files/${large.file_no}`);
+      // Its bytes are gone at once: the other node, still remembering the lookup, must not fail.
+      assert.equal(await there('elsewhere.bin'), 404);
       assert.equal((await get(at('elsewhere.png'))).status, 404, 'this node: at once');
       // The other node: within its TTL (polled, for at most 20 times the TTL, so a slow machine
       // does not fail this; a node that never forgot would).

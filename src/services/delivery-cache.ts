@@ -96,18 +96,23 @@ export class DeliveryCache {
     return `${target.workspaceId}\u0000${target.path}\u0000${accept}`;
   }
 
-  /** A remembered answer whose bytes are in memory, or undefined: no I/O at all (the fast path). */
+  /**
+   * A remembered answer, with its bytes when they are held, or undefined: no I/O at all (the
+   * fast path). Only files whose size is known and whose bytes are held or too large to hold:
+   * a small file not yet held is read in by `get`.
+   */
   peek(target: DeliveryTarget): CachedDelivery | undefined {
     const key = this.keyOf(target);
     if (key === undefined) return undefined;
     const entry = this.lookups?.get(key);
     if (!entry || entry.generation !== this.generation(target.workspaceId)) return undefined;
-    const body = this.bytes?.get(entry.delivered.etag);
-    if (!body) return undefined;
+    const d = entry.delivered;
+    const body = this.bytes?.get(d.etag);
+    if (!body && (d.size === undefined || (this.bytes && d.size <= this.maxEntryBytes))) return undefined;
     this.stats.fastHits++;
     // Counted as resolve() counts a rendition it found made (stowage_renditions_total).
-    if (entry.delivered.isRendition) this.events?.emit('rendition', true);
-    return { delivered: entry.delivered, body };
+    if (d.isRendition) this.events?.emit('rendition', true);
+    return { delivered: d, body };
   }
 
   /**

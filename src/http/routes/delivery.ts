@@ -5,6 +5,7 @@
 // and hooks, as a static file server would. Everything else (misses, private files, errors,
 // sources) takes the route.
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import { pipeline } from 'node:stream/promises';
 import type { FastifyInstance } from 'fastify';
 import { appError, errors } from '../../errors.ts';
 import type { DeliverySigner } from '../../crypto/delivery-url.ts';
@@ -178,20 +179,22 @@ export interface FastPathMetrics {
 }
 
 /**
- * Answers a GET or HEAD of a public file held in memory directly on the HTTP server, before
- * Fastify: no routing, hooks, database, stat or read. Returns false (and writes nothing) for
- * anything else, which then goes through Fastify as usual: a file not held, a private file
- * (its signature is checked by the route, every time), a source's path, an unsatisfiable range.
+ * Answers a GET or HEAD of a public file whose lookup is remembered directly on the HTTP server,
+ * before Fastify: no routing, hooks or database; a held file is sent from memory, a larger one
+ * streamed from storage. Returns false (and writes nothing) for anything else, which then goes
+ * through Fastify as usual: a lookup not remembered, a private file (its signature is checked by
+ * the route, every time), a source's path, an unsatisfiable range. If the stored bytes turn out
+ * to be gone before anything is written, the request is handed to `fallback` (the route).
  * The headers are the route's (same `answer()`), plus what the app's hooks add to every
- * delivery answer: `x-request-id` and the CORS headers of a simple request.
+ * delivery answer: `x-request-id`, the CORS headers of a simple request, `Vary: Origin`.
  */
 export function deliveryFastPath(
   cache: DeliveryCache,
   metrics?: FastPathMetrics,
-): (req: IncomingMessage, res: ServerResponse) => boolean {
+): (req: IncomingMessage, res: ServerResponse, fallback: () => void) => boolean {
   const expose = EXPOSED_HEADERS.join(', ');
   let served = 0;
-  return (req, res) => {
+  return (req, res, fallback) => {
     const method = req.method;
     if (method !== 'GET' && method !== 'HEAD') return false;
     const url = req.url ?? '';
@@ -202,9 +205,10 @@ export function deliveryFastPath(
     if (!OWN_WORKSPACE.test(workspaceId)) return false;
     const target: DeliveryTarget = { workspaceId, path: pathname.slice(slash + 1), accept: req.headers.accept };
     const held = cache.peek(target);
-    if (!held?.body || held.delivered.isPrivate) return false;
+    if (!held || held.delivered.isPrivate) return false;
+    const d = held.delivered;
     const started = performance.now();
-    const a = answer(req.headers, held.delivered, contentAddressed(held.delivered, true, versionOf(rawQuery(url))));
+    const a = answer(req.headers, d, contentAddressed(d, true, versionOf(rawQuery(url))));
     if (a.status === 416) return false;
     // A proxy's request id is echoed only when it is plain visible text (writeHead throws on
     // what a response header may not hold; the route is left to answer such a request).
@@ -214,15 +218,38 @@ export function deliveryFastPath(
     a.headers['access-control-expose-headers'] = expose;
     // What the CORS hook leaves when the answer names no Vary of its own.
     a.headers.vary ??= 'Origin';
-    try {
-      res.writeHead(a.status, a.headers);
-    } catch {
+    const done = () => metrics?.count(method, a.status, (performance.now() - started) / 1000);
+    const head = (): boolean => {
+      try {
+        res.writeHead(a.status, a.headers);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    if (held.body || a.status === 304 || method === 'HEAD') {
       // A header Node will not send (nothing is written yet): the route answers instead.
-      return false;
+      if (!head()) return false;
+      if (held.body && a.status !== 304 && method !== 'HEAD') res.end(slice(held.body, a));
+      else res.end();
+      done();
+      return true;
     }
-    if (a.status === 304 || method === 'HEAD') res.end();
-    else res.end(slice(held.body, a));
-    metrics?.count(method, a.status, (performance.now() - started) / 1000);
+    d.open(a.range).then(
+      (body) => {
+        if (!head()) {
+          body.destroy();
+          return fallback();
+        }
+        res.once('finish', done);
+        pipeline(body, res).catch(() => res.destroy());
+      },
+      (err) => {
+        // Gone under a remembered lookup (another node deleted it): the route looks again.
+        if (err instanceof ObjectNotFoundError) cache.drop(target);
+        fallback();
+      },
+    );
     return true;
   };
 }
