@@ -12,8 +12,18 @@ export interface UploadCompleted {
   workspaceId: string;
 }
 
+/**
+ * Files of a workspace were deleted, renamed, moved or had their settings changed (privacy
+ * included), or a folder was renamed or deleted: emitted after the change commits, before the
+ * API answers. Replacing a file by upload is `upload.completed`. Delivery's caches listen.
+ */
+export interface FilesChanged {
+  workspaceId: string;
+}
+
 export interface DomainEventMap {
   'upload.completed': [UploadCompleted];
+  'files.changed': [FilesChanged];
   /** A rendition was asked for: true when it came from the cache, false when it was made. */
   rendition: [hit: boolean];
 }

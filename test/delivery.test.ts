@@ -95,7 +95,8 @@ describe('delivery', () => {
     const second = await get(at('w_300,f_png/gallery/photo.jpg'));
     assert.deepEqual(second.body, first.body);
     assert.equal(h.services.delivery.stats.renditionsMade, before.renditionsMade + 1, 'no image work the second time');
-    assert.equal(h.services.delivery.stats.renditionCacheHits, before.renditionCacheHits + 1);
+    // The second answer came from memory (the hot cache), not even from the stored copy.
+    assert.equal(h.services.delivery.stats.renditionCacheHits, before.renditionCacheHits);
     const crop = await sharp((await get(at('w_100,h_100,c_fill,e_grayscale/gallery/photo.jpg'))).body).metadata();
     assert.deepEqual([crop.width, crop.height], [100, 100]);
   });

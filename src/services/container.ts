@@ -11,6 +11,7 @@ import { BlobStore } from '../uploads/blob-store.ts';
 import { FileRecords, FileService } from './files.ts';
 import { FolderService } from './folders.ts';
 import { DeliveryService } from './delivery.ts';
+import { DeliveryCache } from './delivery-cache.ts';
 import { Redis } from 'ioredis';
 import { once } from 'node:events';
 import { join } from 'node:path';
@@ -48,6 +49,8 @@ export interface Services {
   files: FileService;
   folders: FolderService;
   delivery: DeliveryService;
+  /** Delivery lookups and small files' bytes kept in memory (delivery-cache.ts). */
+  deliveryCache: DeliveryCache;
   deliverySigner: DeliverySigner;
   webhooks: WebhookService;
   /** Background jobs (webhook deliveries, the sweep): main.ts starts them; close() drains them. */
@@ -202,8 +205,8 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
     redis,
     webhooks,
     jobs,
-    files: new FileService({ db, blobs, records }),
-    folders: new FolderService(db, blobs),
+    files: new FileService({ db, blobs, records, events }),
+    folders: new FolderService(db, blobs, events),
     delivery: new DeliveryService({
       db,
       storage,
@@ -213,6 +216,11 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
       render: config.render,
       queue: renderQueue,
       tmpDir: join(config.dataDir, 'tmp', 'renders'),
+    }),
+    deliveryCache: new DeliveryCache({
+      hotBytes: config.deliveryHotCacheBytes,
+      lookupTtlMs: config.deliveryLookupTtlMs,
+      events,
     }),
     deliverySigner,
     remote,

@@ -6,6 +6,7 @@ import { FolderRepository } from '../db/folders.ts';
 import type { FileRow } from '../db/schema.ts';
 import { WorkspaceRepository } from '../db/workspaces.ts';
 import { errors } from '../errors.ts';
+import type { DomainEvents } from '../events.ts';
 import { parseTransform } from '../media/transform.ts';
 import type { BlobStore } from '../uploads/blob-store.ts';
 import { deliveryPath, type FileRecord, type FileRecords } from './file-records.ts';
@@ -55,6 +56,8 @@ export interface FileServiceDeps {
   db: Db;
   blobs: BlobStore;
   records: FileRecords;
+  /** `files.changed` after every change (delivery's caches forget the workspace's lookups). */
+  events?: DomainEvents;
 }
 
 /** Files API (docs/api/files-folders.md): list, get, rename, update, delete. */
@@ -66,9 +69,11 @@ export class FileService {
   private readonly folders: FolderRepository;
   private readonly workspaces: WorkspaceRepository;
   private readonly boundaries = new PageBoundaries();
+  private readonly events?: DomainEvents;
 
   constructor(deps: FileServiceDeps) {
     this.db = deps.db;
+    this.events = deps.events;
     this.blobs = deps.blobs;
     this.records = deps.records;
     this.files = new FileRepository(deps.db.kysely);
@@ -214,7 +219,7 @@ export class FileService {
       ext && !wanted.toLowerCase().endsWith(ext.toLowerCase()) ? `${wanted}${ext}` : wanted,
       'name',
     );
-    if (name !== row.name) await this.write(row.id, { name });
+    if (name !== row.name) await this.write(workspaceId, row.id, { name });
     return this.get(workspaceId, fileNo);
   }
 
@@ -253,12 +258,13 @@ export class FileService {
         changes.folder_id = folder.id;
       }
     }
-    await this.write(row.id, changes);
+    await this.write(workspaceId, row.id, changes);
     return this.get(workspaceId, fileNo);
   }
 
-  private async write(id: string, changes: Partial<FileRow>): Promise<void> {
+  private async write(workspaceId: string, id: string, changes: Partial<FileRow>): Promise<void> {
     if (!(await this.files.update(id, { ...changes, updated_at: nowIso() }))) throw errors.fileNameTaken();
+    this.events?.emit('files.changed', { workspaceId });
   }
 
   /** A signed URL for the file (or a rendition of it), valid for `expiresIn` seconds. */
@@ -291,6 +297,7 @@ export class FileService {
       await files.delete(row.id);
       return this.blobs.releaseIfUnused(trx, row.blob_id);
     });
+    this.events?.emit('files.changed', { workspaceId });
     if (released) await this.blobs.forget(workspaceId, released);
   }
 }

@@ -7,6 +7,7 @@ import { type Db, inTransaction, nowIso } from '../db/database.ts';
 import { FolderRepository, type NewFolder } from '../db/folders.ts';
 import type { Database, FolderRow } from '../db/schema.ts';
 import { errors } from '../errors.ts';
+import type { DomainEvents } from '../events.ts';
 import type { BlobStore } from '../uploads/blob-store.ts';
 import { checkName, parseFolderPath } from '../uploads/names.ts';
 
@@ -48,6 +49,8 @@ export class FolderService {
   constructor(
     private readonly db: Db,
     private readonly blobs: BlobStore,
+    /** `files.changed` after a rename or delete: the paths of the files inside changed. */
+    private readonly events?: DomainEvents,
   ) {
     this.repo = new FolderRepository(db.kysely);
   }
@@ -133,6 +136,7 @@ export class FolderService {
       if (!(await repo.movePath(row.id, { name, oldPath, newPath, at: now }))) throw errors.folderExists();
       return { ...row, name, path: newPath, updated_at: now };
     });
+    this.events?.emit('files.changed', { workspaceId });
     return this.view(renamed);
   }
 
@@ -154,6 +158,7 @@ export class FolderService {
       await repo.deleteTree(row);
       return keys;
     });
+    this.events?.emit('files.changed', { workspaceId });
     for (const key of released) await this.blobs.forget(workspaceId, key);
   }
 }

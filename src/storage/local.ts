@@ -30,6 +30,9 @@ import { LocalMultipart } from './local-multipart.ts';
 /** Kept here as well: where code and comments have long found it. */
 export { mapDiskFull } from './disk-full.ts';
 
+/** The largest read of a file being sent (see get()). */
+const READ_CHUNK_MAX = 256 * 1024;
+
 export class LocalStorage implements StorageDriver, MultipartStorage {
   readonly name = 'local' as const;
   readonly description = 'files are on local disk';
@@ -128,7 +131,22 @@ export class LocalStorage implements StorageDriver, MultipartStorage {
       if (err.code === 'ENOENT') throw new ObjectNotFoundError(key);
       throw err;
     });
-    return fh.createReadStream(range ? { start: range.start, end: range.end } : {});
+    // Reads as large as the file (or range) up to 256 KiB: a 3 MB original goes out in 12 writes
+    // instead of 47 of the default 64 KiB (larger reads measured no better: the socket takes
+    // them in pieces), and a small one gets a buffer of its own size, read in one go. The length
+    // comes from the open descriptor, so it is the file actually being read.
+    let size: number;
+    try {
+      size = (await fh.stat()).size;
+    } catch (err) {
+      await fh.close();
+      throw err;
+    }
+    const start = range?.start ?? 0;
+    const end = range ? range.end : size - 1;
+    const highWaterMark = Math.max(16 * 1024, Math.min(READ_CHUNK_MAX, end - start + 1));
+    // An empty file has no last byte to name (end may not precede start).
+    return fh.createReadStream(end < start ? { start, highWaterMark } : { start, end, highWaterMark });
   }
 
   async stat(key: string): Promise<ObjectInfo | null> {

@@ -64,6 +64,8 @@ export function testConfig(dataDir: string, overrides: Partial<Config> = {}): Co
     storage: { driver: 'local', fsync: true },
     maxFileSize: 5 * 1024 ** 4,
     maxImagePixels: 100_000_000,
+    deliveryHotCacheBytes: 64 * 1024 * 1024,
+    deliveryLookupTtlMs: 1000,
     multipartMaxTtl: 7 * 24 * 3600,
     sweepIntervalMs: 0,
     sweepGraceMs: 15 * 60 * 1000,

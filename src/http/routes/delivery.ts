@@ -1,9 +1,18 @@
-// GET /{workspace_id}/{path} and /{workspace_id}/{tokens}/{path}: public delivery.
-import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { appError } from '../../errors.ts';
+// GET /{workspace_id}/{path} and /{workspace_id}/{tokens}/{path}: public delivery. The answer
+// (status, validators, Range, caching headers) is decided once, in `answer()`, for both ways a
+// request is served: this Fastify route, and `deliveryFastPath`, which answers a request whose
+// file is held in memory (DeliveryCache) straight from the HTTP server, before Fastify's routing
+// and hooks, as a static file server would. Everything else (misses, private files, errors,
+// sources) takes the route.
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import { pipeline } from 'node:stream/promises';
+import type { FastifyInstance } from 'fastify';
+import { appError, errors } from '../../errors.ts';
 import type { DeliverySigner } from '../../crypto/delivery-url.ts';
-import type { Delivered, DeliveryService } from '../../services/delivery.ts';
-import type { ByteRange } from '../../storage/driver.ts';
+import type { Delivered, DeliveryService, DeliveryTarget } from '../../services/delivery.ts';
+import type { CachedDelivery, DeliveryCache } from '../../services/delivery-cache.ts';
+import { type ByteRange, ObjectNotFoundError } from '../../storage/driver.ts';
+import { EXPOSED_HEADERS } from '../cors.ts';
 
 /** User files are served as data, never as active content on the service's origin. */
 const SAFE_HEADERS = {
@@ -52,11 +61,17 @@ function text(value: string | string[] | undefined): string | undefined {
   return value === undefined ? undefined : String(value);
 }
 
-function notModified(request: FastifyRequest, d: Delivered): boolean {
-  const inm = request.headers['if-none-match'];
-  if (typeof inm === 'string')
-    return inm.split(',').some((t) => t.trim() === '*' || t.trim().replace(/^W\//, '') === d.etag);
-  const ims = request.headers['if-modified-since'];
+/** Whether the request's validators say the client's copy is current (RFC 9110 13.1.2, 13.1.3). */
+function notModified(headers: IncomingHttpHeaders, d: Delivered): boolean {
+  const inm = headers['if-none-match'];
+  // If-None-Match wins over If-Modified-Since, and compares weakly. The list is read tag by tag,
+  // not split on commas: a rendition's tag holds its tokens ("…-w_50,f_png"), commas included.
+  if (typeof inm === 'string') {
+    if (inm.trim() === '*') return true;
+    for (const m of inm.matchAll(/(?:W\/)?("[^"]*")/g)) if (m[1] === d.etag) return true;
+    return false;
+  }
+  const ims = headers['if-modified-since'];
   if (typeof ims === 'string') {
     const since = Date.parse(ims);
     return Number.isFinite(since) && Math.floor(d.lastModified.getTime() / 1000) <= Math.floor(since / 1000);
@@ -64,10 +79,199 @@ function notModified(request: FastifyRequest, d: Delivered): boolean {
   return false;
 }
 
+/**
+ * If-Range (RFC 9110 13.1.5): the range is served only when the client's copy is this one. An
+ * entity tag must match strongly (a weak one never does); a date must equal Last-Modified
+ * exactly, and only counts when Last-Modified is strong, at least a second old. Otherwise the
+ * whole file is sent.
+ */
+export function ifRangeHolds(value: string | undefined, d: Delivered, now = Date.now()): boolean {
+  if (value === undefined) return true;
+  const v = value.trim();
+  if (v.startsWith('"') || v.startsWith('W/')) return v === d.etag;
+  const at = Date.parse(v);
+  const modified = Math.floor(d.lastModified.getTime() / 1000) * 1000;
+  return Number.isFinite(at) && at === modified && now - d.lastModified.getTime() >= 1000;
+}
+
+/**
+ * `?v=` pins a URL to content: when it is 8 to 64 hex digits that begin the SHA-256 of the file
+ * (the record's `hash`), what the URL answers can never change (another content is another
+ * URL), so it is cached as immutable for a year. Only for a workspace's own public files, whose
+ * ETag begins with that SHA-256 (originals: all of it; renditions: its first 32 digits); a
+ * source's objects and private files never are.
+ */
+export function contentAddressed(d: Delivered, own: boolean, v: string | undefined): boolean {
+  if (!own || d.isPrivate || v === undefined || !/^[0-9a-f]{8,64}$/.test(v)) return false;
+  const hash = /^"([0-9a-f]{32,64})(?:"|-)/.exec(d.etag);
+  return hash !== null && v.length <= hash[1].length && hash[1].startsWith(v);
+}
+
+export const IMMUTABLE = 'public, max-age=31536000, immutable';
+
+export interface Answer {
+  status: 200 | 206 | 304 | 416;
+  headers: Record<string, string | number>;
+  range?: ByteRange;
+}
+
+/** The status and headers of the answer to a GET or HEAD of `d` (the body is the caller's). */
+export function answer(headers: IncomingHttpHeaders, d: Delivered, immutable: boolean): Answer {
+  const h: Record<string, string | number> = {
+    ...SAFE_HEADERS,
+    etag: d.etag,
+    'last-modified': d.lastModified.toUTCString(),
+    'cache-control': d.isPrivate
+      ? 'private, max-age=300'
+      : immutable
+        ? IMMUTABLE
+        : d.isRendition
+          ? 'public, max-age=86400, stale-while-revalidate=604800'
+          : 'public, max-age=300, must-revalidate',
+    'accept-ranges': d.ranges ? 'bytes' : 'none',
+  };
+  // Replaces CORS's `Vary: Origin`, as `Vary: Accept` always did: delivery answers
+  // `Access-Control-Allow-Origin: *`, the same for every Origin.
+  const vary = [...(d.varyAccept ? ['Accept'] : []), ...(d.vary ?? [])];
+  if (vary.length > 0) h.vary = vary.join(', ');
+  if (d.canonical) h.link = `<${d.canonical}>; rel="canonical"`;
+  if (notModified(headers, d)) return { status: 304, headers: h };
+  const range =
+    d.ranges && d.size !== undefined && ifRangeHolds(headerText(headers['if-range']), d)
+      ? parseRange(headerText(headers.range), d.size)
+      : null;
+  if (range === 'unsatisfiable') {
+    h['content-range'] = `bytes */${d.size}`;
+    return { status: 416, headers: h };
+  }
+  h['content-type'] = d.contentType;
+  if (range && d.size !== undefined) {
+    h['content-range'] = `bytes ${range.start}-${range.end}/${d.size}`;
+    h['content-length'] = range.end - range.start + 1;
+    return { status: 206, headers: h, range };
+  }
+  if (d.size !== undefined) h['content-length'] = d.size;
+  return { status: 200, headers: h };
+}
+
+function headerText(v: string | string[] | undefined): string | undefined {
+  return Array.isArray(v) ? v.join(', ') : v;
+}
+
+/** The part of a held file the answer carries. */
+function slice(body: Buffer, a: Answer): Buffer {
+  return a.range ? body.subarray(a.range.start, a.range.end + 1) : body;
+}
+
+const OWN_WORKSPACE = /^[0-9A-Za-z]{10,16}$/;
+const REQUEST_ID = /^[\x21-\x7e]{1,200}$/;
+
+/** The `v` query parameter, when the query has exactly one. */
+function versionOf(query: string | undefined): string | undefined {
+  if (query === undefined || !query.includes('v=')) return undefined;
+  const all = new URLSearchParams(query).getAll('v');
+  return all.length === 1 ? all[0] : undefined;
+}
+
+/** Counts a fast-path answer in the same series as the route's (app.ts, onResponse). */
+export interface FastPathMetrics {
+  count(method: string, status: number, seconds: number): void;
+}
+
+/**
+ * Answers a GET or HEAD of a public file whose lookup is remembered directly on the HTTP server,
+ * before Fastify: no routing, hooks or database; a held file is sent from memory, a larger one
+ * streamed from storage. Returns false (and writes nothing) for anything else, which then goes
+ * through Fastify as usual: a lookup not remembered, a private file (its signature is checked by
+ * the route, every time), a source's path, an unsatisfiable range. If the stored bytes turn out
+ * to be gone before anything is written, the request is handed to `fallback` (the route).
+ * The headers are the route's (same `answer()`), plus what the app's hooks add to every
+ * delivery answer: `x-request-id`, the CORS headers of a simple request, `Vary: Origin`.
+ */
+export function deliveryFastPath(
+  cache: DeliveryCache,
+  metrics?: FastPathMetrics,
+): (req: IncomingMessage, res: ServerResponse, fallback: () => void) => boolean {
+  const expose = EXPOSED_HEADERS.join(', ');
+  let served = 0;
+  return (req, res, fallback) => {
+    const method = req.method;
+    if (method !== 'GET' && method !== 'HEAD') return false;
+    const url = req.url ?? '';
+    const pathname = rawPath(url);
+    const slash = pathname.indexOf('/', 1);
+    if (slash === -1) return false;
+    const workspaceId = pathname.slice(1, slash);
+    if (!OWN_WORKSPACE.test(workspaceId)) return false;
+    const target: DeliveryTarget = { workspaceId, path: pathname.slice(slash + 1), accept: req.headers.accept };
+    const held = cache.peek(target);
+    if (!held || held.delivered.isPrivate) return false;
+    const d = held.delivered;
+    const started = performance.now();
+    const a = answer(req.headers, d, contentAddressed(d, true, versionOf(rawQuery(url))));
+    if (a.status === 416) return false;
+    // A proxy's request id is echoed only when it is plain visible text (writeHead throws on
+    // what a response header may not hold; the route is left to answer such a request).
+    const id = req.headers['x-request-id'];
+    a.headers['x-request-id'] = typeof id === 'string' && REQUEST_ID.test(id) ? id : `dfp-${(++served).toString(36)}`;
+    a.headers['access-control-allow-origin'] = '*';
+    a.headers['access-control-expose-headers'] = expose;
+    // What the CORS hook leaves when the answer names no Vary of its own.
+    a.headers.vary ??= 'Origin';
+    const done = () => metrics?.count(method, a.status, (performance.now() - started) / 1000);
+    const head = (): boolean => {
+      try {
+        res.writeHead(a.status, a.headers);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    if (held.body || a.status === 304 || method === 'HEAD') {
+      // A header Node will not send (nothing is written yet): the route answers instead.
+      if (!head()) return false;
+      if (held.body && a.status !== 304 && method !== 'HEAD') res.end(slice(held.body, a));
+      else res.end();
+      done();
+      return true;
+    }
+    d.open(a.range).then(
+      (body) => {
+        if (!head()) {
+          body.destroy();
+          return fallback();
+        }
+        res.once('finish', done);
+        pipeline(body, res).catch(() => res.destroy());
+      },
+      (err) => {
+        // Gone under a remembered lookup (another node deleted it): the route looks again.
+        if (err instanceof ObjectNotFoundError) cache.drop(target);
+        fallback();
+      },
+    );
+    return true;
+  };
+}
+
 export async function deliveryRoutes(
   app: FastifyInstance,
-  opts: { delivery: DeliveryService; signer: DeliverySigner },
+  opts: { delivery: DeliveryService; signer: DeliverySigner; cache?: DeliveryCache },
 ): Promise<void> {
+  const { delivery, signer, cache } = opts;
+  const resolve = (t: DeliveryTarget) => delivery.resolve(t);
+  const lookup = async (target: DeliveryTarget): Promise<CachedDelivery> => {
+    if (!cache) return { delivered: await resolve(target) };
+    try {
+      return await cache.get(target, resolve);
+    } catch (err) {
+      // Bytes gone under a remembered lookup (deleted or replaced through another node): ask again.
+      if (!(err instanceof ObjectNotFoundError)) throw err;
+      cache.drop(target);
+      return cache.get(target, resolve);
+    }
+  };
+
   // No schemas (the path is decoded here, and a query is anything a CDN adds): the router's
   // parameters are text, and the query is what Node's querystring parser gives.
   app.get<{ Params: { workspace: string }; Querystring: Record<string, string | string[] | undefined> }>(
@@ -81,16 +285,18 @@ export async function deliveryRoutes(
       const pathname = rawPath(request.url);
       const slash = pathname.indexOf('/', 1);
       const path = slash === -1 ? '' : pathname.slice(slash + 1);
-      const d = await opts.delivery.resolve({
+      const query = rawQuery(request.url);
+      const target: DeliveryTarget = {
         workspaceId: workspace,
         path,
-        query: rawQuery(request.url),
+        query,
         accept: request.headers.accept,
         headers: request.headers,
-      });
+      };
+      const { delivered: d, body } = await lookup(target);
       if (d.isPrivate) {
         const { expires, signature } = request.query;
-        const verdict = opts.signer.verify(
+        const verdict = signer.verify(
           pathname,
           { expires: text(expires), signature: text(signature) },
           Math.floor(Date.now() / 1000),
@@ -100,39 +306,22 @@ export async function deliveryRoutes(
         if (verdict === 'expired') throw appError('URL_EXPIRED');
       }
 
-      reply.headers({
-        ...SAFE_HEADERS,
-        etag: d.etag,
-        'last-modified': d.lastModified.toUTCString(),
-        'cache-control': d.isPrivate
-          ? 'private, max-age=300'
-          : d.isRendition
-            ? 'public, max-age=86400, stale-while-revalidate=604800'
-            : 'public, max-age=300, must-revalidate',
-        'accept-ranges': d.ranges ? 'bytes' : 'none',
-      });
-      // Replaces CORS's `Vary: Origin`, as `Vary: Accept` always did: delivery answers
-      // `Access-Control-Allow-Origin: *`, the same for every Origin.
-      const vary = [...(d.varyAccept ? ['Accept'] : []), ...(d.vary ?? [])];
-      if (vary.length > 0) reply.header('vary', vary.join(', '));
-      if (d.canonical) reply.header('link', `<${d.canonical}>; rel="canonical"`);
-      if (notModified(request, d)) return reply.code(304).send();
-
-      const range = d.ranges && d.size !== undefined ? parseRange(request.headers.range, d.size) : null;
-      if (range === 'unsatisfiable') {
-        reply.header('content-range', `bytes */${d.size}`);
-        throw appError('RANGE_NOT_SATISFIABLE', `The file is ${d.size} bytes long`);
+      const a = answer(request.headers, d, contentAddressed(d, OWN_WORKSPACE.test(workspace), versionOf(query)));
+      reply.headers(a.headers);
+      if (a.status === 304) return reply.code(304).send();
+      if (a.status === 416) throw appError('RANGE_NOT_SATISFIABLE', `The file is ${d.size} bytes long`);
+      reply.code(a.status);
+      if (body) return reply.send(slice(body, a));
+      try {
+        return reply.send(await d.open(a.range));
+      } catch (err) {
+        // The lookup was remembered and the bytes have gone since (another node deleted them).
+        if (err instanceof ObjectNotFoundError) {
+          cache?.drop(target);
+          throw errors.nothingStored();
+        }
+        throw err;
       }
-      reply.type(d.contentType);
-      if (range && d.size !== undefined) {
-        reply
-          .code(206)
-          .header('content-range', `bytes ${range.start}-${range.end}/${d.size}`)
-          .header('content-length', range.end - range.start + 1);
-        return reply.send(await d.open(range));
-      }
-      if (d.size !== undefined) reply.header('content-length', d.size);
-      return reply.send(await d.open());
     },
   );
 }
