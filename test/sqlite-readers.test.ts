@@ -242,7 +242,7 @@ describe('SQLite reader threads', () => {
   });
 
   test('WAL checkpoints run on their own thread, not in a commit on the main connection', async () => {
-    const { db, k, dataDir } = await open(2);
+    const { db, k } = await open(2);
     const cp = db.checkpointer!;
     assert.ok(cp, 'readers come with a checkpointer');
     // The main connection's automatic checkpoint is only a safety net now.
