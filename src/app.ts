@@ -136,7 +136,11 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
     publicUrl: config.publicUrl,
     storageOrigin: services.storage.partUploadOrigin,
   });
-  await app.register(deliveryRoutes, { delivery: services.delivery, signer: services.deliverySigner });
+  await app.register(deliveryRoutes, {
+    delivery: services.delivery,
+    signer: services.deliverySigner,
+    transformGate: { policy: (id) => services.workspaces.transformPolicy(id), signer: services.deliverySigner },
+  });
 
   return app;
 }

@@ -4,6 +4,7 @@ import { appError } from '../../errors.ts';
 import type { DeliverySigner } from '../../crypto/delivery-url.ts';
 import type { Delivered, DeliveryService } from '../../services/delivery.ts';
 import type { ByteRange } from '../../storage/driver.ts';
+import { checkTransformSignature, type TransformGateDeps } from '../transform-signature.ts';
 
 /** User files are served as data, never as active content on the service's origin. */
 const SAFE_HEADERS = {
@@ -66,7 +67,7 @@ function notModified(request: FastifyRequest, d: Delivered): boolean {
 
 export async function deliveryRoutes(
   app: FastifyInstance,
-  opts: { delivery: DeliveryService; signer: DeliverySigner },
+  opts: { delivery: DeliveryService; signer: DeliverySigner; transformGate?: TransformGateDeps },
 ): Promise<void> {
   // No schemas (the path is decoded here, and a query is anything a CDN adds): the router's
   // parameters are text, and the query is what Node's querystring parser gives.
@@ -81,10 +82,19 @@ export async function deliveryRoutes(
       const pathname = rawPath(request.url);
       const slash = pathname.indexOf('/', 1);
       const path = slash === -1 ? '' : pathname.slice(slash + 1);
+      // Signed transformations (transform-signature.ts): refused before anything is rendered.
+      const query = opts.transformGate
+        ? await checkTransformSignature(
+            opts.transformGate,
+            pathname,
+            rawQuery(request.url),
+            Math.floor(Date.now() / 1000),
+          )
+        : rawQuery(request.url);
       const d = await opts.delivery.resolve({
         workspaceId: workspace,
         path,
-        query: rawQuery(request.url),
+        query,
         accept: request.headers.accept,
         headers: request.headers,
       });
