@@ -3,7 +3,7 @@
 // signed URLs (the workspace's delivery key, or the service's own) do; originals and workspaces
 // with the setting off behave as before; the key is read at one endpoint only, never logged.
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
+import { createHmac, randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -214,8 +214,20 @@ describe('signed transformations', () => {
     assert.deepEqual([meta.width, meta.height], [50, 40]);
     const soon = await signDeliveryUrl(`${base}/${ws()}/w_51/gallery/photo.jpg`, key, { expiresIn: 300 });
     assert.equal((await get(soon)).status, 200);
-    // The server's signer and the SDK's agree, byte for byte.
+    // The server's signer and the SDK's agree, byte for byte, and both follow the recipe in
+    // docs/api/delivery.md, written out here by hand.
     assert.equal(signTransformUrl(key, `${base}/${ws()}/w_50,h_40,c_fill/gallery/photo.jpg`), forever);
+    const path = `/${ws()}/w_53/gallery/photo.jpg`;
+    const texp = Math.floor(Date.now() / 1000) + 3600;
+    const tsig = createHmac('sha256', key).update(`${path}\n${texp}`).digest('base64url');
+    assert.equal(
+      await signDeliveryUrl(`${base}${path}`, key, { expiresAt: texp }),
+      `${base}${path}?texp=${texp}&tsig=${tsig}`,
+    );
+    const srcPath = `/${ws()}-web/w_53/photo.jpg`;
+    const srcSig = createHmac('sha256', key).update(`${srcPath}?a=1&b=2`).digest('base64url');
+    assert.equal(await signDeliveryUrl(`${base}${srcPath}?a=1&b=2`, key), `${base}${srcPath}?a=1&b=2&tsig=${srcSig}`);
+    assert.equal(signTransformUrl(key, `${base}${srcPath}?a=1&b=2`), `${base}${srcPath}?a=1&b=2&tsig=${srcSig}`);
     // A URL from signed-url (the service's own signature) opens the rendition of a public file.
     const record = (await call(h.app, 'GET', '/api/v1/files', { headers: priv() })).body.files[0];
     const minted = await call(h.app, 'POST', `/api/v1/files/${record.file_no}/signed-url`, {
@@ -226,7 +238,7 @@ describe('signed transformations', () => {
     const small = await get(minted.body.data.url);
     assert.equal(small.status, 200);
     assert.equal((await sharp(small.body).metadata()).width, 52);
-    assert.equal(made(), before + 3);
+    assert.equal(made(), before + 3, 'only the three URLs fetched were rendered');
   });
 
   test('originals are still served unsigned, and a folder named like tokens through its record URL', async () => {

@@ -331,7 +331,7 @@ export class WorkspaceService {
     };
   }
 
-  /** Re-seals every webhook secret and delivery key under the current master key; returns how many changed. */
+  /** Re-seals every webhook secret under the current master key; returns how many changed. */
   async resealAll(): Promise<number> {
     const rows = await this.repo.sealedSecrets();
     let changed = 0;
@@ -342,6 +342,12 @@ export class WorkspaceService {
       await this.repo.replaceSecret(row.id, row.webhook_secret, resealed);
       changed++;
     }
+    return changed;
+  }
+
+  /** Re-seals every delivery key under the current master key; returns how many changed. */
+  async resealDeliveryKeys(): Promise<number> {
+    let changed = 0;
     for (const row of await this.repo.sealedDeliveryKeys()) {
       if (!this.box.isStale(row.delivery_key)) continue;
       const aad = deliveryKeyAad(row.id);
