@@ -166,6 +166,12 @@ describe('signed transformations', () => {
       [`/${ws()}//w_41//gallery/photo.jpg`, 'TRANSFORMATION_SIGNATURE_REQUIRED'],
       [`/${ws()}/w_41,h_41,c_fill/gallery/photo.jpg?v=1`, 'TRANSFORMATION_SIGNATURE_REQUIRED'],
       [`/${ws()}/zz_1/gallery/photo.jpg`, 'TRANSFORMATION_SIGNATURE_REQUIRED'],
+      // The workspace id spelled with a percent-escape reaches the same workspace.
+      [
+        `/%${ws().charCodeAt(0).toString(16)}${ws().slice(1)}/w_41/gallery/photo.jpg`,
+        'TRANSFORMATION_SIGNATURE_REQUIRED',
+      ],
+      [`/${ws()}-%77eb/w_41/photo.jpg`, 'TRANSFORMATION_SIGNATURE_REQUIRED'],
       [`/${ws()}-web/w_41/photo.jpg`, 'TRANSFORMATION_SIGNATURE_REQUIRED'],
       [`/${ws()}/w_41/gallery/photo.jpg?tsig=${randomBytes(32).toString('base64url')}`, 'INVALID_SIGNATURE'],
       [`/${ws()}/w_41/gallery/photo.jpg?tsig=short`, 'INVALID_SIGNATURE'],

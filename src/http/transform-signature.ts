@@ -36,19 +36,23 @@ function single(query: string | undefined, name: string): string | undefined {
 }
 
 /**
- * Throws 403 unless the request may have its transformation. Returns the query delivery should
+ * Throws 403 unless the request may have its transformation. `workspaceSegment` is the route's
+ * decoded first segment (`{workspace_id}` or `{workspace_id}-{source}`); `pathname` the raw path. Returns the query delivery should
  * use: without tsig/texp once they have been checked, so an origin never sees them and they do
  * not split its cache.
  */
 export async function checkTransformSignature(
   deps: TransformGateDeps,
+  workspaceSegment: string,
   pathname: string,
   query: string | undefined,
   nowSeconds: number,
 ): Promise<string | undefined> {
   if (!hasTokens(pathname)) return query;
-  const first = pathname.split('/').find((s) => s !== '') ?? '';
-  const workspaceId = first.includes('-') ? first.slice(0, first.indexOf('-')) : first;
+  // The segment as the router decoded it, which is what delivery serves: read from the raw path,
+  // "/%71Vb…/w_1/a.jpg" would name no workspace here and the workspace there.
+  const dash = workspaceSegment.indexOf('-');
+  const workspaceId = dash === -1 ? workspaceSegment : workspaceSegment.slice(0, dash);
   // Not a workspace id: delivery answers 404 as it always did.
   if (!WORKSPACE_ID.test(workspaceId)) return query;
   const policy = await deps.policy(workspaceId);

@@ -86,6 +86,7 @@ export async function deliveryRoutes(
       const query = opts.transformGate
         ? await checkTransformSignature(
             opts.transformGate,
+            workspace,
             pathname,
             rawQuery(request.url),
             Math.floor(Date.now() / 1000),
