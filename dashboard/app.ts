@@ -204,6 +204,12 @@ function openDetails(f: FileRecord): void {
   if (f.mime_type.startsWith('image/')) {
     const img = document.createElement('img');
     img.src = f.thumbnail ? f.thumbnail.replace('/w_200,h_200,c_fit/', '/w_800,c_fit/') : f.url;
+    // A signed thumbnail (a private file, or a workspace with signed transformations) opens only
+    // its own path: the larger preview is signed by the service instead.
+    if (f.thumbnail?.includes('?'))
+      void signedRendition(f, 'w_800,c_fit').then((url) => {
+        img.src = url ?? f.thumbnail!;
+      });
     img.alt = `Preview of ${f.name}`;
     preview.append(img);
   } else {
@@ -258,11 +264,33 @@ function builderUrl(): string | undefined {
   return url.toString();
 }
 
+/** A service-signed URL of a rendition (valid an hour), or undefined when the API refuses. */
+async function signedRendition(f: FileRecord, tokens: string): Promise<string | undefined> {
+  try {
+    return (await api!.signedUrl(f.file_no, { transform: tokens, expires_in: 3600 })).url;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Answers to builder changes can arrive out of order: only the latest is shown. */
+let builderSeq = 0;
+
 function updateBuilder(): void {
   const url = builderUrl();
-  if (!url) return;
-  $('t-url').textContent = url;
-  $<HTMLImageElement>('t-preview').src = url;
+  if (!url || !current) return;
+  const seq = ++builderSeq;
+  const show = (u: string) => {
+    if (seq !== builderSeq) return;
+    $('t-url').textContent = u;
+    $<HTMLImageElement>('t-preview').src = u;
+  };
+  const file = current;
+  const tokens = new URL(url).pathname.split('/')[2];
+  // Signed URLs (private files, signed transformations) are not edited by hand: the service signs one.
+  if (file.thumbnail?.includes('?') && url !== new URL(file.url).toString())
+    void signedRendition(file, tokens).then((signed) => show(signed ?? url));
+  else show(url);
 }
 
 async function saveCurrent(patch: Parameters<Stowage['updateFile']>[1], done: string): Promise<void> {
@@ -418,7 +446,8 @@ for (const id of ['t-width', 't-height', 't-crop', 't-format', 't-quality', 't-g
   $(id).addEventListener('input', updateBuilder);
 $('copy').addEventListener('click', () =>
   guarded('Copying', async () => {
-    const url = builderUrl();
+    // What the preview shows: signed by the service where the URL needs a signature.
+    const url = $('t-url').textContent || builderUrl();
     if (!url) return;
     await navigator.clipboard.writeText(url);
     status('URL copied');

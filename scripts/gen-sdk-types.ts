@@ -59,6 +59,7 @@ const SCHEMAS: [string, TSchema, string?][] = [
   ['UploadToken', contract.UploadToken],
   ['WorkspaceSettings', contract.WorkspaceSettings, 'GET /api/v1/workspace'],
   ['WorkspacePatchBody', contract.WorkspacePatchBody, 'PATCH /api/v1/workspace'],
+  ['DeliveryKey', contract.DeliveryKey, 'GET /api/v1/workspace/delivery-key'],
   ['ErrorBody', contract.ErrorBody],
 ];
 

@@ -50,13 +50,22 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
   const { config } = services;
   // Held public files are answered before Fastify (routes/delivery.ts, deliveryFastPath), in the
   // request counters as the route's answers are.
-  const fastPath = deliveryFastPath(services.deliveryCache, {
-    count(method, status, seconds) {
-      const labels = { method, route: '/:workspace/*', status: String(status) };
-      services.metrics.requests.inc(labels);
-      services.metrics.duration.observe(labels, seconds);
+  // Signed transformations are checked on both ways a delivery is answered.
+  const transformGate = {
+    policy: (id: string) => services.workspaces.transformPolicy(id),
+    signer: services.deliverySigner,
+  };
+  const fastPath = deliveryFastPath(
+    services.deliveryCache,
+    {
+      count(method, status, seconds) {
+        const labels = { method, route: '/:workspace/*', status: String(status) };
+        services.metrics.requests.inc(labels);
+        services.metrics.duration.observe(labels, seconds);
+      },
     },
-  });
+    transformGate,
+  );
   const httpOptions: http.ServerOptions = {
     requestTimeout: 0,
     headersTimeout: config.headersTimeoutMs,
@@ -162,6 +171,7 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
     delivery: services.delivery,
     signer: services.deliverySigner,
     cache: services.deliveryCache,
+    transformGate,
   });
 
   return app;

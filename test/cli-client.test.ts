@@ -5,6 +5,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, truncateSync, writeFileS
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import sharp from 'sharp';
 import { runCli, type ServerProcess, startServer } from './helpers/process.ts';
 
 const MiB = 1024 * 1024;
@@ -290,6 +291,49 @@ describe('stowage client commands', () => {
     assert.equal(bad.code, 1);
     assert.match(bad.stderr, /HTTP 400/);
     assert.equal((await cli(['settings', 'set', '--webhook-origins', ''])).code, 0);
+  });
+
+  test('url sign: with the delivery key offline or fetched; settings switch signed transformations', async () => {
+    writeFileSync(
+      join(dir, 'pic.png'),
+      await sharp({ create: { width: 20, height: 10, channels: 3, background: '#0a0' } })
+        .png()
+        .toBuffer(),
+    );
+    const up = await cli(['upload', join(dir, 'pic.png'), '--folder', 'signing', '--json']);
+    assert.equal(up.code, 0, up.stderr);
+    const plain = `${server.url}/${ws.workspace_id}/w_5/signing/pic.png`;
+    assert.equal((await cli(['settings', 'set', '--signed-transformations', 'maybe'])).code, 2);
+    const on = await cli(['settings', 'set', '--signed-transformations', 'on']);
+    assert.equal(on.code, 0, on.stderr);
+    assert.match(on.stdout, /signed_transformations\s+on/);
+    try {
+      assert.equal((await fetch(plain)).status, 403);
+      // Fetched with the private key; the public key may not read it.
+      assert.equal((await cli(['url', 'sign', plain], ws.public_key)).code, 4);
+      const fetched = await cli(['url', 'sign', plain]);
+      assert.equal(fetched.code, 0, fetched.stderr);
+      const res = await fetch(fetched.stdout.trim());
+      assert.equal(res.status, 200);
+      assert.equal((await sharp(Buffer.from(await res.arrayBuffer())).metadata()).width, 5);
+      // Offline: STOWAGE_DELIVERY_KEY and no API key or service at all.
+      const key = (await cli(['url', 'key'])).stdout.trim();
+      assert.match(key, /^stw_dk_/);
+      const offline = await runCli(['url', 'sign', plain.replace('w_5', 'w_6'), '--expires-in', '120'], {
+        STOWAGE_DELIVERY_KEY: key,
+      });
+      assert.equal(offline.code, 0, offline.stderr);
+      assert.match(offline.stdout, /[?&]texp=\d+&tsig=/);
+      assert.equal((await fetch(offline.stdout.trim())).status, 200);
+      assert.equal((await runCli(['url', 'sign', 'not a url'], { STOWAGE_DELIVERY_KEY: key })).code, 2);
+      // Rotation: the old key's URLs stop working.
+      const rotated = (await cli(['url', 'key', '--rotate'])).stdout.trim();
+      assert.notEqual(rotated, key);
+      assert.equal((await fetch(offline.stdout.trim())).status, 403);
+    } finally {
+      assert.equal((await cli(['settings', 'set', '--signed-transformations', 'off'])).code, 0);
+    }
+    assert.equal((await fetch(plain)).status, 200);
   });
 
   test('exit codes a shell user can act on: 78 without configuration, 4 for a refused key, 2 for bad usage', async () => {

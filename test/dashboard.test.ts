@@ -221,4 +221,61 @@ describe('dashboard in Chromium', {
     assert.equal(await (await fetch(url)).text(), 'hello from the example page');
     await page.close();
   });
+
+  test('with signed transformations on: thumbnail, preview, builder and copied URL still work', async () => {
+    const api = (method: string, path: string, body?: unknown) =>
+      fetch(`${server.url}${path}`, {
+        method,
+        headers: { 'x-api-key': ws.private_key, 'content-type': 'application/json' },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    assert.equal((await api('PATCH', '/api/v1/workspace', { signed_transformations: true })).status, 200);
+    try {
+      const form = new FormData();
+      const png = await sharp({ create: { width: 800, height: 600, channels: 3, background: '#a33' } })
+        .png()
+        .toBuffer();
+      form.append('file', new Blob([new Uint8Array(png)], { type: 'image/png' }), 'signed.png');
+      form.append('file_name', 'signed.png');
+      const up = await fetch(`${server.url}/api/v1/uploads`, {
+        method: 'POST',
+        body: form,
+        headers: { 'x-api-key': ws.private_key },
+      });
+      assert.equal(up.status, 201);
+      const context = await browser.newContext({ viewport: { width: 1440, height: 900 } });
+      await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: server.url });
+      const page = await context.newPage();
+      const errors: string[] = [];
+      page.on('pageerror', (e) => errors.push(String(e)));
+      await page.goto(`${server.url}/dashboard/`);
+      await page.getByLabel('Private key').fill(ws.private_key);
+      await page.getByRole('button', { name: 'Sign in' }).click();
+      await page.getByRole('heading', { name: /Files/ }).waitFor();
+      await page.waitForFunction(() => {
+        const img = document.querySelector<HTMLImageElement>('img[alt="signed.png"]');
+        return img?.complete && img.naturalWidth === 200;
+      });
+      await page.getByRole('button', { name: /signed\.png/ }).click();
+      await page.waitForFunction(() => {
+        const img = document.querySelector<HTMLImageElement>('#preview img');
+        return img?.complete && img.naturalWidth === 800 && img.src.includes('signature=');
+      });
+      await page.getByLabel('Width').fill('320');
+      await page.waitForFunction(() => {
+        const img = document.querySelector<HTMLImageElement>('#t-preview');
+        return img?.complete && img.naturalWidth === 320;
+      });
+      await page.getByRole('button', { name: 'Copy URL' }).click();
+      await page.getByText('URL copied').waitFor();
+      const copied = await page.evaluate(() => navigator.clipboard.readText());
+      assert.match(copied, /\/w_320\/signed\.png\?.*signature=/);
+      assert.equal((await fetch(copied)).status, 200, 'the copied URL works outside the dashboard');
+      assert.equal((await fetch(copied.split('?')[0])).status, 403, 'and only because it is signed');
+      assert.deepEqual(errors, [], 'no script errors');
+      await context.close();
+    } finally {
+      await api('PATCH', '/api/v1/workspace', { signed_transformations: false });
+    }
+  });
 });

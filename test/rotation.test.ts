@@ -60,6 +60,8 @@ describe('rotation', () => {
       type: 's3',
       configuration: { region: 'us-east-1', bucket: 'b-b-b', access_key: 'AKIA123', secret_key: 'very-secret' },
     });
+    // A delivery key lives in customers' backends: a master-key rotation must not change it.
+    const deliveryKey = await s.workspaces.deliveryKey(ws.workspace_id);
     await s.close();
 
     // Every node now knows B (current) and A (previous): everything still reads.
@@ -75,17 +77,19 @@ describe('rotation', () => {
     const counts = JSON.parse(rotated.stdout);
     assert.equal(counts.sources, 1);
     assert.equal(counts.webhook_secrets, 1);
+    assert.equal(counts.delivery_keys, 1);
 
     // Only B from now on: still readable. Only A: no longer.
     s = await createServices(loadConfig(withKeys(B)));
     assert.equal(s.sources.configuration(await row(s)).secret_key, 'very-secret');
     assert.equal(await s.workspaces.webhookSecret(ws.workspace_id), ws.webhook_secret);
+    assert.equal(await s.workspaces.deliveryKey(ws.workspace_id), deliveryKey);
     await s.close();
     s = await createServices(loadConfig(withKeys(A)));
     const stale = await row(s);
     assert.throws(() => s.sources.configuration(stale), /not configured/);
     await s.close();
     const again = JSON.parse((await runCli(['master-key', 'rotate', '--json'], withKeys(B))).stdout);
-    assert.deepEqual(again, { sources: 0, webhook_secrets: 0 }, 'nothing left to re-encrypt');
+    assert.deepEqual(again, { sources: 0, webhook_secrets: 0, delivery_keys: 0 }, 'nothing left to re-encrypt');
   });
 });

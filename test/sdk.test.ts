@@ -6,8 +6,9 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { Stowage, StowageAbortError, StowageError, uploadWithToken } from '../sdk/src/index.ts';
+import { Stowage, StowageAbortError, StowageError, signDeliveryUrl, uploadWithToken } from '../sdk/src/index.ts';
 import { fileFromPath } from '../sdk/src/node.ts';
+import sharp from 'sharp';
 import { type Harness, makeHarness } from './helpers/harness.ts';
 import { localServer } from './helpers/servers.ts';
 
@@ -418,5 +419,38 @@ describe('SDK: upload tokens and workspace settings', () => {
     });
     assert.equal(r.name, 'page.txt');
     assert.deepEqual((await priv.updateWorkspace({ allowedOrigins: [] })).allowed_origins, []);
+  });
+
+  test('signed transformations: the key, the setting, and URLs signed offline that the service accepts', async () => {
+    const png = await sharp({ create: { width: 4, height: 4, channels: 3, background: '#123456' } })
+      .png()
+      .toBuffer();
+    const r = await priv.upload(new Blob([png], { type: 'image/png' }), 'dot.png', { folder: 'signed' });
+    await assert.rejects(
+      new Stowage({ baseUrl: base, apiKey: h.ws.public_key }).getDeliveryKey(),
+      (e: unknown) => e instanceof StowageError && e.status === 403,
+    );
+    const deliveryKey = await priv.getDeliveryKey();
+    assert.match(deliveryKey, /^stw_dk_/);
+    assert.equal((await priv.updateWorkspace({ signedTransformations: true })).signed_transformations, true);
+    try {
+      const plain = priv.deliveryUrl(h.ws.workspace_id, r.path, 'w_1');
+      assert.equal((await fetch(plain)).status, 403, 'unsigned is refused');
+      assert.throws(() => priv.signUrl(plain), TypeError, 'no deliveryKey option: a clear error, not an unsigned URL');
+      const signer = new Stowage({ baseUrl: base, apiKey: h.ws.private_key, deliveryKey });
+      const signed = await signer.signedDeliveryUrl(h.ws.workspace_id, r.path, 'w_1', { expiresIn: 60 });
+      assert.match(signed, /[?&]texp=\d+&tsig=/);
+      const res = await fetch(signed);
+      assert.equal(res.status, 200);
+      assert.equal(res.headers.get('content-type'), 'image/png');
+      // signDeliveryUrl on its own, as a backend without a client would use it.
+      assert.equal(await signDeliveryUrl(plain, deliveryKey), await signer.signUrl(plain));
+      // A record read now carries a signed thumbnail (the upload's answer, made before, did not).
+      const fresh = await priv.getFile(r.file_no);
+      const t = new URL(fresh.thumbnail!);
+      assert.equal((await fetch(`${base}${t.pathname}${t.search}`)).status, 200);
+    } finally {
+      await priv.updateWorkspace({ signedTransformations: false });
+    }
   });
 });

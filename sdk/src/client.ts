@@ -1,6 +1,8 @@
 // The Stowage client: every endpoint, for Node (>= 20) and browsers, on plain `fetch`.
 import { StowageAbortError, StowageError } from './errors.ts';
+import { type SignDeliveryUrlOptions, signDeliveryUrl } from './sign.ts';
 import type {
+  DeliveryKey,
   FileListQuery,
   FilePage,
   FileRecord,
@@ -45,6 +47,11 @@ export interface ClientOptions {
   /** Longest wait between retries, in ms, even when Retry-After asks for more. Default 30 s. */
   maxRetryDelayMs?: number;
   fetch?: typeof fetch;
+  /**
+   * The workspace's delivery key (`getDeliveryKey()`), for `signUrl` and `deliveryUrl(…, {sign})`
+   * on servers. Never give it to browser code.
+   */
+  deliveryKey?: string;
 }
 
 export interface RequestOptions {
@@ -334,9 +341,29 @@ export class Stowage {
       json: {
         allowed_origins: patch.allowedOrigins,
         webhook_origins: patch.webhookOrigins,
+        signed_transformations: patch.signedTransformations,
       } satisfies WorkspacePatchBody,
       signal: opts.signal,
     });
+  }
+
+  /** The delivery key (private key) that signs transformation URLs offline; made on first request. */
+  async getDeliveryKey(opts: RequestOptions = {}): Promise<string> {
+    return (await this.request<DeliveryKey>('GET', '/api/v1/workspace/delivery-key', opts)).delivery_key;
+  }
+
+  /** A new delivery key; URLs signed with the old one stop working. */
+  async rotateDeliveryKey(opts: RequestOptions = {}): Promise<string> {
+    return (await this.request<DeliveryKey>('POST', '/api/v1/workspace/delivery-key/rotate', opts)).delivery_key;
+  }
+
+  /**
+   * A delivery URL signed with the client's `deliveryKey` (signed transformations), computed
+   * here without a request. Without an expiry the URL never changes, so caches keep it.
+   */
+  signUrl(url: string, options: SignDeliveryUrlOptions = {}): Promise<string> {
+    if (!this.options.deliveryKey) throw new TypeError('signUrl needs the deliveryKey client option');
+    return signDeliveryUrl(url, this.options.deliveryKey, options);
   }
 
   // --- files and folders -----------------------------------------------------------------
@@ -451,6 +478,16 @@ export class Stowage {
 
   testSource(id: string, opts: RequestOptions = {}): Promise<SourceTest> {
     return this.request('POST', `/api/v1/sources/${encodeURIComponent(id)}/test`, opts);
+  }
+
+  /** A delivery URL for a file path with transformation tokens, signed with the client's `deliveryKey`. */
+  signedDeliveryUrl(
+    workspaceId: string,
+    path: string,
+    tokens: string,
+    options: SignDeliveryUrlOptions = {},
+  ): Promise<string> {
+    return this.signUrl(this.deliveryUrl(workspaceId, path, tokens), options);
   }
 
   /** A delivery URL for a file path, optionally with transformation tokens. */

@@ -2,5 +2,7 @@
 export { Stowage, uploadWithToken } from './client.ts';
 export type { AutoUploadOptions, ClientOptions, MultipartOptions, RequestOptions } from './client.ts';
 export { StowageAbortError, StowageError } from './errors.ts';
+export { signDeliveryUrl } from './sign.ts';
+export type { SignDeliveryUrlOptions } from './sign.ts';
 export type { AnyErrorCode } from './errors.ts';
 export type * from './types.ts';

@@ -410,6 +410,8 @@ export interface WorkspaceSettings {
   allowed_origins: string[];
   /** Origins a public-key upload may send webhook_url to; empty: none */
   webhook_origins: string[];
+  /** Delivery URLs with transformation tokens are served only when signed with the delivery key (or signed by the service); originals are not affected */
+  signed_transformations: boolean;
   quota_bytes: number | null;
   max_file_size: number | null;
   used_bytes: number;
@@ -421,6 +423,13 @@ export interface WorkspaceSettings {
 export interface WorkspacePatchBody {
   allowed_origins?: string[] | null;
   webhook_origins?: string[] | null;
+  signed_transformations?: boolean;
+}
+
+/** GET /api/v1/workspace/delivery-key */
+export interface DeliveryKey {
+  /** stw_dk_ and 43 base62 characters; the HMAC-SHA256 key, as UTF-8 */
+  delivery_key: string;
 }
 
 /** Every error: docs/api.md#errors */
@@ -499,6 +508,7 @@ export type ErrorCode =
   | 'SIGNED_URL_REQUIRED'
   | 'INVALID_SIGNATURE'
   | 'URL_EXPIRED'
+  | 'TRANSFORMATION_SIGNATURE_REQUIRED'
   | 'RANGE_NOT_SATISFIABLE'
   | 'INTERNAL_ERROR'
   | 'RENDER_TIMEOUT'

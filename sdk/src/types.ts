@@ -25,6 +25,8 @@ export interface WorkspaceSettingsPatch {
   /** e.g. `https://shop.example.com`, `https://*.example.com`, `http://localhost:5173`; `[]` or `null` clears. */
   allowedOrigins?: WorkspacePatchBody['allowed_origins'];
   webhookOrigins?: WorkspacePatchBody['webhook_origins'];
+  /** Serve transformations only from signed URLs (delivery key, or signed by the service). */
+  signedTransformations?: boolean;
 }
 
 export interface GenerateTokenOptions {

@@ -5,7 +5,7 @@ import { homedir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import cliProgress from 'cli-progress';
 import { type Command, InvalidArgumentError } from 'commander';
-import { Stowage, StowageAbortError, StowageError } from '../../sdk/src/index.ts';
+import { Stowage, StowageAbortError, StowageError, signDeliveryUrl } from '../../sdk/src/index.ts';
 import { fileFromPath } from '../../sdk/src/node.ts';
 import type { MultipartSession, WorkspaceSettings } from '../../sdk/src/types.ts';
 
@@ -127,11 +127,12 @@ function settingsText(w: WorkspaceSettings): string {
       'webhook_origins',
       w.webhook_origins.length ? w.webhook_origins.join(', ') : '(none: public keys may not set webhook_url)',
     ],
+    ['signed_transformations', w.signed_transformations ? 'on (transformation URLs must be signed)' : 'off'],
     ['quota', w.quota_bytes === null ? 'unlimited' : human(w.quota_bytes)],
     ['max_file_size', w.max_file_size === null ? 'service default' : human(w.max_file_size)],
     ['used', human(w.used_bytes)],
   ];
-  return rows.map(([k, v]) => `${k.padEnd(16)} ${v}`).join('\n');
+  return rows.map(([k, v]) => `${k.padEnd(22)} ${v}`).join('\n');
 }
 
 export function registerClientCommands(
@@ -486,14 +487,64 @@ export function registerClientCommands(
       '--webhook-origins <list>',
       'comma-separated origins a public-key upload may send webhook_url to; "" = none',
     )
+    .option(
+      '--signed-transformations <on|off>',
+      'on: delivery URLs with transformation tokens work only when signed (stowage url sign)',
+      onOff,
+    )
     .option('--json', 'print JSON')
-    .action(async (opts: { allowedOrigins?: string; webhookOrigins?: string; json?: boolean }) => {
-      if (opts.allowedOrigins === undefined && opts.webhookOrigins === undefined)
-        throw new ExitError('give --allowed-origins and/or --webhook-origins', 2);
-      const w = await client(io).updateWorkspace({
-        allowedOrigins: opts.allowedOrigins === undefined ? undefined : list(opts.allowedOrigins),
-        webhookOrigins: opts.webhookOrigins === undefined ? undefined : list(opts.webhookOrigins),
-      });
-      print(Boolean(opts.json), w, () => settingsText(w));
+    .action(
+      async (opts: {
+        allowedOrigins?: string;
+        webhookOrigins?: string;
+        signedTransformations?: boolean;
+        json?: boolean;
+      }) => {
+        if (
+          opts.allowedOrigins === undefined &&
+          opts.webhookOrigins === undefined &&
+          opts.signedTransformations === undefined
+        )
+          throw new ExitError('give --allowed-origins, --webhook-origins and/or --signed-transformations', 2);
+        const w = await client(io).updateWorkspace({
+          allowedOrigins: opts.allowedOrigins === undefined ? undefined : list(opts.allowedOrigins),
+          webhookOrigins: opts.webhookOrigins === undefined ? undefined : list(opts.webhookOrigins),
+          signedTransformations: opts.signedTransformations,
+        });
+        print(Boolean(opts.json), w, () => settingsText(w));
+      },
+    );
+
+  const url = program.command('url').description('Delivery URLs: sign them for workspaces with signed transformations');
+  url
+    .command('sign')
+    .argument('<url>', 'a delivery URL, e.g. https://media.example.com/<workspace_id>/w_400,f_auto/photos/a.jpg')
+    .description(
+      'Sign a delivery URL with the delivery key: offline with STOWAGE_DELIVERY_KEY, else the key is fetched with the private key',
+    )
+    .option('--expires-in <seconds>', 'the URL stops working after this long (default: never)', positiveInt)
+    .action(async (target: string, opts: { expiresIn?: number }) => {
+      try {
+        new URL(target);
+      } catch {
+        throw new ExitError('the URL must be absolute, e.g. https://media.example.com/<workspace_id>/w_400/a.jpg', 2);
+      }
+      const key = io.env.STOWAGE_DELIVERY_KEY || (await client(io).getDeliveryKey());
+      if (!key.startsWith('stw_dk_')) throw new ExitError('STOWAGE_DELIVERY_KEY is not a delivery key (stw_dk_…)', 2);
+      io.out(`${await signDeliveryUrl(target, key, { expiresIn: opts.expiresIn })}\n`);
+    });
+  url
+    .command('key')
+    .description('Print the delivery key (private key), to set STOWAGE_DELIVERY_KEY on servers that sign URLs')
+    .option('--rotate', 'replace it first: URLs signed with the old key stop working')
+    .action(async (opts: { rotate?: boolean }) => {
+      const c = client(io);
+      io.out(`${opts.rotate ? await c.rotateDeliveryKey() : await c.getDeliveryKey()}\n`);
     });
 }
+
+const onOff = (value: string) => {
+  if (/^(on|true|yes)$/i.test(value)) return true;
+  if (/^(off|false|no)$/i.test(value)) return false;
+  throw new InvalidArgumentError('must be on or off');
+};

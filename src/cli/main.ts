@@ -227,12 +227,13 @@ export async function runCli(
       const result = await withServices(async (s) => ({
         sources: await s.sources.resealAll(),
         webhook_secrets: await s.workspaces.resealAll(),
+        delivery_keys: await s.workspaces.resealDeliveryKeys(),
       }));
       print(
         Boolean(opts.json),
         result,
         () =>
-          `Re-encrypted ${result.sources} source secret(s) and ${result.webhook_secrets} webhook secret(s) under the current master key. STOWAGE_MASTER_KEY_PREVIOUS can now be removed.`,
+          `Re-encrypted ${result.sources} source secret(s), ${result.webhook_secrets} webhook secret(s) and ${result.delivery_keys} delivery key(s) under the current master key. STOWAGE_MASTER_KEY_PREVIOUS can now be removed.`,
       );
     });
 

@@ -241,6 +241,11 @@ export const ERROR_CATALOGUE = {
   SIGNED_URL_REQUIRED: { status: 403, error: FORBIDDEN, message: 'This file is private: use a signed URL' },
   INVALID_SIGNATURE: { status: 403, error: FORBIDDEN, message: 'The URL signature is not valid' },
   URL_EXPIRED: { status: 403, error: FORBIDDEN, message: 'The signed URL has expired' },
+  TRANSFORMATION_SIGNATURE_REQUIRED: {
+    status: 403,
+    error: FORBIDDEN,
+    message: 'This workspace serves transformations only from signed URLs',
+  },
   RANGE_NOT_SATISFIABLE: { status: 416, error: 'Range not satisfiable', message: 'The file is {size} bytes long' },
 
   // The service itself

@@ -10,6 +10,10 @@ export const WorkspaceSettings = Type.Object({
   webhook_origins: Type.Array(Type.String(), {
     description: 'Origins a public-key upload may send webhook_url to; empty: none',
   }),
+  signed_transformations: Type.Boolean({
+    description:
+      'Delivery URLs with transformation tokens are served only when signed with the delivery key (or signed by the service); originals are not affected',
+  }),
   quota_bytes: Type.Union([Type.Integer(), Type.Null()]),
   max_file_size: Type.Union([Type.Integer(), Type.Null()]),
   used_bytes: Type.Integer(),
@@ -25,7 +29,19 @@ export const WorkspaceAnswer = Type.Object({ success: Type.Literal(true), data: 
 const Origins = Type.Union([Type.Array(Type.String(), { maxItems: 100 }), Type.Null()]);
 
 export const WorkspacePatchBody = Type.Object(
-  { allowed_origins: Type.Optional(Origins), webhook_origins: Type.Optional(Origins) },
+  {
+    allowed_origins: Type.Optional(Origins),
+    webhook_origins: Type.Optional(Origins),
+    signed_transformations: Type.Optional(Type.Boolean()),
+  },
   { additionalProperties: false },
 );
 export type WorkspacePatchBody = Static<typeof WorkspacePatchBody>;
+
+/** The workspace's delivery key: signs delivery URLs offline (docs/api/delivery.md#signed-transformations). */
+export const DeliveryKey = Type.Object({
+  delivery_key: Type.String({ description: 'stw_dk_ and 43 base62 characters; the HMAC-SHA256 key, as UTF-8' }),
+});
+export type DeliveryKey = Static<typeof DeliveryKey>;
+
+export const DeliveryKeyAnswer = Type.Object({ success: Type.Literal(true), data: DeliveryKey });

@@ -39,6 +39,14 @@ export function keyHint(key: string): string {
   return `${type}…${key.slice(-4)}`;
 }
 
+/**
+ * A workspace's delivery key (signed transformations): "stw_dk_" and 43 base62 characters. The
+ * whole text, as UTF-8, is the HMAC key, so any language can use it as it is.
+ */
+export function newDeliveryKey(): string {
+  return `stw_dk_${randomBase62(43)}`;
+}
+
 /** Standard Webhooks secret: "whsec_" and base64 of 32 random bytes. */
 export function newWebhookSecret(): string {
   return `whsec_${randomBytes(32).toString('base64')}`;

@@ -343,6 +343,22 @@ const migrations: Record<string, Migration> = {
       await createFileTriggers(db);
     },
   },
+  '0008_signed_transformations': {
+    // Issue 19 item 5: a workspace may require delivery transformations to be signed with its
+    // own delivery key (sealed like the webhook secret; made when first asked for). Off for
+    // every existing workspace, so their URLs keep working.
+    async up(db: Kysely<unknown>) {
+      await db.schema
+        .alterTable('workspaces')
+        .addColumn('signed_transformations', 'integer', (c) => c.notNull().defaultTo(0))
+        .execute();
+      await db.schema.alterTable('workspaces').addColumn('delivery_key', 'text').execute();
+    },
+    async down(db: Kysely<unknown>) {
+      await db.schema.alterTable('workspaces').dropColumn('delivery_key').execute();
+      await db.schema.alterTable('workspaces').dropColumn('signed_transformations').execute();
+    },
+  },
 };
 
 class InCodeProvider implements MigrationProvider {

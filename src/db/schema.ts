@@ -22,6 +22,10 @@ export interface WorkspaceTable {
   allowed_origins: string | null;
   /** JSON array of origins public-key uploads may send webhooks to; null = none. */
   webhook_origins: string | null;
+  /** 1: delivery URLs with transformation tokens must be signed (docs/api/delivery.md#signed-transformations). */
+  signed_transformations: Generated<number>;
+  /** The delivery key, sealed (SecretBox, aad `workspace:<id>:delivery-key`); null until first asked for. */
+  delivery_key: string | null;
   created_at: string;
   updated_at: string;
 }

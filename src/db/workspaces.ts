@@ -72,6 +72,42 @@ export class WorkspaceRepository {
     return Number(res.numUpdatedRows) > 0;
   }
 
+  /** Whether transformations must be signed, and the sealed delivery key (null until made). */
+  async transformPolicy(
+    id: string,
+  ): Promise<{ signed_transformations: number; delivery_key: string | null } | undefined> {
+    return this.db
+      .selectFrom('workspaces')
+      .select(['signed_transformations', 'delivery_key'])
+      .where('id', '=', id)
+      .executeTakeFirst();
+  }
+
+  /**
+   * Stores a sealed delivery key where there is none yet, or only in place of `old` when given
+   * (rotation, re-sealing); returns whether it did, so two nodes making the first key at once
+   * keep one.
+   */
+  async setDeliveryKey(id: string, sealed: string, old: string | null): Promise<boolean> {
+    const res = await this.db
+      .updateTable('workspaces')
+      .set({ delivery_key: sealed })
+      .where('id', '=', id)
+      .where('delivery_key', old === null ? 'is' : '=', old)
+      .executeTakeFirst();
+    return Number(res.numUpdatedRows) > 0;
+  }
+
+  /** Every sealed delivery key (for re-sealing under a new master key). */
+  async sealedDeliveryKeys(): Promise<{ id: string; delivery_key: string }[]> {
+    const rows = await this.db
+      .selectFrom('workspaces')
+      .select(['id', 'delivery_key'])
+      .where('delivery_key', 'is not', null)
+      .execute();
+    return rows.map((r) => ({ id: r.id, delivery_key: r.delivery_key as string }));
+  }
+
   async insertKey(row: Insertable<ApiKeyTable>): Promise<void> {
     await this.db.insertInto('api_keys').values(row).execute();
   }

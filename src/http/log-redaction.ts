@@ -1,5 +1,5 @@
 // Secrets that travel in URLs never reach a log line. Request URLs carry some by design: the
-// signatures of local part URLs and of signed delivery URLs (`?expires=&signature=`) and the
+// signatures of local part URLs and of signed delivery URLs (`?expires=&signature=`, `?tsig=`) and the
 // upload token in `POST /api/v1/uploads/stw_ut_<id>.<sig>` (a bearer secret). Outbound URLs
 // that may end up in an error message carry others: S3 presigned (`X-Amz-Signature`,
 // `X-Amz-Credential`, `X-Amz-Security-Token`), GCS (`X-Goog-Signature`), Azure SAS (`sig`).
@@ -19,6 +19,7 @@ export const REDACTED = '[redacted]';
 const SECRET_PARAMS = new Set([
   'signature',
   'sig',
+  'tsig',
   'x-amz-signature',
   'x-amz-credential',
   'x-amz-security-token',
@@ -33,9 +34,11 @@ const SECRET_PARAMS = new Set([
 const TOKEN_PREFIX = 'stw_ut_';
 /** A token anywhere in free text, also with its underscores percent-encoded. */
 const TOKEN_IN_TEXT = /stw(?:_|%5f)ut(?:_|%5f)[^\s"'/?#&\\<>]*/gi;
+/** A workspace delivery key (`stw_dk_…`), should one ever be written where a log can see it. */
+const DELIVERY_KEY_IN_TEXT = /stw(?:_|%5f)dk(?:_|%5f)[0-9A-Za-z]+/gi;
 /** `name=value` of a secret parameter in free text (a URL inside a message or error). */
 const PARAM_IN_TEXT =
-  /([?&;](?:signature|sig|x-amz-signature|x-amz-credential|x-amz-security-token|x-goog-signature|x-goog-credential|token|access_token|api_key|x-api-key)=)[^&#\s"'\\<>]*/gi;
+  /([?&;](?:signature|sig|tsig|x-amz-signature|x-amz-credential|x-amz-security-token|x-goog-signature|x-goog-credential|token|access_token|api_key|x-api-key)=)[^&#\s"'\\<>]*/gi;
 /** Cheap pre-check: most lines have none of these and are passed through untouched. */
 const MAYBE_SECRET = /stw|sig|token|credential|api_key|x-api-key/i;
 
@@ -91,7 +94,10 @@ export function redactUrl(url: string): string {
 /** Free text (a message, an error, a whole log line) with secrets in URLs it contains redacted. */
 export function redactText(text: string): string {
   if (!MAYBE_SECRET.test(text)) return text;
-  return text.replace(PARAM_IN_TEXT, `$1${REDACTED}`).replace(TOKEN_IN_TEXT, `${TOKEN_PREFIX}${REDACTED}`);
+  return text
+    .replace(PARAM_IN_TEXT, `$1${REDACTED}`)
+    .replace(TOKEN_IN_TEXT, `${TOKEN_PREFIX}${REDACTED}`)
+    .replace(DELIVERY_KEY_IN_TEXT, `stw_dk_${REDACTED}`);
 }
 
 interface LoggedRequest {

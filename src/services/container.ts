@@ -138,6 +138,7 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
     publicUrl: config.publicUrl,
     signer: deliverySigner,
     privateUrlTtl: config.privateUrlTtl,
+    transformPolicy: (id) => workspaces.transformPolicy(id),
   });
   const webhooks = new WebhookService(
     db,

@@ -9,6 +9,8 @@ import { FileRepository, type PlacedFile } from '../db/files.ts';
 import type { BlobRow, Database, FileRow, FolderRow } from '../db/schema.ts';
 import { errors } from '../errors.ts';
 import { parseTransform } from '../media/transform.ts';
+import { signTransformUrl } from '../crypto/transform-url.ts';
+import type { TransformPolicy } from './workspaces.ts';
 
 /** docs/api/uploads.md#the-file-record: the contract's shape. */
 export type { FileRecord };
@@ -62,17 +64,31 @@ export interface FileRecordsDeps {
   signer: DeliverySigner;
   /** Private files get signed URLs valid this long (seconds); 3600 when not given. */
   privateUrlTtl?: number;
+  /** The workspace's signed-transformations setting and key (cached by WorkspaceService). */
+  transformPolicy?: (workspaceId: string) => Promise<TransformPolicy>;
 }
 
 export class FileRecords {
   private readonly publicUrl: string;
   private readonly signer: DeliverySigner;
   private readonly privateUrlTtl: number;
+  private readonly transformPolicy?: (workspaceId: string) => Promise<TransformPolicy>;
 
   constructor(deps: FileRecordsDeps) {
     this.publicUrl = deps.publicUrl;
     this.signer = deps.signer;
     this.privateUrlTtl = deps.privateUrlTtl ?? 3600;
+    this.transformPolicy = deps.transformPolicy;
+  }
+
+  /**
+   * The key `view` signs thumbnails with: the workspace's delivery key when it requires signed
+   * transformations, else null. Asked once per answer (a page of records shares it).
+   */
+  async transformKey(workspaceId: string): Promise<string | null> {
+    if (!this.transformPolicy) return null;
+    const policy = await this.transformPolicy(workspaceId);
+    return policy.required ? policy.key : null;
   }
 
   /** A delivery URL; for a private file, signed and expiring. */
@@ -141,11 +157,17 @@ export class FileRecords {
     throw errors.fileNameTaken();
   }
 
-  view(row: PlacedFile, folderNo: string | null, sha256: string): FileRecord {
+  /**
+   * `transformKey` (from `transformKey()`): the thumbnail of a public file is signed with it,
+   * without expiry, so it stays one cacheable URL. A private file's is signed by the service,
+   * which also opens its transformation.
+   */
+  view(row: PlacedFile, folderNo: string | null, sha256: string, transformKey: string | null = null): FileRecord {
     const path = deliveryPath(row.folder_path, row.name);
-    const thumbnail = row.mime_type.startsWith('image/')
+    let thumbnail = row.mime_type.startsWith('image/')
       ? this.deliveryUrl(row.workspace_id, `w_200,h_200,c_fit/${path}`, Boolean(row.is_private))
       : null;
+    if (thumbnail && transformKey && !row.is_private) thumbnail = signTransformUrl(transformKey, thumbnail);
     const metadata = JSON.parse(row.metadata) as Record<string, unknown>;
     return {
       id: row.id,

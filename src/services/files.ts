@@ -81,9 +81,9 @@ export class FileService {
     this.workspaces = new WorkspaceRepository(deps.db.kysely);
   }
 
-  private toRecord(row: FileWithRefs): FileRecord {
+  private toRecord(row: FileWithRefs, transformKey: string | null): FileRecord {
     const { sha256, folder_no, ...file } = row;
-    return this.records.view(file, folder_no, sha256);
+    return this.records.view(file, folder_no, sha256, transformKey);
   }
 
   async list(workspaceId: string, q: FileListQuery): Promise<FileList> {
@@ -127,10 +127,11 @@ export class FileService {
       }),
       this.total(workspaceId, filter, snapshot, folder),
     ]);
+    const transformKey = await this.records.transformKey(workspaceId);
     if (start) this.boundaries.remember(list, offset, start);
     if (next) this.boundaries.remember(list, offset + q.limit, next);
     return {
-      files: rows.map((r) => this.toRecord(r)),
+      files: rows.map((r) => this.toRecord(r, transformKey)),
       snapshot: snapshot ?? asOf,
       meta: {
         page,
@@ -181,7 +182,8 @@ export class FileService {
   }
 
   async get(workspaceId: string, fileNo: string): Promise<FileRecord> {
-    return this.toRecord(await this.row(workspaceId, fileNo));
+    const row = await this.row(workspaceId, fileNo);
+    return this.toRecord(row, await this.records.transformKey(workspaceId));
   }
 
   /** The record with the details the hosted docs give a single file. */

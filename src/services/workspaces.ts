@@ -6,6 +6,7 @@ import {
   hashApiKey,
   keyHint,
   newApiKey,
+  newDeliveryKey,
   newShortId,
   newUuid,
   newWebhookSecret,
@@ -45,14 +46,29 @@ export interface KeyInfo {
   revoked_at: string | null;
 }
 
+/** What delivery needs per request: whether tokens must be signed, and the key to check them with. */
+export interface TransformPolicy {
+  required: boolean;
+  /** The delivery key; null until first asked for (then no signature of the workspace verifies). */
+  key: string | null;
+}
+
+/** How long a node trusts its copy of a workspace's TransformPolicy (another node's change shows within it). */
+export const TRANSFORM_POLICY_TTL_MS = 5000;
+/** Entries kept: enough for every active workspace, bounded against requests naming random ids. */
+const TRANSFORM_POLICY_ENTRIES = 10_000;
+
 const KEY_SHAPE = new RegExp(`^(${KEY_PREFIX.public}|${KEY_PREFIX.private})[0-9A-Za-z]{43}$`);
 
 export class WorkspaceService {
   private readonly repo: WorkspaceRepository;
+  /** TransformPolicy per workspace, read at most once per TTL per node (delivery asks per request). */
+  private readonly policies = new Map<string, { at: number; policy: Promise<TransformPolicy> }>();
 
   constructor(
     private readonly db: Db,
     private readonly box: SecretBox,
+    private readonly policyTtlMs = TRANSFORM_POLICY_TTL_MS,
   ) {
     this.repo = new WorkspaceRepository(db.kysely);
   }
@@ -154,6 +170,7 @@ export class WorkspaceService {
       name: ws.name,
       allowed_origins: loadOrigins(ws.allowed_origins),
       webhook_origins: loadOrigins(ws.webhook_origins),
+      signed_transformations: Boolean(ws.signed_transformations),
       quota_bytes: ws.quota_bytes === null ? null : Number(ws.quota_bytes),
       max_file_size: ws.max_file_size === null ? null : Number(ws.max_file_size),
       used_bytes: Number(ws.used_bytes),
@@ -163,16 +180,83 @@ export class WorkspaceService {
 
   /** Origins lists: a list replaces the stored one; null or [] clears it; absent keeps it. */
   async updateSettings(workspaceId: string, patch: WorkspacePatchBody): Promise<WorkspaceSettings> {
-    const changes: { allowed_origins?: string | null; webhook_origins?: string | null; updated_at: string } = {
+    const changes: {
+      allowed_origins?: string | null;
+      webhook_origins?: string | null;
+      signed_transformations?: number;
+      updated_at: string;
+    } = {
       updated_at: nowIso(),
     };
     if (patch.allowed_origins !== undefined)
       changes.allowed_origins = storeOrigins(parseOriginList(patch.allowed_origins, 'allowed_origins'));
     if (patch.webhook_origins !== undefined)
       changes.webhook_origins = storeOrigins(parseOriginList(patch.webhook_origins, 'webhook_origins'));
+    if (patch.signed_transformations !== undefined)
+      changes.signed_transformations = patch.signed_transformations ? 1 : 0;
     await this.get(workspaceId);
+    // The key exists before signatures are required: the service signs record thumbnails with it.
+    if (patch.signed_transformations) await this.deliveryKey(workspaceId);
     await this.repo.update(workspaceId, changes);
+    this.policies.delete(workspaceId);
     return this.settings(workspaceId);
+  }
+
+  /** The workspace's delivery key, made (once, whichever node asks first) when there is none. */
+  async deliveryKey(workspaceId: string): Promise<string> {
+    const ws = await this.get(workspaceId);
+    if (ws.delivery_key) return this.box.open(ws.delivery_key, deliveryKeyAad(workspaceId));
+    await this.repo.setDeliveryKey(workspaceId, this.box.seal(newDeliveryKey(), deliveryKeyAad(workspaceId)), null);
+    this.policies.delete(workspaceId);
+    // Whichever key won the race is the one.
+    const sealed = (await this.get(workspaceId)).delivery_key;
+    if (!sealed) throw errors.workspaceNotFound(workspaceId);
+    return this.box.open(sealed, deliveryKeyAad(workspaceId));
+  }
+
+  /**
+   * A new delivery key; URLs signed with the old one stop working at once on this node, and
+   * within TRANSFORM_POLICY_TTL_MS on others.
+   */
+  async rotateDeliveryKey(workspaceId: string): Promise<string> {
+    await this.get(workspaceId);
+    const key = newDeliveryKey();
+    // Two rotations at once: the later write stands, as with any setting.
+    await this.repo.update(workspaceId, {
+      delivery_key: this.box.seal(key, deliveryKeyAad(workspaceId)),
+      updated_at: nowIso(),
+    });
+    this.policies.delete(workspaceId);
+    return key;
+  }
+
+  /** Whether tokens must be signed and the key to check them: cached per node for policyTtlMs. */
+  transformPolicy(workspaceId: string): Promise<TransformPolicy> {
+    const now = Date.now();
+    const hit = this.policies.get(workspaceId);
+    if (hit && now - hit.at < this.policyTtlMs) return hit.policy;
+    const policy = this.loadPolicy(workspaceId);
+    // Insertion order is age: the oldest entry goes first when the map is full.
+    this.policies.delete(workspaceId);
+    if (this.policies.size >= TRANSFORM_POLICY_ENTRIES) {
+      const oldest = this.policies.keys().next().value;
+      if (oldest !== undefined) this.policies.delete(oldest);
+    }
+    this.policies.set(workspaceId, { at: now, policy });
+    // A failed read (database outage) is not kept: the next request asks again.
+    policy.catch(() => {
+      if (this.policies.get(workspaceId)?.policy === policy) this.policies.delete(workspaceId);
+    });
+    return policy;
+  }
+
+  private async loadPolicy(workspaceId: string): Promise<TransformPolicy> {
+    const row = await this.repo.transformPolicy(workspaceId);
+    if (!row) return { required: false, key: null };
+    return {
+      required: Boolean(row.signed_transformations),
+      key: row.delivery_key ? this.box.open(row.delivery_key, deliveryKeyAad(workspaceId)) : null,
+    };
   }
 
   async webhookSecret(workspaceId: string): Promise<string> {
@@ -261,6 +345,22 @@ export class WorkspaceService {
     return changed;
   }
 
+  /** Re-seals every delivery key under the current master key; returns how many changed. */
+  async resealDeliveryKeys(): Promise<number> {
+    let changed = 0;
+    for (const row of await this.repo.sealedDeliveryKeys()) {
+      if (!this.box.isStale(row.delivery_key)) continue;
+      const aad = deliveryKeyAad(row.id);
+      await this.repo.setDeliveryKey(
+        row.id,
+        this.box.seal(this.box.open(row.delivery_key, aad), aad),
+        row.delivery_key,
+      );
+      changed++;
+    }
+    return changed;
+  }
+
   /** What multipart start shows as `public_key` to a private-key caller: a hint, never a key. */
   async publicKeyHint(workspaceId: string): Promise<string> {
     return (await this.repo.publicKeyHint(workspaceId)) ?? '';
@@ -291,3 +391,4 @@ function principalFrom(row: KeyInForce): Principal {
 }
 
 export const webhookAad = (workspaceId: string) => `workspace:${workspaceId}:webhook`;
+export const deliveryKeyAad = (workspaceId: string) => `workspace:${workspaceId}:delivery-key`;

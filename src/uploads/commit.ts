@@ -72,6 +72,8 @@ export async function commitUpload(
     let duplicate = false;
     let folder: FolderRow | null = null;
     let sha256 = current.sha256;
+    // Read before the transaction: on SQLite a read outside it would wait for it to end.
+    const transformKey = await records.transformKey(current.workspaceId);
     const row = await inTransaction(deps.db.kysely, async (trx) => {
       folder = await ensureFolderPath(trx, current.workspaceId, opts.folder);
       const committed = await blobs.commit(trx, current, quotaBytes);
@@ -101,14 +103,14 @@ export async function commitUpload(
         await webhooks.enqueueUpload(
           trx,
           opts.webhookUrl,
-          records.view(row, folder?.folder_no ?? null, committed.blob.sha256),
+          records.view(row, folder?.folder_no ?? null, committed.blob.sha256, transformKey),
         );
       return row;
     });
     if (duplicate) await blobs.discard(current);
     if (released) await blobs.forget(current.workspaceId, released);
     announceUpload(deps.events, { source, size: current.size, workspaceId: current.workspaceId });
-    const record = records.view(row, (folder as FolderRow | null)?.folder_no ?? null, sha256);
+    const record = records.view(row, (folder as FolderRow | null)?.folder_no ?? null, sha256, transformKey);
     // Whether these bytes were already stored is the workspace's business, not a public uploader's.
     if (opts.mayReplace === false) record.is_duplicate = false;
     return record;

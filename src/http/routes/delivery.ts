@@ -13,6 +13,7 @@ import type { Delivered, DeliveryService, DeliveryTarget } from '../../services/
 import type { CachedDelivery, DeliveryCache } from '../../services/delivery-cache.ts';
 import { type ByteRange, ObjectNotFoundError } from '../../storage/driver.ts';
 import { EXPOSED_HEADERS } from '../cors.ts';
+import { checkTransformSignature, hasTokens, type TransformGateDeps } from '../transform-signature.ts';
 
 /** User files are served as data, never as active content on the service's origin. */
 const SAFE_HEADERS = {
@@ -191,9 +192,43 @@ export interface FastPathMetrics {
 export function deliveryFastPath(
   cache: DeliveryCache,
   metrics?: FastPathMetrics,
+  transformGate?: TransformGateDeps,
 ): (req: IncomingMessage, res: ServerResponse, fallback: () => void) => boolean {
   const expose = EXPOSED_HEADERS.join(', ');
   let served = 0;
+  const serve = fastServe(cache, metrics, expose, () => ++served);
+  return (req, res, fallback) => {
+    const url = req.url ?? '';
+    const pathname = rawPath(url);
+    // A rendition of a workspace that may require signed transformations: the gate first, as on
+    // the route; a refusal (or anything unexpected) is left to the route, which answers it.
+    if (transformGate && (req.method === 'GET' || req.method === 'HEAD') && hasTokens(pathname)) {
+      const workspaceId = pathname.slice(1, pathname.indexOf('/', 1));
+      if (!OWN_WORKSPACE.test(workspaceId) || !cache.peek(targetOf(pathname, req.headers))) return false;
+      checkTransformSignature(transformGate, workspaceId, pathname, rawQuery(url), Math.floor(Date.now() / 1000)).then(
+        () => {
+          if (!serve(req, res, fallback)) fallback();
+        },
+        () => fallback(),
+      );
+      return true;
+    }
+    return serve(req, res, fallback);
+  };
+}
+
+/** The delivery target of a raw path of the workspace's own files (a slash after the id is known). */
+function targetOf(pathname: string, headers: IncomingHttpHeaders): DeliveryTarget {
+  const slash = pathname.indexOf('/', 1);
+  return { workspaceId: pathname.slice(1, slash), path: pathname.slice(slash + 1), accept: headers.accept };
+}
+
+function fastServe(
+  cache: DeliveryCache,
+  metrics: FastPathMetrics | undefined,
+  expose: string,
+  nextId: () => number,
+): (req: IncomingMessage, res: ServerResponse, fallback: () => void) => boolean {
   return (req, res, fallback) => {
     const method = req.method;
     if (method !== 'GET' && method !== 'HEAD') return false;
@@ -213,7 +248,7 @@ export function deliveryFastPath(
     // A proxy's request id is echoed only when it is plain visible text (writeHead throws on
     // what a response header may not hold; the route is left to answer such a request).
     const id = req.headers['x-request-id'];
-    a.headers['x-request-id'] = typeof id === 'string' && REQUEST_ID.test(id) ? id : `dfp-${(++served).toString(36)}`;
+    a.headers['x-request-id'] = typeof id === 'string' && REQUEST_ID.test(id) ? id : `dfp-${nextId().toString(36)}`;
     a.headers['access-control-allow-origin'] = '*';
     a.headers['access-control-expose-headers'] = expose;
     // What the CORS hook leaves when the answer names no Vary of its own.
@@ -256,7 +291,7 @@ export function deliveryFastPath(
 
 export async function deliveryRoutes(
   app: FastifyInstance,
-  opts: { delivery: DeliveryService; signer: DeliverySigner; cache?: DeliveryCache },
+  opts: { delivery: DeliveryService; signer: DeliverySigner; cache?: DeliveryCache; transformGate?: TransformGateDeps },
 ): Promise<void> {
   const { delivery, signer, cache } = opts;
   const resolve = (t: DeliveryTarget) => delivery.resolve(t);
@@ -285,7 +320,16 @@ export async function deliveryRoutes(
       const pathname = rawPath(request.url);
       const slash = pathname.indexOf('/', 1);
       const path = slash === -1 ? '' : pathname.slice(slash + 1);
-      const query = rawQuery(request.url);
+      // Signed transformations (transform-signature.ts): refused before anything is rendered.
+      const query = opts.transformGate
+        ? await checkTransformSignature(
+            opts.transformGate,
+            workspace,
+            pathname,
+            rawQuery(request.url),
+            Math.floor(Date.now() / 1000),
+          )
+        : rawQuery(request.url);
       const target: DeliveryTarget = {
         workspaceId: workspace,
         path,

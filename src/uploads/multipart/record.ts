@@ -70,7 +70,12 @@ export async function recordAssembled(
 export async function recordOf(ctx: MultipartContext, s: MultipartSessionRow): Promise<FileRecord> {
   const found = await ctx.sessions.completedFile(s.file_id!);
   if (!found) throw errors.sessionNotFound();
-  const record = ctx.records.view(found.file, found.folder_no, found.sha256);
+  const record = ctx.records.view(
+    found.file,
+    found.folder_no,
+    found.sha256,
+    await ctx.records.transformKey(found.file.workspace_id),
+  );
   if (!s.may_replace) record.is_duplicate = false;
   return record;
 }

@@ -1,0 +1,69 @@
+// Signed transformations at the door of delivery (docs/api/delivery.md#signed-transformations):
+// when a workspace requires them, a URL whose first segment reads as tokens is refused before
+// anything is looked up or rendered, unless it carries a valid tsig (the workspace's delivery
+// key) or a valid expires/signature (a URL the service signed: private files, signed-url,
+// record thumbnails of private files). Originals cost nothing here: no token segment, no read.
+import type { DeliverySigner } from '../crypto/delivery-url.ts';
+import { verifyTransformSignature, withoutTransformSignature } from '../crypto/transform-url.ts';
+import { appError } from '../errors.ts';
+import type { TransformPolicy } from '../services/workspaces.ts';
+
+/** The shape delivery reads as tokens (services/delivery.ts `TOKENS_SHAPE`); anything like it is gated. */
+const TOKENS_SHAPE = /^[a-z]+_[^,/]*(,[a-z]+_[^,/]*)*$/;
+const WORKSPACE_ID = /^[0-9A-Za-z]{10,16}$/;
+
+export interface TransformGateDeps {
+  /** Cached per node (WorkspaceService.transformPolicy). */
+  policy(workspaceId: string): Promise<TransformPolicy>;
+  signer: DeliverySigner;
+}
+
+/**
+ * Whether the path names a rendition as delivery would read it: a literal first segment (no
+ * percent-escapes) shaped like tokens, with a path after it. Shape, not a full parse: a folder
+ * literally named like tokens is gated too (record URLs escape such folders: "w%5F200").
+ */
+export function hasTokens(pathname: string): boolean {
+  const parts = pathname.split('/').filter((s) => s !== '');
+  return parts.length > 2 && !parts[1].includes('%') && TOKENS_SHAPE.test(parts[1]);
+}
+
+/** One value of a query parameter, or undefined when absent or repeated (which never verifies). */
+function single(query: string | undefined, name: string): string | undefined {
+  if (!query) return undefined;
+  const values = new URLSearchParams(query).getAll(name);
+  return values.length === 1 ? values[0] : values.length > 1 ? '' : undefined;
+}
+
+/**
+ * Throws 403 unless the request may have its transformation. `workspaceSegment` is the route's
+ * decoded first segment (`{workspace_id}` or `{workspace_id}-{source}`); `pathname` the raw path. Returns the query delivery should
+ * use: without tsig/texp once they have been checked, so an origin never sees them and they do
+ * not split its cache.
+ */
+export async function checkTransformSignature(
+  deps: TransformGateDeps,
+  workspaceSegment: string,
+  pathname: string,
+  query: string | undefined,
+  nowSeconds: number,
+): Promise<string | undefined> {
+  if (!hasTokens(pathname)) return query;
+  // The segment as the router decoded it, which is what delivery serves: read from the raw path,
+  // "/%71Vb…/w_1/a.jpg" would name no workspace here and the workspace there.
+  const dash = workspaceSegment.indexOf('-');
+  const workspaceId = dash === -1 ? workspaceSegment : workspaceSegment.slice(0, dash);
+  // Not a workspace id: delivery answers 404 as it always did.
+  if (!WORKSPACE_ID.test(workspaceId)) return query;
+  const policy = await deps.policy(workspaceId);
+  if (!policy.required) return query;
+  const own = verifyTransformSignature(policy.key, pathname, query, nowSeconds);
+  if (own === 'ok') return withoutTransformSignature(query);
+  const expires = single(query, 'expires');
+  const signature = single(query, 'signature');
+  const served = deps.signer.verify(pathname, { expires, signature }, nowSeconds);
+  if (served === 'ok') return withoutTransformSignature(query);
+  if (own === 'missing' && served === 'missing') throw appError('TRANSFORMATION_SIGNATURE_REQUIRED');
+  if (own === 'expired' || (own === 'missing' && served === 'expired')) throw appError('URL_EXPIRED');
+  throw appError('INVALID_SIGNATURE');
+}
