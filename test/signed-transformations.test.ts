@@ -247,6 +247,27 @@ describe('signed transformations', () => {
     assert.equal(made(), before + 3, 'only the three URLs fetched were rendered');
   });
 
+  test('a rendition held in memory after a signed request is still refused without its signature', async () => {
+    const path = `/${ws()}/w_57/gallery/photo.jpg`;
+    const signed = await signDeliveryUrl(`${base}${path}`, key);
+    // Twice signed: the second answer comes from the delivery fast path (the lookup is held).
+    assert.equal((await get(signed)).status, 200);
+    const fast = h.services.deliveryCache.stats.fastHits;
+    assert.equal((await get(signed)).status, 200);
+    assert.equal(h.services.deliveryCache.stats.fastHits, fast + 1, 'the signed request was answered from memory');
+    const attempts = await Promise.all([
+      get(path),
+      get(`${path}?tsig=AAAA`),
+      get(path, { method: 'HEAD' }),
+      get(path, { headers: { range: 'bytes=0-10' } }),
+      get(path, { headers: { 'if-none-match': '*' } }),
+    ]);
+    for (const res of attempts) assert.equal(res.status, 403);
+    assert.equal(attempts[0].code, 'TRANSFORMATION_SIGNATURE_REQUIRED');
+    assert.equal(attempts[1].code, 'INVALID_SIGNATURE');
+    assert.equal((await get(signed)).status, 200);
+  });
+
   test('originals are still served unsigned, and a folder named like tokens through its record URL', async () => {
     assert.equal((await get(`/${ws()}/gallery/photo.jpg`)).status, 200);
     const rec = await add(ws(), 'odd.jpg', ['w_200']);

@@ -204,7 +204,7 @@ export function deliveryFastPath(
     // the route; a refusal (or anything unexpected) is left to the route, which answers it.
     if (transformGate && (req.method === 'GET' || req.method === 'HEAD') && hasTokens(pathname)) {
       const workspaceId = pathname.slice(1, pathname.indexOf('/', 1));
-      if (!OWN_WORKSPACE.test(workspaceId) || !cache.peek(targetOf(pathname, req.headers))) return false;
+      if (!OWN_WORKSPACE.test(workspaceId)) return false;
       checkTransformSignature(transformGate, workspaceId, pathname, rawQuery(url), Math.floor(Date.now() / 1000)).then(
         () => {
           if (!serve(req, res, fallback)) fallback();
@@ -215,12 +215,6 @@ export function deliveryFastPath(
     }
     return serve(req, res, fallback);
   };
-}
-
-/** The delivery target of a raw path of the workspace's own files (a slash after the id is known). */
-function targetOf(pathname: string, headers: IncomingHttpHeaders): DeliveryTarget {
-  const slash = pathname.indexOf('/', 1);
-  return { workspaceId: pathname.slice(1, slash), path: pathname.slice(slash + 1), accept: headers.accept };
 }
 
 function fastServe(
