@@ -247,6 +247,16 @@ describe('delivery', () => {
       h.services.deliverySigner.sign(`${base}${at('secret.jpg')}`, Math.floor(Date.now() / 1000) - 5),
     );
     assert.equal(await code(past.pathname + past.search), 'URL_EXPIRED');
+    // Refused renditions are not made either: a stranger cannot spend the server's CPU on a
+    // private file (48 distinct sizes at once, none with a valid signature).
+    const made = h.services.delivery.stats.renditionsMade;
+    const refused = await Promise.all(
+      Array.from({ length: 48 }, (_, i) =>
+        code(`/${h.ws.workspace_id}/w_${100 + i}/secret.jpg${i % 2 ? signed.search : ''}`),
+      ),
+    );
+    assert.deepEqual(new Set(refused), new Set(['SIGNED_URL_REQUIRED', 'INVALID_SIGNATURE']));
+    assert.equal(h.services.delivery.stats.renditionsMade, made, 'nothing rendered for a refused URL');
     const minted = await call(h.app, 'POST', `/api/v1/files/${record.file_no}/signed-url`, {
       body: { expires_in: 60, transform: 'w_50' },
       headers: h.auth,

@@ -50,6 +50,12 @@ export interface DeliveryTarget {
    */
   path: string;
   accept: string | undefined;
+  /**
+   * Called once the file is known and before a rendition of it is made or looked up; throws to
+   * refuse (the route: a private file's URL without a valid signature), so that nobody can make
+   * the service render what it would then refuse to serve.
+   */
+  mayRender?: (isPrivate: boolean) => void;
 }
 
 export interface Delivered {
@@ -239,6 +245,7 @@ export class DeliveryService {
     }
     if (invalid) throw invalid;
     if (!spec || !file) throw notFound();
+    target.mayRender?.(Boolean(file.is_private));
     if (!DECODABLE.test(file.mime_type)) throw appError('TRANSFORM_NOT_APPLICABLE', 'transformations apply to images');
     const format =
       spec.format === 'auto' ? negotiate(target.accept, file.mime_type) : (spec.format ?? formatOf(file.mime_type));

@@ -324,15 +324,9 @@ export async function deliveryRoutes(
             Math.floor(Date.now() / 1000),
           )
         : rawQuery(request.url);
-      const target: DeliveryTarget = {
-        workspaceId: workspace,
-        path,
-        query,
-        accept: request.headers.accept,
-        headers: request.headers,
-      };
-      const { delivered: d, body } = await lookup(target);
-      if (d.isPrivate) {
+      // A private file's URL must carry the service's signature: checked before any rendition of
+      // it is made (resolve calls mayRender), and again on what is answered, held or not.
+      const requireSignature = () => {
         const { expires, signature } = request.query;
         const verdict = signer.verify(
           pathname,
@@ -342,7 +336,19 @@ export async function deliveryRoutes(
         if (verdict === 'missing') throw appError('SIGNED_URL_REQUIRED');
         if (verdict === 'bad') throw appError('INVALID_SIGNATURE');
         if (verdict === 'expired') throw appError('URL_EXPIRED');
-      }
+      };
+      const target: DeliveryTarget = {
+        mayRender: (isPrivate) => {
+          if (isPrivate) requireSignature();
+        },
+        workspaceId: workspace,
+        path,
+        query,
+        accept: request.headers.accept,
+        headers: request.headers,
+      };
+      const { delivered: d, body } = await lookup(target);
+      if (d.isPrivate) requireSignature();
 
       const a = answer(request.headers, d, contentAddressed(d, OWN_WORKSPACE.test(workspace), versionOf(query)));
       reply.headers(a.headers);
