@@ -16,11 +16,15 @@ export interface Detected {
 }
 
 export async function detect(head: Buffer, fileName: string): Promise<Detected> {
-  let sniffed = head.length > 0 ? await fileTypeFromBuffer(head).catch(() => undefined) : undefined;
+  let sniffed: { mime: string; ext: string } | undefined =
+    head.length > 0 ? await fileTypeFromBuffer(head).catch(() => undefined) : undefined;
   const byName = mime.lookup(fileName) || undefined;
   // file-type calls anything opening with `<?xml` XML: an .svg that is SVG stays one (so an SVG
   // with an XML declaration can be rendered; the SVG guard checks it before it is).
   if (sniffed?.mime === 'application/xml' && byName === 'image/svg+xml' && looksLikeSvg(head)) sniffed = undefined;
+  // file-type follows a TIFF's directory to tell camera raw formats apart; libvips writes large
+  // TIFFs with the directory after the pixels, past the head, and then nothing is answered.
+  if (!sniffed && isTiffHeader(head)) sniffed = { mime: 'image/tiff', ext: 'tif' };
   const mimeType =
     sniffed?.mime ??
     (byName && !isMagicType(byName) ? byName : byName === 'image/svg+xml' && looksLikeSvg(head) ? byName : undefined) ??
@@ -52,6 +56,14 @@ function isMagicType(type: string): boolean {
     type === 'application/pdf' ||
     type === 'application/zip'
   );
+}
+
+/** "II*\0" (little-endian) or "MM\0*" (big-endian), classic TIFF; BigTIFF has 43 for 42. */
+function isTiffHeader(head: Buffer): boolean {
+  if (head.length < 8) return false;
+  const le = head[0] === 0x49 && head[1] === 0x49 && (head.readUInt16LE(2) === 42 || head.readUInt16LE(2) === 43);
+  const be = head[0] === 0x4d && head[1] === 0x4d && (head.readUInt16BE(2) === 42 || head.readUInt16BE(2) === 43);
+  return le || be;
 }
 
 const looksLikeSvg = (head: Buffer) => /<svg[\s>]/i.test(head.subarray(0, 4096).toString('utf8'));
