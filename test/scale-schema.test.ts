@@ -185,6 +185,16 @@ for (const dialect of DIALECTS) {
       });
     });
 
+    test('PostgreSQL: the name index has a fine histogram and statistics from the migration', async (t) => {
+      if (dialect.name !== 'postgres') return t.skip('PostgreSQL only');
+      const target = await sql<{ n: number }>`select attstattarget as n from pg_attribute
+        where attrelid = 'files_name_trgm_idx'::regclass and attnum = 1`.execute(db.kysely);
+      assert.equal(Number(target.rows[0].n), 1000);
+      const stats = await sql<{ n: number }>`select count(*) as n from pg_stats
+        where tablename = 'files_name_trgm_idx'`.execute(db.kysely);
+      assert.equal(Number(stats.rows[0].n), 1, 'the migration analyzed files, the expression included');
+    });
+
     test('a name stays unique per folder, the root included', async () => {
       const files = new FileRepository(db.kysely);
       const blob = (

@@ -341,6 +341,9 @@ const migrations: Record<string, Migration> = {
       await createNameIndex(db);
       await rebuildDerived(db);
       await createFileTriggers(db);
+      // Statistics for the name index's expression (tuneNameStatistics): without them the planner
+      // guesses, and a large table that no longer changes much is not analyzed again for a long time.
+      if (flavourOf(db) === 'postgres') await sql`analyze files`.execute(db);
     },
   },
   '0008_signed_transformations': {

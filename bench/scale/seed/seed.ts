@@ -11,7 +11,7 @@ import { loadConfig } from '../../../src/config.ts';
 import { SecretBox } from '../../../src/crypto/secret-box.ts';
 import { type Dialect, openDatabase } from '../../../src/db/database.ts';
 import { sql } from 'kysely';
-import { createFileTriggers, dropFileTriggers, rebuildDerived } from '../../../src/db/derived.ts';
+import { createFileTriggers, dropFileTriggers, rebuildDerived, tuneNameStatistics } from '../../../src/db/derived.ts';
 import { migrateToLatest } from '../../../src/db/migrations.ts';
 import { WorkspaceService } from '../../../src/services/workspaces.ts';
 import { checkInvariants } from './check.ts';
@@ -104,7 +104,12 @@ export async function seed(o: SeedOptions): Promise<SeedInfo> {
     await rebuildDerived(derived.kysely);
     await createFileTriggers(derived.kysely);
     // As autovacuum would before long: statistics, and a visibility map for index-only scans.
-    if (o.dialect === 'postgres') await sql`vacuum (analyze) file_tags, workspaces, folders`.execute(derived.kysely);
+    if (o.dialect === 'postgres') {
+      // The name index was rebuilt from its definition, without its statistics target.
+      await tuneNameStatistics(derived.kysely);
+      await sql`vacuum (analyze) file_tags, workspaces, folders`.execute(derived.kysely);
+      await sql`analyze files`.execute(derived.kysely);
+    }
     o.log(`counters, tag rows and name index built in ${((Date.now() - at) / 1000).toFixed(0)} s`);
   } finally {
     await derived.close();
