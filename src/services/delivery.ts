@@ -24,7 +24,8 @@ import {
   type TransformSpec,
 } from '../media/transform.ts';
 import { guardSvgStream, isSvgType } from '../media/svg-guard.ts';
-import type { ByteRange, StorageDriver } from '../storage/driver.ts';
+import type { ByteRange, ObjectInfo, StorageDriver } from '../storage/driver.ts';
+import type { RenditionCache } from './rendition-cache.ts';
 import { renditionPrefix } from '../uploads/blob-store.ts';
 import { createHash } from 'node:crypto';
 import { openOrigin, webOriginRequest, webOriginUrl } from '../sources/origin.ts';
@@ -69,6 +70,8 @@ export interface Delivered {
   /** Other request headers the answer depends on (a web origin's canonical and forwarded headers). */
   vary?: string[];
   isPrivate: boolean;
+  /** A rendition's storage key: hits answered from memory are reported to the rendition cache with it. */
+  renditionKey?: string;
 }
 
 const MIME: Record<OutputFormat, string> = {
@@ -162,6 +165,8 @@ export interface DeliveryServiceDeps {
   queue?: RenderQueue;
   /** Where a source that is not a local file is written before it is rendered. */
   tmpDir?: string;
+  /** The rendition cache's ledger and budget; without it renditions are not counted. */
+  renditions?: RenditionCache;
 }
 
 export class DeliveryService {
@@ -173,6 +178,7 @@ export class DeliveryService {
   private readonly limits: RenderSettings;
   readonly queue: RenderQueue;
   private readonly tmpDir: string;
+  private readonly renditions?: RenditionCache;
   private tmpReady?: Promise<unknown>;
   /** Counts renditions made (tests and metrics read it). */
   readonly stats = { renditionsMade: 0, renditionCacheHits: 0 };
@@ -186,6 +192,44 @@ export class DeliveryService {
     this.limits = deps.render ?? renderDefaults();
     this.queue = deps.queue ?? new RenderQueue({ concurrency: this.limits.concurrency, maxWaiting: this.limits.queue });
     this.tmpDir = deps.tmpDir ?? join(tmpdir(), 'stowage-renders');
+    this.renditions = deps.renditions;
+  }
+
+  /**
+   * Makes the rendition `key` (once on this node however many ask: the render queue joins them),
+   * with its row in the rendition cache's ledger written before and its size after. `owner`:
+   * the blob it is made from, which must still exist once it is stored; a file deleted during
+   * the render takes the rendition with it (404). A rendition evicted between being made and
+   * being looked at is made once more.
+   */
+  private async make(
+    key: string,
+    work: (slot: Slot) => Promise<number>,
+    owner?: { workspaceId: string; sha256: string; storageKey: string },
+  ): Promise<ObjectInfo> {
+    for (let attempt = 0; ; attempt++) {
+      await this.queue.run(key, async (slot) => {
+        await this.renditions?.reserve(key);
+        let size: number;
+        try {
+          size = await work(slot);
+        } catch (err) {
+          await this.renditions?.abandon(key);
+          throw err;
+        }
+        if (!this.renditions) return;
+        await this.renditions.stored(key, size);
+        if (owner && !(await this.renditions.repo.blobExists(owner.workspaceId, owner.sha256, owner.storageKey))) {
+          await this.storage.delete(key);
+          await this.renditions.repo.removeOwner(owner.storageKey);
+          throw notFound();
+        }
+      });
+      const info = await this.storage.stat(key);
+      if (info) return info;
+      // Evicted again at once: the cache is far too small for what is asked of it.
+      if (attempt >= 2) throw errors.renderBusy(2);
+    }
   }
 
   private async file(workspaceId: string, segments: string[]) {
@@ -246,14 +290,15 @@ export class DeliveryService {
     const key = `${renditionPrefix(file.storage_key)}${canonical(spec, format).replaceAll(',', '.')}.${format}`;
     let info = await this.storage.stat(key);
     this.events?.emit('rendition', Boolean(info));
-    if (info) this.stats.renditionCacheHits++;
-    else {
-      await this.queue.run(key, (slot) =>
-        this.render(file.storage_key, { ...spec, format }, key, file.mime_type, slot),
+    if (info) {
+      this.stats.renditionCacheHits++;
+      this.renditions?.used(key);
+    } else
+      info = await this.make(
+        key,
+        (slot) => this.render(file.storage_key, { ...spec, format }, key, file.mime_type, slot),
+        { workspaceId: target.workspaceId, sha256: file.sha256, storageKey: file.storage_key },
       );
-      info = await this.storage.stat(key);
-      if (!info) throw new Error('rendition vanished after it was made');
-    }
     const size = info.size;
     return {
       open: (range) => this.storage.get(key, range),
@@ -265,6 +310,7 @@ export class DeliveryService {
       varyAccept: spec.format === 'auto',
       isPrivate: Boolean(file.is_private),
       ranges: true,
+      renditionKey: key,
     };
   }
 
@@ -321,17 +367,16 @@ export class DeliveryService {
     let info = await this.storage.stat(key);
     const fresh = Boolean(info && Date.now() - info.lastModified.getTime() < ORIGIN_RENDITION_TTL_MS);
     this.events?.emit('rendition', fresh);
-    if (fresh && info) this.stats.renditionCacheHits++;
-    else {
-      await this.queue.run(key, async (slot) => {
+    if (fresh && info) {
+      this.stats.renditionCacheHits++;
+      this.renditions?.used(key);
+    } else
+      info = await this.make(key, async (slot) => {
         const origin = await openOrigin(source.type, source.config, path, deps, web);
         // SVG guard (svg-guard.ts): an origin's SVG is checked like a stored one.
         const body = isSvgType(origin.contentType) ? await guardSvgStream(origin.body) : origin.body;
-        await this.renderStream(body, { ...tokens, format }, key, slot);
+        return this.renderStream(body, { ...tokens, format }, key, slot);
       });
-      info = await this.storage.stat(key);
-      if (!info) throw new Error('rendition vanished after it was made');
-    }
     return {
       open: (range) => this.storage.get(key, range),
       size: info.size,
@@ -344,6 +389,7 @@ export class DeliveryService {
       vary,
       isPrivate: false,
       canonical: canonicalLink,
+      renditionKey: key,
     };
   }
 
@@ -353,7 +399,7 @@ export class DeliveryService {
     key: string,
     mimeType: string,
     slot?: Slot,
-  ): Promise<void> {
+  ): Promise<number> {
     // SVG guard (svg-guard.ts): never by path, where librsvg would resolve references against
     // the blob directory; the checked bytes are rendered from memory (10 MiB at most).
     if (isSvgType(mimeType)) {
@@ -362,7 +408,7 @@ export class DeliveryService {
     }
     // On local disk libvips reads the file itself; elsewhere the object is streamed in.
     const path = this.storage.localPath?.(sourceKey);
-    await this.renderStream(path ?? (await this.storage.get(sourceKey)), spec, key, slot);
+    return this.renderStream(path ?? (await this.storage.get(sourceKey)), spec, key, slot);
   }
 
   /**
@@ -378,11 +424,12 @@ export class DeliveryService {
     spec: TransformSpec,
     key: string,
     slot?: Slot,
-  ): Promise<void> {
+  ): Promise<number> {
     const spooled = typeof source === 'string' || Buffer.isBuffer(source) ? undefined : await this.spool(source);
     const path = spooled ?? (source as string | Buffer);
     const cleanup = () => (spooled ? rm(spooled, { force: true }) : Promise.resolve());
     let handed = false;
+    let size = 0;
     try {
       const plan = planRendition(spec, await this.dimensions(path), this.limits);
       const { timeoutMs } = this.limits;
@@ -403,7 +450,11 @@ export class DeliveryService {
           throw err;
         });
         // A cache entry can always be made again: no flush to disk.
-        await Promise.all([this.storage.put(key, out, { durable: false, signal: abort.signal }), running]);
+        const [stored] = await Promise.all([
+          this.storage.put(key, out, { durable: false, signal: abort.signal }),
+          running,
+        ]);
+        size = stored.size;
       })();
       // Should storage stall after libvips has stopped, the write is cut a second later.
       const stop = setTimeout(() => abort.abort(), seconds * 1000 + 1000);
@@ -443,6 +494,7 @@ export class DeliveryService {
       throw appError('TRANSFORM_FAILED', 'the image could not be decoded');
     }
     this.stats.renditionsMade++;
+    return size;
   }
 
   /** The source's size with its EXIF orientation applied, read from its header only. */
