@@ -249,6 +249,13 @@ describe('two nodes on one PostgreSQL database evicting at once', { skip: DIALEC
     assert.deepEqual(await rows(a), []);
     assert.deepEqual(await a.services.renditions.repo.total(), { bytes: 0, count: 0 });
     for (const r of before) assert.equal(await exists(a, r.key), false);
+    // Metrics: the gauge reads the shared total; each node counts what it evicted.
+    const metric = async (h: Harness, name: string) =>
+      Number(/ (\d+)$/m.exec(await h.services.metrics.registry.getSingleMetricAsString(name))?.[1]);
+    assert.equal(await metric(a, 'stowage_rendition_cache_bytes'), 0);
+    assert.equal(await metric(a, 'stowage_rendition_evictions_total'), ra.evicted);
+    assert.equal(await metric(b, 'stowage_rendition_evictions_total'), rb.evicted);
+    assert.equal(await metric(b, 'stowage_rendition_evicted_bytes_total'), rb.bytes);
   });
 });
 

@@ -196,40 +196,44 @@ export class DeliveryService {
   }
 
   /**
-   * Makes the rendition `key` (once on this node however many ask: the render queue joins them),
-   * with its row in the rendition cache's ledger written before and its size after. `owner`:
-   * the blob it is made from, which must still exist once it is stored; a file deleted during
-   * the render takes the rendition with it (404). A rendition evicted between being made and
-   * being looked at is made once more.
+   * Makes the rendition `key` (once on this node however many ask: the render queue joins them).
+   * A rendition evicted between being made and being looked at is made again, twice at most.
    */
-  private async make(
-    key: string,
-    work: (slot: Slot) => Promise<number>,
-    owner?: { workspaceId: string; sha256: string; storageKey: string },
-  ): Promise<ObjectInfo> {
+  private async make(key: string, work: (slot: Slot) => Promise<void>): Promise<ObjectInfo> {
     for (let attempt = 0; ; attempt++) {
-      await this.queue.run(key, async (slot) => {
-        await this.renditions?.reserve(key);
-        let size: number;
-        try {
-          size = await work(slot);
-        } catch (err) {
-          await this.renditions?.abandon(key);
-          throw err;
-        }
-        if (!this.renditions) return;
-        await this.renditions.stored(key, size);
-        if (owner && !(await this.renditions.repo.blobExists(owner.workspaceId, owner.sha256, owner.storageKey))) {
-          await this.storage.delete(key);
-          await this.renditions.repo.removeOwner(owner.storageKey);
-          throw notFound();
-        }
-      });
+      await this.queue.run(key, work);
       const info = await this.storage.stat(key);
       if (info) return info;
       // Evicted again at once: the cache is far too small for what is asked of it.
       if (attempt >= 2) throw errors.renderBusy(2);
     }
+  }
+
+  /**
+   * The rendition cache's ledger around a render's write: the row before the object (so a crash
+   * leaves a row to evict, never an unknown object), its size after, in the render's own work
+   * (so a render that outlives its request's time budget is still recorded). `owner`: the blob
+   * it is made from, which must still exist once it is stored; a file deleted during the render
+   * takes the rendition with it (404).
+   */
+  private async recorded(key: string, owner: Owner | undefined, write: () => Promise<number>): Promise<number> {
+    const ledger = this.renditions;
+    if (!ledger) return write();
+    await ledgerStep(() => ledger.reserve(key));
+    let size: number;
+    try {
+      size = await write();
+    } catch (err) {
+      await ledger.abandon(key);
+      throw err;
+    }
+    await ledgerStep(() => ledger.stored(key, size));
+    if (owner && !(await ledgerStep(() => ledger.repo.blobExists(owner.workspaceId, owner.sha256, owner.storageKey)))) {
+      await this.storage.delete(key);
+      await ledgerStep(() => ledger.repo.removeOwner(owner.storageKey));
+      throw notFound();
+    }
+    return size;
   }
 
   private async file(workspaceId: string, segments: string[]) {
@@ -294,10 +298,12 @@ export class DeliveryService {
       this.stats.renditionCacheHits++;
       this.renditions?.used(key);
     } else
-      info = await this.make(
-        key,
-        (slot) => this.render(file.storage_key, { ...spec, format }, key, file.mime_type, slot),
-        { workspaceId: target.workspaceId, sha256: file.sha256, storageKey: file.storage_key },
+      info = await this.make(key, (slot) =>
+        this.render(file.storage_key, { ...spec, format }, key, file.mime_type, slot, {
+          workspaceId: target.workspaceId,
+          sha256: file.sha256,
+          storageKey: file.storage_key,
+        }),
       );
     const size = info.size;
     return {
@@ -375,7 +381,7 @@ export class DeliveryService {
         const origin = await openOrigin(source.type, source.config, path, deps, web);
         // SVG guard (svg-guard.ts): an origin's SVG is checked like a stored one.
         const body = isSvgType(origin.contentType) ? await guardSvgStream(origin.body) : origin.body;
-        return this.renderStream(body, { ...tokens, format }, key, slot);
+        await this.renderStream(body, { ...tokens, format }, key, slot);
       });
     return {
       open: (range) => this.storage.get(key, range),
@@ -399,16 +405,17 @@ export class DeliveryService {
     key: string,
     mimeType: string,
     slot?: Slot,
-  ): Promise<number> {
+    owner?: Owner,
+  ): Promise<void> {
     // SVG guard (svg-guard.ts): never by path, where librsvg would resolve references against
     // the blob directory; the checked bytes are rendered from memory (10 MiB at most).
     if (isSvgType(mimeType)) {
       const checked = await guardSvgStream(await this.storage.get(sourceKey));
-      return this.renderStream(checked, spec, key, slot);
+      return this.renderStream(checked, spec, key, slot, owner);
     }
     // On local disk libvips reads the file itself; elsewhere the object is streamed in.
     const path = this.storage.localPath?.(sourceKey);
-    return this.renderStream(path ?? (await this.storage.get(sourceKey)), spec, key, slot);
+    return this.renderStream(path ?? (await this.storage.get(sourceKey)), spec, key, slot, owner);
   }
 
   /**
@@ -424,12 +431,12 @@ export class DeliveryService {
     spec: TransformSpec,
     key: string,
     slot?: Slot,
-  ): Promise<number> {
+    owner?: Owner,
+  ): Promise<void> {
     const spooled = typeof source === 'string' || Buffer.isBuffer(source) ? undefined : await this.spool(source);
     const path = spooled ?? (source as string | Buffer);
     const cleanup = () => (spooled ? rm(spooled, { force: true }) : Promise.resolve());
     let handed = false;
-    let size = 0;
     try {
       const plan = planRendition(spec, await this.dimensions(path), this.limits);
       const { timeoutMs } = this.limits;
@@ -449,12 +456,15 @@ export class DeliveryService {
           out.destroy(err);
           throw err;
         });
-        // A cache entry can always be made again: no flush to disk.
-        const [stored] = await Promise.all([
-          this.storage.put(key, out, { durable: false, signal: abort.signal }),
-          running,
-        ]);
-        size = stored.size;
+        // A cache entry can always be made again: no flush to disk. Recorded in the ledger only
+        // once the render passed the limits: a refused request writes nothing.
+        await this.recorded(key, owner, async () => {
+          const [stored] = await Promise.all([
+            this.storage.put(key, out, { durable: false, signal: abort.signal }),
+            running,
+          ]);
+          return stored.size;
+        });
       })();
       // Should storage stall after libvips has stopped, the write is cut a second later.
       const stop = setTimeout(() => abort.abort(), seconds * 1000 + 1000);
@@ -484,6 +494,8 @@ export class DeliveryService {
       if (!handed) await cleanup();
       // Already in the documented shape (a limit, a full disk while caching: 507).
       if (err instanceof AppError) throw err;
+      // The database, not the image: mapped as any database error is (503 when it is down).
+      if (err instanceof LedgerFailure) throw err.cause;
       const message = String((err as Error).message);
       // Ours (the answer's budget), or sharp's ("timeout: 40% complete") when libvips stopped first.
       if (err === TIMED_OUT || /^timeout\b/.test(message)) {
@@ -494,7 +506,6 @@ export class DeliveryService {
       throw appError('TRANSFORM_FAILED', 'the image could not be decoded');
     }
     this.stats.renditionsMade++;
-    return size;
   }
 
   /** The source's size with its EXIF orientation applied, read from its header only. */
@@ -534,6 +545,28 @@ export class DeliveryService {
       throw appError('TRANSFORM_FAILED', 'the image could not be read');
     }
     return path;
+  }
+}
+
+/** The blob a rendition is made from. */
+interface Owner {
+  workspaceId: string;
+  sha256: string;
+  storageKey: string;
+}
+
+/** A failure of the rendition cache's ledger (the database), kept apart from image errors. */
+class LedgerFailure extends Error {
+  constructor(readonly cause: unknown) {
+    super('rendition ledger');
+  }
+}
+
+async function ledgerStep<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    throw new LedgerFailure(err);
   }
 }
 
