@@ -93,7 +93,8 @@ for (const storage of STORAGES)
       };
 
       before(async () => {
-        h = await makeHarness(dialect.name, { config: { storage: await storage.make() } });
+        // No bytes in memory: every answer reads storage, where eviction deletes under it.
+        h = await makeHarness(dialect.name, { config: { storage: await storage.make(), deliveryHotCacheBytes: 0 } });
         base = await h.app.listen({ host: '127.0.0.1', port: 0 });
         await add(h, 'photo.jpg', await image('#3060a0'));
       });
@@ -185,6 +186,28 @@ for (const storage of STORAGES)
           [],
         );
         assert.equal(await exists(h, old[0].key), false);
+        await ledgerMatches(h);
+      });
+
+      test('a rendition evicted under a remembered lookup is made again, not answered 404', async () => {
+        // A private file takes the route (never the fast path), which reads the remembered lookup.
+        const record = await add(h, 'private.jpg', await image('#707020'));
+        await h.services.files.update(h.ws.workspace_id, record.file_no, { is_private: true });
+        const url = h.services.deliverySigner.sign(
+          `${base}/${h.ws.workspace_id}/w_90/private.jpg`,
+          Math.floor(Date.now() / 1000) + 600,
+        );
+        const first = await fetch(url);
+        assert.equal(first.status, 200);
+        await first.arrayBuffer();
+        // Every rendition over a 1-byte budget goes (the lookup stays remembered for 1 s).
+        await new RenditionCache(h.services.db, h.services.storage, 1).evict();
+        assert.deepEqual(await rows(h), []);
+        const made = h.services.delivery.stats.renditionsMade;
+        const again = await fetch(url);
+        assert.equal(again.status, 200);
+        assert.equal((await sharp(Buffer.from(await again.arrayBuffer())).metadata()).width, 90);
+        assert.equal(h.services.delivery.stats.renditionsMade, made + 1);
         await ledgerMatches(h);
       });
 
