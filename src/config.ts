@@ -52,6 +52,8 @@ export interface Config {
   maxImagePixels: number;
   /** Bytes of small files and renditions delivery keeps in memory (0 = none). */
   deliveryHotCacheBytes: number;
+  /** Bytes of renditions kept in storage; past it the least recently used are deleted (0 = no limit). */
+  renditionCacheBytes: number;
   /** How long a delivery lookup is reused without the database; other nodes see a change within it (0 = never reused). */
   deliveryLookupTtlMs: number;
   /** Seconds between webhook attempts (attempt 2, 3, …); after the last, a delivery fails. */
@@ -217,6 +219,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
   const maxFileSize = integer('STOWAGE_MAX_FILE_SIZE', 5 * 1024 ** 4, 1, Number.MAX_SAFE_INTEGER);
   const maxImagePixels = integer('STOWAGE_MAX_IMAGE_PIXELS', 100_000_000, 1, 1_000_000_000);
   const deliveryHotCacheBytes = integer('STOWAGE_DELIVERY_HOT_CACHE_BYTES', 64 * 1024 * 1024, 0, 64 * 1024 ** 3);
+  const renditionCacheBytes = integer('STOWAGE_RENDITION_CACHE_BYTES', 10 * 1024 ** 3, 0, Number.MAX_SAFE_INTEGER);
   const deliveryLookupTtlMs = integer('STOWAGE_DELIVERY_LOOKUP_TTL_MS', 1000, 0, 60_000);
   const scheduleText = read('STOWAGE_WEBHOOK_RETRY_SCHEDULE');
   let webhookRetrySchedule = DEFAULT_WEBHOOK_SCHEDULE;
@@ -307,6 +310,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     maxFileSize,
     maxImagePixels,
     deliveryHotCacheBytes,
+    renditionCacheBytes,
     deliveryLookupTtlMs,
     multipartMaxTtl,
     sweepIntervalMs,

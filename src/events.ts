@@ -26,6 +26,8 @@ export interface DomainEventMap {
   'files.changed': [FilesChanged];
   /** A rendition was asked for: true when it came from the cache, false when it was made. */
   rendition: [hit: boolean];
+  /** The rendition cache's eviction removed this many renditions, of these bytes. */
+  'renditions.evicted': [count: number, bytes: number];
 }
 
 export type DomainEventName = keyof DomainEventMap;

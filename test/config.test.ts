@@ -43,6 +43,16 @@ describe('configuration', () => {
     assert.ok(readFileSync(keyFile, 'utf8').trim().length >= 43);
   });
 
+  test('the rendition cache budget: 10 GiB by default, 0 for none, a bad value named', () => {
+    assert.equal(loadConfig({ STOWAGE_DATA_DIR: tmp() }).renditionCacheBytes, 10 * 1024 ** 3);
+    assert.equal(loadConfig({ STOWAGE_DATA_DIR: tmp(), STOWAGE_RENDITION_CACHE_BYTES: '0' }).renditionCacheBytes, 0);
+    assert.equal(
+      loadConfig({ STOWAGE_DATA_DIR: tmp(), STOWAGE_RENDITION_CACHE_BYTES: '1048576' }).renditionCacheBytes,
+      1048576,
+    );
+    assert.match(problems({ STOWAGE_RENDITION_CACHE_BYTES: '10G' }).join('\n'), /STOWAGE_RENDITION_CACHE_BYTES/);
+  });
+
   test('a master key readable by others stops the start with the fix in the message', () => {
     const dir = tmp();
     loadConfig({ STOWAGE_DATA_DIR: dir });

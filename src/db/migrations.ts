@@ -362,6 +362,42 @@ const migrations: Record<string, Migration> = {
       await db.schema.alterTable('workspaces').dropColumn('signed_transformations').execute();
     },
   },
+  '0009_rendition_cache': {
+    // Issue 19 item 4: the rendition cache's ledger. A row per rendition in storage (made, or
+    // being made: a row is written before its object, so a crash leaves a row to evict, never
+    // an object nobody knows), and one counter of their bytes kept in the same transactions,
+    // so the total is one primary-key read at any size. Renditions made before this migration
+    // have no row: they go with their file, but are not counted.
+    async up(db: Kysely<unknown>) {
+      await db.schema
+        .createTable('renditions')
+        .addColumn('key', 'varchar(1024)', (c) => c.primaryKey())
+        .addColumn('workspace_id', 'varchar(32)', (c) => c.notNull())
+        // What the rendition is made from: the blob's storage key, or an origin object's prefix.
+        .addColumn('owner', 'varchar(1024)', (c) => c.notNull())
+        .addColumn('bytes', 'bigint', (c) => c.notNull())
+        .addColumn('created_at', 'varchar(32)', (c) => c.notNull())
+        .addColumn('last_used_at', 'varchar(32)', (c) => c.notNull())
+        .execute();
+      await db.schema
+        .createIndex('renditions_last_used_idx')
+        .on('renditions')
+        .columns(['last_used_at', 'key'])
+        .execute();
+      await db.schema.createIndex('renditions_owner_idx').on('renditions').column('owner').execute();
+      await db.schema
+        .createTable('rendition_totals')
+        .addColumn('id', 'integer', (c) => c.primaryKey())
+        .addColumn('bytes', 'bigint', (c) => c.notNull())
+        .addColumn('count', 'bigint', (c) => c.notNull())
+        .execute();
+      await sql`insert into rendition_totals (id, bytes, count) values (1, 0, 0)`.execute(db);
+    },
+    async down(db: Kysely<unknown>) {
+      await db.schema.dropTable('rendition_totals').execute();
+      await db.schema.dropTable('renditions').execute();
+    },
+  },
 };
 
 class InCodeProvider implements MigrationProvider {

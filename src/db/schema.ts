@@ -187,6 +187,26 @@ export interface WebhookDeliveryTable {
   updated_at: string;
 }
 
+/** A rendition in storage (or being made), for the cache's budget (src/services/rendition-cache.ts). */
+export interface RenditionTable {
+  /** Its storage key: `<owner>.renditions/<canonical tokens>.<format>`. */
+  key: string;
+  workspace_id: string;
+  /** The blob's storage key, or `{ws}/origins/{source}/{path hash}` for an origin's object. */
+  owner: string;
+  /** 0 while it is being made. */
+  bytes: number;
+  created_at: string;
+  last_used_at: string;
+}
+
+/** One row (id 1): the sum of `renditions.bytes` and their count, kept with every change. */
+export interface RenditionTotalsTable {
+  id: number;
+  bytes: number;
+  count: number;
+}
+
 export interface SettingTable {
   key: string;
   value: string;
@@ -205,6 +225,8 @@ export interface Database {
   multipart_sessions: MultipartSessionTable;
   webhook_deliveries: WebhookDeliveryTable;
   upload_tokens: UploadTokenTable;
+  renditions: RenditionTable;
+  rendition_totals: RenditionTotalsTable;
 }
 
 export type WebhookDeliveryRow = Selectable<WebhookDeliveryTable>;

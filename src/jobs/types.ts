@@ -14,6 +14,8 @@ export interface JobPayloads {
   'webhook.requeue': Record<string, never>;
   /** Recurring: expired multipart sessions, abandoned bytes, old upload tokens. */
   sweep: Record<string, never>;
+  /** Recurring: least recently used renditions past STOWAGE_RENDITION_CACHE_BYTES go. */
+  'renditions.evict': Record<string, never>;
 }
 
 export type JobName = keyof JobPayloads;

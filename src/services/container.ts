@@ -21,6 +21,8 @@ import pino from 'pino';
 import { DomainEvents } from '../events.ts';
 import { type JobQueue, openJobQueue } from '../jobs/index.ts';
 import { scheduleSweep } from '../jobs/sweep.ts';
+import { scheduleRenditionEviction } from '../jobs/renditions.ts';
+import { RenditionCache } from './rendition-cache.ts';
 import type { JobLogger } from '../jobs/types.ts';
 import { Metrics } from './metrics.ts';
 import { WebhookService } from './webhooks.ts';
@@ -52,6 +54,8 @@ export interface Services {
   /** Delivery lookups and small files' bytes kept in memory (delivery-cache.ts). */
   deliveryCache: DeliveryCache;
   deliverySigner: DeliverySigner;
+  /** The rendition cache's budget and its ledger (rendition-cache.ts). */
+  renditions: RenditionCache;
   webhooks: WebhookService;
   /** Background jobs (webhook deliveries, the sweep): main.ts starts them; close() drains them. */
   jobs: JobQueue;
@@ -133,6 +137,8 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
     debug: opts.debug,
   });
   const blobs = new BlobStore(db, storage, config.sweepGraceMs);
+  const renditions = new RenditionCache(db, storage, config.renditionCacheBytes, events);
+  scheduleRenditionEviction(jobs, renditions, logger);
   const deliverySigner = new DeliverySigner(config.masterKey);
   const records = new FileRecords({
     publicUrl: config.publicUrl,
@@ -216,14 +222,17 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
       events,
       render: config.render,
       queue: renderQueue,
+      renditions,
       tmpDir: join(config.dataDir, 'tmp', 'renders'),
     }),
     deliveryCache: new DeliveryCache({
       hotBytes: config.deliveryHotCacheBytes,
       lookupTtlMs: config.deliveryLookupTtlMs,
       events,
+      onRenditionUse: (key) => renditions.used(key),
     }),
     deliverySigner,
+    renditions,
     remote,
     tokens,
     multipart,
@@ -238,6 +247,7 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
     sources,
     async close() {
       await jobs.close();
+      await renditions.flush().catch(() => {});
       redis?.disconnect();
       guard.destroy();
       await storage.close?.();

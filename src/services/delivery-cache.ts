@@ -25,6 +25,11 @@ export interface DeliveryCacheOptions {
   /** How long a resolved lookup is served without asking the database again; 0 asks every time. */
   lookupTtlMs: number;
   events?: DomainEvents;
+  /**
+   * A rendition answered from memory (a remembered lookup): reported to the rendition cache's
+   * ledger, which writes such hits in batches, so that what is hot here is never evicted as unused.
+   */
+  onRenditionUse?: (storageKey: string) => void;
 }
 
 /** A lookup as remembered: what resolve() said, and the bytes when they are small enough to hold. */
@@ -55,6 +60,7 @@ export class DeliveryCache {
   private readonly reading = new Map<string, Promise<Buffer | undefined>>();
   readonly stats = { lookupHits: 0, lookupMisses: 0, byteHits: 0, byteMisses: 0, fastHits: 0 };
   private readonly events?: DomainEvents;
+  private readonly onRenditionUse?: (storageKey: string) => void;
 
   constructor(opts: DeliveryCacheOptions) {
     if (opts.lookupTtlMs > 0)
@@ -74,6 +80,7 @@ export class DeliveryCache {
         sizeCalculation: (b) => Math.max(1, b.length),
       });
     this.events = opts.events;
+    this.onRenditionUse = opts.onRenditionUse;
     const forget = (workspaceId: string) => this.invalidate(workspaceId);
     opts.events?.on('upload.completed', (e) => forget(e.workspaceId));
     opts.events?.on('files.changed', (e) => forget(e.workspaceId));
@@ -111,7 +118,7 @@ export class DeliveryCache {
     if (!body && (d.size === undefined || (this.bytes && d.size <= this.maxEntryBytes))) return undefined;
     this.stats.fastHits++;
     // Counted as resolve() counts a rendition it found made (stowage_renditions_total).
-    if (d.isRendition) this.events?.emit('rendition', true);
+    if (d.isRendition) this.renditionHit(d);
     return { delivered: d, body };
   }
 
@@ -127,7 +134,7 @@ export class DeliveryCache {
       if (entry && entry.generation === this.generation(target.workspaceId)) {
         delivered = entry.delivered;
         this.stats.lookupHits++;
-        if (delivered.isRendition) this.events?.emit('rendition', true);
+        if (delivered.isRendition) this.renditionHit(delivered);
       }
     }
     if (!delivered) {
@@ -165,6 +172,11 @@ export class DeliveryCache {
       this.reading.set(d.etag, pending);
     }
     return pending;
+  }
+
+  private renditionHit(d: Delivered): void {
+    this.events?.emit('rendition', true);
+    if (d.renditionKey) this.onRenditionUse?.(d.renditionKey);
   }
 
   /** Drops a lookup whose bytes turned out to be gone (deleted by another node). */

@@ -24,7 +24,8 @@ import {
   type TransformSpec,
 } from '../media/transform.ts';
 import { guardSvgStream, isSvgType } from '../media/svg-guard.ts';
-import type { ByteRange, StorageDriver } from '../storage/driver.ts';
+import type { ByteRange, ObjectInfo, StorageDriver } from '../storage/driver.ts';
+import type { RenditionCache } from './rendition-cache.ts';
 import { renditionPrefix } from '../uploads/blob-store.ts';
 import { createHash } from 'node:crypto';
 import { openOrigin, webOriginRequest, webOriginUrl } from '../sources/origin.ts';
@@ -75,6 +76,8 @@ export interface Delivered {
   /** Other request headers the answer depends on (a web origin's canonical and forwarded headers). */
   vary?: string[];
   isPrivate: boolean;
+  /** A rendition's storage key: hits answered from memory are reported to the rendition cache with it. */
+  renditionKey?: string;
 }
 
 const MIME: Record<OutputFormat, string> = {
@@ -168,6 +171,8 @@ export interface DeliveryServiceDeps {
   queue?: RenderQueue;
   /** Where a source that is not a local file is written before it is rendered. */
   tmpDir?: string;
+  /** The rendition cache's ledger and budget; without it renditions are not counted. */
+  renditions?: RenditionCache;
 }
 
 export class DeliveryService {
@@ -179,6 +184,7 @@ export class DeliveryService {
   private readonly limits: RenderSettings;
   readonly queue: RenderQueue;
   private readonly tmpDir: string;
+  private readonly renditions?: RenditionCache;
   private tmpReady?: Promise<unknown>;
   /** Counts renditions made (tests and metrics read it). */
   readonly stats = { renditionsMade: 0, renditionCacheHits: 0 };
@@ -192,6 +198,48 @@ export class DeliveryService {
     this.limits = deps.render ?? renderDefaults();
     this.queue = deps.queue ?? new RenderQueue({ concurrency: this.limits.concurrency, maxWaiting: this.limits.queue });
     this.tmpDir = deps.tmpDir ?? join(tmpdir(), 'stowage-renders');
+    this.renditions = deps.renditions;
+  }
+
+  /**
+   * Makes the rendition `key` (once on this node however many ask: the render queue joins them).
+   * A rendition evicted between being made and being looked at is made again, twice at most.
+   */
+  private async make(key: string, work: (slot: Slot) => Promise<void>): Promise<ObjectInfo> {
+    for (let attempt = 0; ; attempt++) {
+      await this.queue.run(key, work);
+      const info = await this.storage.stat(key);
+      if (info) return info;
+      // Evicted again at once: the cache is far too small for what is asked of it.
+      if (attempt >= 2) throw errors.renderBusy(2);
+    }
+  }
+
+  /**
+   * The rendition cache's ledger around a render's write: the row before the object (so a crash
+   * leaves a row to evict, never an unknown object), its size after, in the render's own work
+   * (so a render that outlives its request's time budget is still recorded). `owner`: the blob
+   * it is made from, which must still exist once it is stored; a file deleted during the render
+   * takes the rendition with it (404).
+   */
+  private async recorded(key: string, owner: Owner | undefined, write: () => Promise<number>): Promise<number> {
+    const ledger = this.renditions;
+    if (!ledger) return write();
+    await ledgerStep(() => ledger.reserve(key));
+    let size: number;
+    try {
+      size = await write();
+    } catch (err) {
+      await ledger.abandon(key);
+      throw err;
+    }
+    await ledgerStep(() => ledger.stored(key, size));
+    if (owner && !(await ledgerStep(() => ledger.repo.blobExists(owner.workspaceId, owner.sha256, owner.storageKey)))) {
+      await this.storage.delete(key);
+      await ledgerStep(() => ledger.repo.removeOwner(owner.storageKey));
+      throw notFound();
+    }
+    return size;
   }
 
   private async file(workspaceId: string, segments: string[]) {
@@ -253,14 +301,17 @@ export class DeliveryService {
     const key = `${renditionPrefix(file.storage_key)}${canonical(spec, format).replaceAll(',', '.')}.${format}`;
     let info = await this.storage.stat(key);
     this.events?.emit('rendition', Boolean(info));
-    if (info) this.stats.renditionCacheHits++;
-    else {
-      await this.queue.run(key, (slot) =>
-        this.render(file.storage_key, { ...spec, format }, key, file.mime_type, slot),
+    if (info) {
+      this.stats.renditionCacheHits++;
+      this.renditions?.used(key);
+    } else
+      info = await this.make(key, (slot) =>
+        this.render(file.storage_key, { ...spec, format }, key, file.mime_type, slot, {
+          workspaceId: target.workspaceId,
+          sha256: file.sha256,
+          storageKey: file.storage_key,
+        }),
       );
-      info = await this.storage.stat(key);
-      if (!info) throw new Error('rendition vanished after it was made');
-    }
     const size = info.size;
     return {
       open: (range) => this.storage.get(key, range),
@@ -272,6 +323,7 @@ export class DeliveryService {
       varyAccept: spec.format === 'auto',
       isPrivate: Boolean(file.is_private),
       ranges: true,
+      renditionKey: key,
     };
   }
 
@@ -328,17 +380,16 @@ export class DeliveryService {
     let info = await this.storage.stat(key);
     const fresh = Boolean(info && Date.now() - info.lastModified.getTime() < ORIGIN_RENDITION_TTL_MS);
     this.events?.emit('rendition', fresh);
-    if (fresh && info) this.stats.renditionCacheHits++;
-    else {
-      await this.queue.run(key, async (slot) => {
+    if (fresh && info) {
+      this.stats.renditionCacheHits++;
+      this.renditions?.used(key);
+    } else
+      info = await this.make(key, async (slot) => {
         const origin = await openOrigin(source.type, source.config, path, deps, web);
         // SVG guard (svg-guard.ts): an origin's SVG is checked like a stored one.
         const body = isSvgType(origin.contentType) ? await guardSvgStream(origin.body) : origin.body;
         await this.renderStream(body, { ...tokens, format }, key, slot);
       });
-      info = await this.storage.stat(key);
-      if (!info) throw new Error('rendition vanished after it was made');
-    }
     return {
       open: (range) => this.storage.get(key, range),
       size: info.size,
@@ -351,6 +402,7 @@ export class DeliveryService {
       vary,
       isPrivate: false,
       canonical: canonicalLink,
+      renditionKey: key,
     };
   }
 
@@ -360,16 +412,17 @@ export class DeliveryService {
     key: string,
     mimeType: string,
     slot?: Slot,
+    owner?: Owner,
   ): Promise<void> {
     // SVG guard (svg-guard.ts): never by path, where librsvg would resolve references against
     // the blob directory; the checked bytes are rendered from memory (10 MiB at most).
     if (isSvgType(mimeType)) {
       const checked = await guardSvgStream(await this.storage.get(sourceKey));
-      return this.renderStream(checked, spec, key, slot);
+      return this.renderStream(checked, spec, key, slot, owner);
     }
     // On local disk libvips reads the file itself; elsewhere the object is streamed in.
     const path = this.storage.localPath?.(sourceKey);
-    await this.renderStream(path ?? (await this.storage.get(sourceKey)), spec, key, slot);
+    return this.renderStream(path ?? (await this.storage.get(sourceKey)), spec, key, slot, owner);
   }
 
   /**
@@ -385,6 +438,7 @@ export class DeliveryService {
     spec: TransformSpec,
     key: string,
     slot?: Slot,
+    owner?: Owner,
   ): Promise<void> {
     const spooled = typeof source === 'string' || Buffer.isBuffer(source) ? undefined : await this.spool(source);
     const path = spooled ?? (source as string | Buffer);
@@ -409,8 +463,15 @@ export class DeliveryService {
           out.destroy(err);
           throw err;
         });
-        // A cache entry can always be made again: no flush to disk.
-        await Promise.all([this.storage.put(key, out, { durable: false, signal: abort.signal }), running]);
+        // A cache entry can always be made again: no flush to disk. Recorded in the ledger only
+        // once the render passed the limits: a refused request writes nothing.
+        await this.recorded(key, owner, async () => {
+          const [stored] = await Promise.all([
+            this.storage.put(key, out, { durable: false, signal: abort.signal }),
+            running,
+          ]);
+          return stored.size;
+        });
       })();
       // Should storage stall after libvips has stopped, the write is cut a second later.
       const stop = setTimeout(() => abort.abort(), seconds * 1000 + 1000);
@@ -440,6 +501,8 @@ export class DeliveryService {
       if (!handed) await cleanup();
       // Already in the documented shape (a limit, a full disk while caching: 507).
       if (err instanceof AppError) throw err;
+      // The database, not the image: mapped as any database error is (503 when it is down).
+      if (err instanceof LedgerFailure) throw err.cause;
       const message = String((err as Error).message);
       // Ours (the answer's budget), or sharp's ("timeout: 40% complete") when libvips stopped first.
       if (err === TIMED_OUT || /^timeout\b/.test(message)) {
@@ -489,6 +552,28 @@ export class DeliveryService {
       throw appError('TRANSFORM_FAILED', 'the image could not be read');
     }
     return path;
+  }
+}
+
+/** The blob a rendition is made from. */
+interface Owner {
+  workspaceId: string;
+  sha256: string;
+  storageKey: string;
+}
+
+/** A failure of the rendition cache's ledger (the database), kept apart from image errors. */
+class LedgerFailure extends Error {
+  constructor(readonly cause: unknown) {
+    super('rendition ledger');
+  }
+}
+
+async function ledgerStep<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    throw new LedgerFailure(err);
   }
 }
 

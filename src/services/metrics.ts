@@ -5,6 +5,7 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom
 import type { Db } from '../db/database.ts';
 import { UploadSessionRepository } from '../db/upload-sessions.ts';
 import { WebhookDeliveries } from '../db/webhooks.ts';
+import { RenditionRepository } from '../db/renditions.ts';
 import type { RenderQueue } from '../media/render-queue.ts';
 
 export class Metrics {
@@ -54,6 +55,29 @@ export class Metrics {
     });
     events.on('rendition', (hit: boolean) => renditions.inc({ result: hit ? 'hit' : 'miss' }));
     if (renders) this.watchRenders(renders, registers);
+    const renditionLedger = new RenditionRepository(db.kysely);
+    new Gauge({
+      name: 'stowage_rendition_cache_bytes',
+      help: 'Bytes of renditions in storage, counted against STOWAGE_RENDITION_CACHE_BYTES (all nodes)',
+      registers,
+      async collect() {
+        this.set((await renditionLedger.total()).bytes);
+      },
+    });
+    const evictions = new Counter({
+      name: 'stowage_rendition_evictions_total',
+      help: 'Renditions deleted by the rendition cache eviction on this node',
+      registers,
+    });
+    const evictedBytes = new Counter({
+      name: 'stowage_rendition_evicted_bytes_total',
+      help: 'Bytes of renditions deleted by the rendition cache eviction on this node',
+      registers,
+    });
+    events.on('renditions.evicted', (count, bytes) => {
+      evictions.inc(count);
+      evictedBytes.inc(bytes);
+    });
     new Gauge({
       name: 'stowage_multipart_sessions_active',
       help: 'Multipart sessions open for parts',

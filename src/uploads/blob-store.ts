@@ -9,6 +9,7 @@ import type { Kysely } from 'kysely';
 import { newUuid } from '../crypto/ids.ts';
 import { BlobRepository } from '../db/blobs.ts';
 import { type Db, nowIso } from '../db/database.ts';
+import { RenditionRepository } from '../db/renditions.ts';
 import type { BlobRow, Database } from '../db/schema.ts';
 import { errors } from '../errors.ts';
 import type { StorageDriver } from '../storage/driver.ts';
@@ -16,6 +17,7 @@ import { type StageLimits, type Staged, stageBody } from './staging.ts';
 
 export class BlobStore {
   private readonly repo: BlobRepository;
+  private readonly renditions: RenditionRepository;
 
   constructor(
     db: Db,
@@ -24,6 +26,7 @@ export class BlobStore {
     readonly graceMs = 15 * 60 * 1000,
   ) {
     this.repo = new BlobRepository(db.kysely);
+    this.renditions = new RenditionRepository(db.kysely);
   }
 
   newKey(workspaceId: string): string {
@@ -108,13 +111,16 @@ export class BlobStore {
   }
 
   /**
-   * Deletes an object, its cached renditions, and then its intent; safe to repeat. The quota
-   * it held is given back first, so a storage that is slow to delete holds none of it.
+   * Deletes an object, its cached renditions (objects, then their rows in the rendition
+   * cache's ledger), and then its intent; safe to repeat. The quota it held is given back
+   * first, so a storage that is slow to delete holds none of it. A render of this blob that
+   * ends after this finds the blob gone and removes what it made (DeliveryService).
    */
   async forget(_workspaceId: string, key: string): Promise<void> {
     try {
       await this.repo.releaseReservation(key);
       for await (const o of this.storage.list(renditionPrefix(key))) await this.storage.delete(o.key);
+      await this.renditions.removeOwner(key);
       await this.storage.delete(key);
       await this.repo.transaction((blobs) => blobs.dropIntent(key));
     } catch {

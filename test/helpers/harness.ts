@@ -66,6 +66,7 @@ export function testConfig(dataDir: string, overrides: Partial<Config> = {}): Co
     maxImagePixels: 100_000_000,
     deliveryHotCacheBytes: 64 * 1024 * 1024,
     deliveryLookupTtlMs: 1000,
+    renditionCacheBytes: 10 * 1024 ** 3,
     multipartMaxTtl: 7 * 24 * 3600,
     sweepIntervalMs: 0,
     sweepGraceMs: 15 * 60 * 1000,

@@ -5,6 +5,7 @@
 // and hooks, as a static file server would. Everything else (misses, private files, errors,
 // sources) takes the route.
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { FastifyInstance } from 'fastify';
 import { appError, errors } from '../../errors.ts';
@@ -347,24 +348,32 @@ export async function deliveryRoutes(
         accept: request.headers.accept,
         headers: request.headers,
       };
-      const { delivered: d, body } = await lookup(target);
-      if (d.isPrivate) requireSignature();
+      // Twice at most: a rendition whose bytes are found gone (evicted by the rendition cache, on
+      // any node, between its lookup and its read) is looked up again, which makes it again.
+      for (let attempt = 0; ; attempt++) {
+        const { delivered: d, body } = await lookup(target);
+        if (d.isPrivate) requireSignature();
 
-      const a = answer(request.headers, d, contentAddressed(d, OWN_WORKSPACE.test(workspace), versionOf(query)));
-      reply.headers(a.headers);
-      if (a.status === 304) return reply.code(304).send();
-      if (a.status === 416) throw appError('RANGE_NOT_SATISFIABLE', `The file is ${d.size} bytes long`);
-      reply.code(a.status);
-      if (body) return reply.send(slice(body, a));
-      try {
-        return reply.send(await d.open(a.range));
-      } catch (err) {
-        // The lookup was remembered and the bytes have gone since (another node deleted them).
-        if (err instanceof ObjectNotFoundError) {
-          cache?.drop(target);
-          throw errors.nothingStored();
+        const a = answer(request.headers, d, contentAddressed(d, OWN_WORKSPACE.test(workspace), versionOf(query)));
+        if (a.status === 304) return reply.headers(a.headers).code(304).send();
+        if (a.status === 416) {
+          reply.headers(a.headers);
+          throw appError('RANGE_NOT_SATISFIABLE', `The file is ${d.size} bytes long`);
         }
-        throw err;
+        if (body) return reply.headers(a.headers).code(a.status).send(slice(body, a));
+        let stream: Readable;
+        try {
+          stream = await d.open(a.range);
+        } catch (err) {
+          // The lookup was remembered and the bytes have gone since (deleted, or a rendition evicted).
+          if (err instanceof ObjectNotFoundError) {
+            cache?.drop(target);
+            if (d.isRendition && attempt === 0) continue;
+            throw errors.nothingStored();
+          }
+          throw err;
+        }
+        return reply.headers(a.headers).code(a.status).send(stream);
       }
     },
   );
