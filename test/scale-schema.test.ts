@@ -16,6 +16,7 @@ import { FileRepository } from '../src/db/files.ts';
 import { FolderRepository } from '../src/db/folders.ts';
 import { migrateTo, migrateToLatest } from '../src/db/migrations.ts';
 import { PageBoundaries, SHALLOW_ROWS } from '../src/services/page-boundaries.ts';
+import { SEARCH_COUNT_CAP } from '../src/services/files.ts';
 import { DIALECTS, freshPostgres, type Harness, makeHarness } from './helpers/harness.ts';
 import { call } from './helpers/http.ts';
 
@@ -412,5 +413,16 @@ describe('deep pages through the API (SQLite, 10,250 files)', () => {
     }
     const total_ = (await api('/api/v1/files?limit=100&page=2')).body.meta;
     assert.deepEqual([total_.total, total_.totalEstimated], [total, false]);
+  });
+
+  test('a name search counts up to its cap, then says its total is a lower bound', async () => {
+    // "f-1" is in 1,361 names (f-1, f-10.., f-100.., f-1000.., f-10000..f-10249); "f-102" in 61.
+    const many = (await api('/api/v1/files?limit=100&search=f-1')).body;
+    assert.equal(many.meta.totalEstimated, true);
+    assert.equal(many.meta.total, SEARCH_COUNT_CAP + 1, 'on SQLite the count so far, a lower bound');
+    assert.equal(many.files.length, 100);
+    assert.equal(many.meta.hasNext, true);
+    const few = (await api('/api/v1/files?limit=100&search=f-102')).body;
+    assert.deepEqual([few.meta.total, few.meta.totalEstimated, few.files.length], [61, false, 61]);
   });
 });

@@ -28,6 +28,12 @@ export const MAX_PAGE_OFFSET = 1_000_000;
  */
 export const COUNT_CAP = 1_000;
 export const TAG_COUNT_CAP = 10_000;
+/**
+ * A name search counts no further than this: each match counted is a name read, and a common
+ * fragment ("forest" in 1.2% of 10M names) took 16 to 38 ms to count to 1,000 on PostgreSQL
+ * against 5 ms for the page itself. Past it, the planner's estimate (PostgreSQL) or the count so far.
+ */
+export const SEARCH_COUNT_CAP = 200;
 
 export interface FileList {
   files: FileRecord[];
@@ -168,7 +174,8 @@ export class FileService {
       return { count: top ? (await this.folders.contentTotals(top.id)).items : 0, estimated: false };
     }
     const oneTag = !f.folderId && !f.under && !f.nameContains?.length && !snapshot && f.tags?.length === 1;
-    const counted = await this.files.countUpTo(workspaceId, f, oneTag ? TAG_COUNT_CAP : COUNT_CAP);
+    const cap = oneTag ? TAG_COUNT_CAP : f.nameContains?.length ? SEARCH_COUNT_CAP : COUNT_CAP;
+    const counted = await this.files.countUpTo(workspaceId, f, cap);
     if (counted.exact) return { count: counted.count, estimated: false };
     const guess = await this.files.estimate(workspaceId, f);
     return { count: Math.max(counted.count + 1, guess ?? 0), estimated: true };
