@@ -198,6 +198,44 @@ describe('a corpus of known-bad inputs, over a real socket', () => {
     assert.ok(rss() - before < 200 * 1024 * 1024, `RSS grew by ${((rss() - before) / 1024 / 1024).toFixed(0)} MiB`);
   });
 
+  test('hostile SVGs: reaching other files, expanding entities, fetching: refused before rendering, originals kept inert', async () => {
+    // The corpus's share of test/svg-hostile.test.ts, which covers each trick in depth.
+    const secret = await upload({
+      file: new Blob([new Uint8Array(pngBomb(10, 10))]),
+      file_name: 'secret.png',
+    });
+    assert.equal(secret.status, 201, JSON.stringify(secret.body));
+    const lol = `<!DOCTYPE svg [<!ENTITY a "lollollol"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;"><!ENTITY c "&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;">]>`;
+    const svgs: Record<string, string> = {
+      'sibling.svg': `<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink" width="10" height="10"><image xlink:href="../secret.png" width="10" height="10"/></svg>`,
+      'file-url.svg': `<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><image href="&#x66;ile:///etc/passwd" width="10" height="10"/></svg>`,
+      'laughs.svg': `<?xml version="1.0"?>${lol}<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><text>&c;</text></svg>`,
+      'xinclude.svg': `<svg xmlns="http://www.w3.org/2000/svg" xmlns:xi="http://www.w3.org/2001/XInclude" width="10" height="10"><xi:include href="/etc/passwd" parse="text"/></svg>`,
+      'css.svg': `<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><style>rect{fill:url(http://127.0.0.1:${port}/x)}</style><rect width="10" height="10"/></svg>`,
+    };
+    const made = h.services.delivery.stats.renditionsMade;
+    for (const [name, text] of Object.entries(svgs)) {
+      const up = await upload({ file: new Blob([text], { type: 'image/svg+xml' }), file_name: name });
+      assert.equal(up.status, 201, `${name}: ${JSON.stringify(up.body)}`);
+    }
+    const answers = await Promise.all(
+      Object.keys(svgs).map(async (name) => {
+        const res = await fetch(`${base}/${h.ws.workspace_id}/w_10,f_png/${name}`);
+        return { name, status: res.status, body: (await res.json()) as any };
+      }),
+    );
+    for (const a of answers) {
+      assert.equal(a.status, 400, `${a.name}: ${JSON.stringify(a.body)}`);
+      assert.equal(a.body.errorCode, 'UNSAFE_SVG', a.name);
+    }
+    assert.equal(h.services.delivery.stats.renditionsMade, made, 'nothing rendered');
+    const original = await fetch(`${base}/${h.ws.workspace_id}/sibling.svg`);
+    assert.equal(original.status, 200);
+    assert.equal(original.headers.get('x-content-type-options'), 'nosniff');
+    assert.match(original.headers.get('content-security-policy') ?? '', /sandbox/);
+    await original.arrayBuffer();
+  });
+
   test('a gzip-encoded JSON body (a 64 MiB bomb in 64 KiB) is refused without being inflated', async () => {
     const bomb = gzipSync(Buffer.alloc(64 * 1024 * 1024, 0x20));
     assert.ok(bomb.length < 128 * 1024);
