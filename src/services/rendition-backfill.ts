@@ -1,6 +1,6 @@
 // Renditions made before the rendition cache's ledger (migration 0009) have no row, so the
 // budget neither counted nor evicted them. This one-time walk of storage gives each a row, last
-// used when it was written (the oldest are evicted first). It runs as the `renditions.backfill`
+// used when it was written (the oldest are evicted first; never later than the walk). It runs as the `renditions.backfill`
 // job (src/jobs/renditions.ts): one run at a time across nodes, again after a crash, and a no-op
 // once the `settings` row says it is done.
 //
@@ -115,10 +115,14 @@ export class RenditionBackfill {
       batch = [];
       await pause();
     };
+    // A storage whose clock is ahead (or that rounds times up to the second, as Swift does)
+    // would make a rendition written before the run look newer than one used since.
+    const started = Date.now();
     for await (const o of this.storage.list(`${id}/`)) {
       if (!RENDITION_KEY.test(o.key)) continue;
       result.found++;
-      batch.push({ key: o.key, bytes: o.size, modified: o.lastModified.toISOString() });
+      const modified = new Date(Math.min(o.lastModified.getTime(), started)).toISOString();
+      batch.push({ key: o.key, bytes: o.size, modified });
       if (batch.length >= BATCH) {
         await flush();
         if (this.stopping) return;
