@@ -8,6 +8,10 @@ import { after, before, describe, test } from 'node:test';
 import sharp from 'sharp';
 import type { StorageConfig } from '../src/config.ts';
 import { migrateTo, migrateToLatest } from '../src/db/migrations.ts';
+import { InProcessJobQueue } from '../src/jobs/in-process.ts';
+import { JobMetrics } from '../src/jobs/metrics.ts';
+import { scheduleRenditionBackfill } from '../src/jobs/renditions.ts';
+import { BACKFILL_SETTING, type BackfillResult, RenditionBackfill } from '../src/services/rendition-backfill.ts';
 import { RenditionCache } from '../src/services/rendition-cache.ts';
 import { DIALECTS, freshPostgres, type Harness, makeHarness } from './helpers/harness.ts';
 import { externalService } from './helpers/services.ts';
@@ -233,6 +237,109 @@ for (const storage of STORAGES)
         );
         await ledgerMatches(h);
       });
+
+      test('renditions made before the ledger are backfilled once from storage, counted once, and evicted oldest first', async () => {
+        const oldFile = await add(h, 'old.jpg', await image('#30a060'));
+        for (const w of [20, 30, 40]) assert.equal((await get(`w_${w}/old.jpg`)).status, 200);
+        // An origin's rendition, named as delivery names them (owner: the origin object's prefix).
+        const originOwner = `${h.ws.workspace_id}/origins/src_backfill/${'ab'.repeat(20)}`;
+        const originKey = `${originOwner}.renditions/w_10.jpg`;
+        await h.services.storage.put(originKey, Readable.from([await image('#102030')]));
+        // Not renditions: the originals, and a key that only looks like one.
+        await h.services.storage.put(
+          `${h.ws.workspace_id}/blobs/x.renditions/a/b.jpg`,
+          Readable.from([Buffer.from('x')]),
+        );
+        const inStorage = new Map<string, { size: number; modified: string }>();
+        for await (const o of h.services.storage.list(`${h.ws.workspace_id}/`))
+          if (o.key.includes('.renditions/') && !o.key.includes('/x.renditions/'))
+            inStorage.set(o.key, { size: o.size, modified: o.lastModified.toISOString() });
+        assert.ok(inStorage.size >= 4 && inStorage.has(originKey));
+        // As a database from before migration 0009 would be, except one row a live render wrote
+        // meanwhile (counted already: the backfill must not count it again).
+        const kept = [...inStorage.keys()].find((k) => k.includes('/w_30.'))!;
+        const db = h.services.db.kysely;
+        await db.deleteFrom('renditions').where('key', '<>', kept).execute();
+        const keptBytes = inStorage.get(kept)!.size;
+        await db.updateTable('rendition_totals').set({ bytes: keptBytes, count: 1 }).where('id', '=', 1).execute();
+        await db.deleteFrom('settings').where('key', '=', BACKFILL_SETTING).execute();
+        assert.equal((await rows(h)).length, 1);
+
+        const walkStart = new Date().toISOString();
+        const backfill = new RenditionBackfill(h.services.db, h.services.storage);
+        const first = await backfill.run();
+        assert.equal(first.walked, true);
+        assert.equal(first.found, inStorage.size);
+        assert.equal(first.added, inStorage.size - 1);
+        const ledger = await rows(h);
+        assert.deepEqual(
+          ledger.map((r) => r.key),
+          [...inStorage.keys()].sort(),
+        );
+        for (const r of ledger) {
+          assert.equal(r.bytes, inStorage.get(r.key)!.size, r.key);
+          assert.equal(r.workspace_id, h.ws.workspace_id);
+          // Last used when written, or when the walk began if storage says later (clock skew,
+          // times rounded up to the second).
+          const written = inStorage.get(r.key)!.modified;
+          if (r.key !== kept)
+            assert.ok(
+              r.last_used_at === written || (r.last_used_at < written && r.last_used_at >= walkStart),
+              `${r.last_used_at} for ${written}`,
+            );
+        }
+        assert.equal(ledger.find((r) => r.key === originKey)?.owner, originOwner);
+        const blob = await blobKey(h, oldFile.hash);
+        assert.deepEqual(
+          ledger.filter((r) => r.owner === blob).map((r) => r.key.slice(r.key.lastIndexOf('/') + 1)),
+          ['w_20.f_jpg.jpg', 'w_30.f_jpg.jpg', 'w_40.f_jpg.jpg'],
+        );
+        const total = await ledgerMatches(h);
+        assert.equal(
+          total.bytes,
+          [...inStorage.values()].reduce((n, o) => n + o.size, 0),
+        );
+
+        // Done once: the next run reads one row. Forced again (as after a crash before the
+        // completion was recorded), it adds nothing.
+        assert.deepEqual(await backfill.run(), { walked: false, workspaces: 0, found: 0, added: 0, bytes: 0 });
+        await db.deleteFrom('settings').where('key', '=', BACKFILL_SETTING).execute();
+        const again = await new RenditionBackfill(h.services.db, h.services.storage).run();
+        assert.equal(again.found, inStorage.size);
+        assert.equal(again.added, 0);
+        assert.deepEqual(await rows(h), ledger);
+        assert.deepEqual(await h.services.renditions.repo.total(), total);
+        // A run that stopped after this workspace resumes past it.
+        await db
+          .updateTable('settings')
+          .set({ value: `after:${h.ws.workspace_id}` })
+          .where('key', '=', BACKFILL_SETTING)
+          .execute();
+        const resumed = await new RenditionBackfill(h.services.db, h.services.storage).run();
+        assert.equal(resumed.found, 0);
+        assert.equal(
+          (await db.selectFrom('settings').select('value').where('key', '=', BACKFILL_SETTING).executeTakeFirst())
+            ?.value,
+          'done',
+        );
+
+        // A rendition made now is newer than every backfilled one: a budget that holds it alone
+        // evicts all of those and keeps it.
+        assert.equal((await get('w_55/old.jpg')).status, 200);
+        const fresh = (await rows(h)).find((r) => r.key.includes('/w_55.'))!;
+        assert.ok(fresh.bytes > 0);
+        const budget = Math.ceil(fresh.bytes / 0.9) + 1;
+        const result = await new RenditionCache(h.services.db, h.services.storage, budget).evict();
+        assert.deepEqual(
+          (await rows(h)).map((r) => r.key),
+          [fresh.key],
+        );
+        assert.equal(result.evicted, inStorage.size);
+        for (const k of inStorage.keys()) assert.equal(await exists(h, k), false, k);
+        assert.ok(await exists(h, fresh.key));
+        await ledgerMatches(h);
+        await h.services.storage.delete(`${h.ws.workspace_id}/blobs/x.renditions/a/b.jpg`);
+      });
     });
 
 describe('two nodes on one PostgreSQL database evicting at once', { skip: DIALECTS[1].skip || s3.skip }, () => {
@@ -305,3 +412,40 @@ for (const dialect of DIALECTS)
       assert.equal((await ledgerMatches(h)).count, 1);
     });
   });
+
+describe('the backfill job', () => {
+  let h: Harness;
+  before(async () => {
+    h = await makeHarness('sqlite');
+  });
+  after(() => h?.close());
+
+  test('runs at start, records that it is done, and only reads that afterwards', async () => {
+    const record = await add(h, 'j.jpg', await image('#604020'));
+    const key = `${await blobKey(h, record.hash)}.renditions/w_8.f_jpg.jpg`;
+    await h.services.storage.put(key, Readable.from([Buffer.alloc(1234)]));
+    const silent = { debug() {}, info() {}, warn() {}, error() {} };
+    const runs: BackfillResult[] = [];
+    const backfill = new RenditionBackfill(h.services.db, h.services.storage);
+    const queue = new InProcessJobQueue(silent, new JobMetrics(), 1);
+    const counted = {
+      run: async () => {
+        const r = await backfill.run();
+        runs.push(r);
+        return r;
+      },
+    };
+    scheduleRenditionBackfill(queue, counted, silent);
+    await queue.start();
+    await queue.runDue('renditions.backfill');
+    await queue.stop();
+    assert.equal(runs.length, 1);
+    assert.equal(runs[0].added, 1);
+    assert.deepEqual(
+      (await rows(h)).map((r) => [r.key, r.bytes]),
+      [[key, 1234]],
+    );
+    assert.deepEqual(await h.services.renditions.repo.total(), { bytes: 1234, count: 1 });
+    assert.equal((await backfill.run()).walked, false);
+  });
+});

@@ -367,7 +367,7 @@ const migrations: Record<string, Migration> = {
     // being made: a row is written before its object, so a crash leaves a row to evict, never
     // an object nobody knows), and one counter of their bytes kept in the same transactions,
     // so the total is one primary-key read at any size. Renditions made before this migration
-    // have no row: they go with their file, but are not counted.
+    // get their rows from the one-time `renditions.backfill` job (services/rendition-backfill.ts).
     async up(db: Kysely<unknown>) {
       await db.schema
         .createTable('renditions')

@@ -88,6 +88,39 @@ export class RenditionRepository {
     }
   }
 
+  /**
+   * Renditions found in storage (the backfill of those made before the ledger): a row for each
+   * that has none, last used when it was written, so the oldest go first. Insert-if-absent, with
+   * the counter raised by what was inserted in the same transaction: a row written meanwhile by
+   * a render, or by an earlier run of the backfill, is left as it is and not counted twice.
+   * Returns how many rows and bytes were added.
+   */
+  async recordFound(
+    found: { key: string; bytes: number; modified: string }[],
+  ): Promise<{ added: number; bytes: number }> {
+    if (found.length === 0) return { added: 0, bytes: 0 };
+    return this.q.transaction().execute(async (trx) => {
+      const added = await trx
+        .insertInto('renditions')
+        .values(
+          found.map((f) => ({
+            key: f.key,
+            workspace_id: f.key.slice(0, f.key.indexOf('/')),
+            owner: ownerOf(f.key),
+            bytes: f.bytes,
+            created_at: f.modified,
+            last_used_at: f.modified,
+          })),
+        )
+        .onConflict((oc) => oc.column('key').doNothing())
+        .returning('bytes')
+        .execute();
+      const bytes = added.reduce((n, r) => n + Number(r.bytes), 0);
+      await this.addToTotal(trx, bytes, added.filter((r) => Number(r.bytes) > 0).length);
+      return { added: added.length, bytes };
+    });
+  }
+
   /** A render that failed: its reserved row goes, unless something was stored under it meanwhile. */
   async abandon(key: string): Promise<void> {
     await this.q.deleteFrom('renditions').where('key', '=', key).where('bytes', '=', 0).execute();

@@ -16,6 +16,8 @@ export interface JobPayloads {
   sweep: Record<string, never>;
   /** Recurring: least recently used renditions past STOWAGE_RENDITION_CACHE_BYTES go. */
   'renditions.evict': Record<string, never>;
+  /** Recurring until done once: rows for renditions made before the ledger (src/services/rendition-backfill.ts). */
+  'renditions.backfill': Record<string, never>;
 }
 
 export type JobName = keyof JobPayloads;

@@ -21,8 +21,9 @@ import pino from 'pino';
 import { DomainEvents } from '../events.ts';
 import { type JobQueue, openJobQueue } from '../jobs/index.ts';
 import { scheduleSweep } from '../jobs/sweep.ts';
-import { scheduleRenditionEviction } from '../jobs/renditions.ts';
+import { scheduleRenditionBackfill, scheduleRenditionEviction } from '../jobs/renditions.ts';
 import { RenditionCache } from './rendition-cache.ts';
+import { RenditionBackfill } from './rendition-backfill.ts';
 import type { JobLogger } from '../jobs/types.ts';
 import { Metrics } from './metrics.ts';
 import { WebhookService } from './webhooks.ts';
@@ -139,6 +140,8 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
   const blobs = new BlobStore(db, storage, config.sweepGraceMs);
   const renditions = new RenditionCache(db, storage, config.renditionCacheBytes, events);
   scheduleRenditionEviction(jobs, renditions, logger);
+  const renditionBackfill = new RenditionBackfill(db, storage);
+  scheduleRenditionBackfill(jobs, renditionBackfill, logger);
   const deliverySigner = new DeliverySigner(config.masterKey);
   const records = new FileRecords({
     publicUrl: config.publicUrl,
@@ -246,6 +249,7 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
     workspaces,
     sources,
     async close() {
+      renditionBackfill.stop();
       await jobs.close();
       await renditions.flush().catch(() => {});
       redis?.disconnect();

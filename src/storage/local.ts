@@ -184,7 +184,14 @@ export class LocalStorage implements StorageDriver, MultipartStorage {
         }
       }
     };
-    yield* walk.call(this, this.objects);
+    // Only the prefix's folder is walked (not every object on the disk): a blob's renditions
+    // and a workspace's objects are each one folder.
+    const dirs = prefix
+      .slice(0, prefix.lastIndexOf('/') + 1)
+      .split('/')
+      .filter(Boolean);
+    const safe = dirs.every((d) => d !== '.' && d !== '..');
+    yield* walk.call(this, safe ? join(this.objects, ...dirs) : this.objects);
   }
 
   // --- multipart: one sparse file per session (storage/local-multipart.ts) -------------------
