@@ -3,11 +3,10 @@
 // that outlive their budget, a burst of distinct renders, and a burst of the same one
 // (docs/api/delivery.md#limits).
 import assert from 'node:assert/strict';
-import { Readable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import sharp, { type Sharp } from 'sharp';
 import { renderDefaults } from '../src/config.ts';
-import { type Harness, makeHarness } from './helpers/harness.ts';
+import { type Harness, makeHarness, addFile } from './helpers/harness.ts';
 import { localServer } from './helpers/servers.ts';
 import { externalService } from './helpers/services.ts';
 import { freshS3Storage } from './helpers/storage.ts';
@@ -26,23 +25,7 @@ async function fetchAll(base: string, path: string): Promise<Got> {
   return { status: res.status, headers: res.headers, body, json };
 }
 
-async function add(h: Harness, name: string, body: Buffer): Promise<void> {
-  const staged = await h.services.uploads.stage(h.ws.workspace_id, Readable.from([body]));
-  await h.services.uploads.finish(
-    staged,
-    {
-      name,
-      folder: [],
-      tags: [],
-      metadata: {},
-      custom_id: null,
-      randomPrefix: false,
-      transform: null,
-      webhookUrl: null,
-    },
-    'direct',
-  );
-}
+const add = addFile;
 
 const flat = (width: number, height: number) =>
   sharp({ create: { width, height, channels: 3, background: '#3060a0' } })

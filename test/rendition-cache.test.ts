@@ -13,7 +13,7 @@ import { JobMetrics } from '../src/jobs/metrics.ts';
 import { scheduleRenditionBackfill } from '../src/jobs/renditions.ts';
 import { BACKFILL_SETTING, type BackfillResult, RenditionBackfill } from '../src/services/rendition-backfill.ts';
 import { RenditionCache } from '../src/services/rendition-cache.ts';
-import { DIALECTS, freshPostgres, type Harness, makeHarness } from './helpers/harness.ts';
+import { DIALECTS, freshPostgres, type Harness, makeHarness, addFile } from './helpers/harness.ts';
 import { externalService } from './helpers/services.ts';
 import { freshS3Storage } from './helpers/storage.ts';
 
@@ -36,23 +36,7 @@ const image = (color: string) =>
     .jpeg()
     .toBuffer();
 
-async function add(h: Harness, name: string, body: Buffer) {
-  const staged = await h.services.uploads.stage(h.ws.workspace_id, Readable.from([body]));
-  return h.services.uploads.finish(
-    staged,
-    {
-      name,
-      folder: [],
-      tags: [],
-      metadata: {},
-      custom_id: null,
-      randomPrefix: false,
-      transform: null,
-      webhookUrl: null,
-    },
-    'direct',
-  );
-}
+const add = addFile;
 
 async function rows(h: Harness) {
   const all = await h.services.db.kysely.selectFrom('renditions').selectAll().orderBy('key').execute();

@@ -4,6 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Readable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import pg from 'pg';
 import { buildApp, REDACT_PATHS } from '../../src/app.ts';
@@ -136,4 +137,23 @@ export async function makeHarness(
       rmSync(dataDir, { recursive: true, force: true });
     },
   };
+}
+
+/** Stores `body` as `name` (in `folder`) through the upload service, as a direct upload would. */
+export async function addFile(h: Harness, name: string, body: Buffer, folder: string[] = []) {
+  const staged = await h.services.uploads.stage(h.ws.workspace_id, Readable.from([body]));
+  return h.services.uploads.finish(
+    staged,
+    {
+      name,
+      folder,
+      tags: [],
+      metadata: {},
+      custom_id: null,
+      randomPrefix: false,
+      transform: null,
+      webhookUrl: null,
+    },
+    'direct',
+  );
 }
