@@ -1,9 +1,8 @@
 // Files and Folders APIs (docs/api/files-folders.md) on SQLite and PostgreSQL.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { Readable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
-import { DIALECTS, type Harness, makeHarness } from './helpers/harness.ts';
+import { addFile, DIALECTS, type Harness, makeHarness } from './helpers/harness.ts';
 import { call } from './helpers/http.ts';
 
 for (const dialect of DIALECTS) {
@@ -11,30 +10,12 @@ for (const dialect of DIALECTS) {
     let h: Harness;
     const api = (method: string, url: string, body?: unknown, key = h.ws.private_key) =>
       call(h.app, method, url, { body, headers: { 'x-api-key': key } });
-    const add = async (
-      name: string,
-      opts: { folder?: string; tags?: string[]; data?: Buffer; workspace?: string } = {},
-    ) => {
-      const ws = opts.workspace ?? h.ws.workspace_id;
-      const staged = await h.services.uploads.stage(
-        ws,
-        Readable.from([opts.data ?? randomBytes(100 + Math.floor(Math.random() * 1000))]),
-      );
-      return h.services.uploads.finish(
-        staged,
-        {
-          name,
-          folder: opts.folder ? opts.folder.split('/') : [],
-          tags: opts.tags ?? [],
-          metadata: {},
-          custom_id: null,
-          randomPrefix: false,
-          transform: null,
-          webhookUrl: null,
-        },
-        'direct',
-      );
-    };
+    const add = (name: string, opts: { folder?: string; tags?: string[]; data?: Buffer; workspace?: string } = {}) =>
+      addFile(h, name, opts.data ?? randomBytes(100 + Math.floor(Math.random() * 1000)), {
+        folder: opts.folder ? opts.folder.split('/') : [],
+        tags: opts.tags,
+        workspaceId: opts.workspace,
+      });
     const objects = async () => {
       const keys: string[] = [];
       for await (const o of h.services.storage.list('')) keys.push(o.key);

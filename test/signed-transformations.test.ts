@@ -7,7 +7,6 @@ import { createHmac, randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Readable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
 import sharp from 'sharp';
@@ -19,7 +18,7 @@ import { openDatabase } from '../src/db/database.ts';
 import { migrateTo, migrateToLatest } from '../src/db/migrations.ts';
 import type { ResolvedAddress } from '../src/outbound/guard.ts';
 import { type CreatedWorkspace, WorkspaceService } from '../src/services/workspaces.ts';
-import { DIALECTS, freshPostgres, type Harness, makeHarness } from './helpers/harness.ts';
+import { addFile, DIALECTS, freshPostgres, type Harness, makeHarness } from './helpers/harness.ts';
 import { call } from './helpers/http.ts';
 import { localServer } from './helpers/servers.ts';
 
@@ -39,14 +38,8 @@ describe('signed transformations', () => {
   const ws = () => h.ws.workspace_id;
   const priv = () => h.auth;
   const pub = () => ({ authorization: `Bearer ${h.ws.public_key}` });
-  const add = async (workspaceId: string, name: string, folder: string[] = []) => {
-    const staged = await h.services.uploads.stage(workspaceId, Readable.from([photo]));
-    return h.services.uploads.finish(
-      staged,
-      { name, folder, tags: [], metadata: {}, custom_id: null, randomPrefix: false, transform: null, webhookUrl: null },
-      'direct',
-    );
-  };
+  const add = (workspaceId: string, name: string, folder: string[] = []) =>
+    addFile(h, name, photo, { folder, workspaceId });
   const get = async (path: string, init: RequestInit = {}) => {
     // Record URLs name the configured public URL: sent here, to the test server, path and query as they are.
     const u = path.startsWith('http') ? new URL(path) : undefined;

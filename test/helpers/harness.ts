@@ -139,15 +139,20 @@ export async function makeHarness(
   };
 }
 
-/** Stores `body` as `name` (in `folder`) through the upload service, as a direct upload would. */
-export async function addFile(h: Harness, name: string, body: Buffer, folder: string[] = []) {
-  const staged = await h.services.uploads.stage(h.ws.workspace_id, Readable.from([body]));
+/** Stores `body` as `name` through the upload service, as a direct upload would (the harness's workspace unless told). */
+export async function addFile(
+  h: Harness,
+  name: string,
+  body: Buffer,
+  opts: { folder?: string[]; tags?: string[]; workspaceId?: string } = {},
+) {
+  const staged = await h.services.uploads.stage(opts.workspaceId ?? h.ws.workspace_id, Readable.from([body]));
   return h.services.uploads.finish(
     staged,
     {
       name,
-      folder,
-      tags: [],
+      folder: opts.folder ?? [],
+      tags: opts.tags ?? [],
       metadata: {},
       custom_id: null,
       randomPrefix: false,
