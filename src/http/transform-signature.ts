@@ -6,10 +6,9 @@
 import type { DeliverySigner } from '../crypto/delivery-url.ts';
 import { verifyTransformSignature, withoutTransformSignature } from '../crypto/transform-url.ts';
 import { appError } from '../errors.ts';
+import { TOKENS_SHAPE } from '../services/delivery.ts';
 import type { TransformPolicy } from '../services/workspaces.ts';
 
-/** The shape delivery reads as tokens (services/delivery.ts `TOKENS_SHAPE`); anything like it is gated. */
-const TOKENS_SHAPE = /^[a-z]+_[^,/]*(,[a-z]+_[^,/]*)*$/;
 const WORKSPACE_ID = /^[0-9A-Za-z]{10,16}$/;
 
 export interface TransformGateDeps {

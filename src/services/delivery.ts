@@ -88,7 +88,8 @@ const MIME: Record<OutputFormat, string> = {
   gif: 'image/gif',
 };
 const DECODABLE = /^image\/(jpeg|png|webp|avif|gif|tiff|heic|heif|svg\+xml)$/;
-const TOKENS_SHAPE = /^[a-z]+_[^,/]*(,[a-z]+_[^,/]*)*$/;
+/** A first path segment shaped like transformation tokens (the gate in http/transform-signature.ts reads the same). */
+export const TOKENS_SHAPE = /^[a-z]+_[^,/]*(,[a-z]+_[^,/]*)*$/;
 
 /** A delivery path, each segment percent-decoded exactly once. */
 export interface DeliveryPath {
