@@ -12,7 +12,7 @@ export interface CheckpointData {
 }
 
 /** `log`: frames in the WAL; `checkpointed`: how many of them are in the database file now. */
-export type CheckpointReply = { ready: true } | { log: number; checkpointed: number; ms: number };
+export type CheckpointReply = { ready: true } | { log: number; checkpointed: number };
 
 const port = parentPort;
 if (!port) throw new Error('sqlite-checkpoint-worker runs as a worker thread');
@@ -23,15 +23,10 @@ database.pragma(`busy_timeout = ${busyTimeoutMs}`);
 
 let last = { log: -1, checkpointed: -1 };
 setInterval(() => {
-  const started = performance.now();
   const [r] = database.pragma('wal_checkpoint(PASSIVE)') as { busy: number; log: number; checkpointed: number }[];
   if (r.log === last.log && r.checkpointed === last.checkpointed) return;
   last = { log: r.log, checkpointed: r.checkpointed };
-  port.postMessage({
-    log: r.log,
-    checkpointed: r.checkpointed,
-    ms: performance.now() - started,
-  } satisfies CheckpointReply);
+  port.postMessage(last satisfies CheckpointReply);
 }, everyMs);
 
 port.postMessage({ ready: true } satisfies CheckpointReply);

@@ -19,7 +19,7 @@ export class SqliteCheckpointer {
   private timer?: NodeJS.Timeout;
   private closed = false;
   /** What the thread reported last, and how often it was started. */
-  readonly stats = { log: 0, checkpointed: 0, reports: 0, starts: 0, slowestMs: 0 };
+  readonly stats = { log: 0, checkpointed: 0, starts: 0 };
 
   constructor(
     private readonly main: SQLite.Database,
@@ -57,8 +57,6 @@ export class SqliteCheckpointer {
       if ('ready' in m) return;
       this.stats.log = m.log;
       this.stats.checkpointed = m.checkpointed;
-      this.stats.reports++;
-      this.stats.slowestMs = Math.max(this.stats.slowestMs, m.ms);
     });
     // Its errors end it; the exit below starts another.
     worker.on('error', () => {});
