@@ -50,31 +50,17 @@ async function serve(config: Config, log: Logger): Promise<void> {
   if (created) announceFirstWorkspace(created, config.dataDir, log);
 
   const app = await buildApp(services);
-  await app.listen({ host: config.host, port: config.port });
-
-  // Browsers PUT multipart parts straight to the bucket, which only works if its CORS allows
-  // them: say so once at start instead of letting the first browser upload fail. Not awaited
-  // and time-limited, so a slow or odd storage server never holds up or fails the start.
-  const bucketCors = services.storage.bucketCors;
-  if (bucketCors) {
-    bucketCors.check({ timeoutMs: 5000 }).then(
-      (check) => logCorsCheck(app.log, check),
-      (err) =>
-        app.log.warn(
-          { err: { message: err instanceof Error ? err.message : String(err) } },
-          'S3 bucket CORS could not be checked',
-        ),
-    );
-  }
-
   // Background jobs: the sweep every STOWAGE_SWEEP_INTERVAL_MS and webhook deliveries (unless
   // turned off on this node with 0), on this node's runner (docs/deploy.md, "Background jobs").
+  // They start before the listener opens, so nothing is half up once it listens.
   await services.jobs.start();
   log.info({ runner: services.jobs.kind }, 'background jobs started');
 
-  // Graceful shutdown: readiness turns false at once; after STOWAGE_SHUTDOWN_DELAY_MS the
-  // listener closes (no new connections) while requests in flight, uploads included, finish;
-  // after STOWAGE_SHUTDOWN_TIMEOUT_MS whatever is left is cut and the process exits.
+  // Graceful shutdown, armed before the listener opens: a SIGTERM that arrives right after
+  // "Server listening" must drain, not kill the process by the signal's default action.
+  // Readiness turns false at once; after STOWAGE_SHUTDOWN_DELAY_MS the listener closes (no new
+  // connections) while requests in flight, uploads included, finish; after
+  // STOWAGE_SHUTDOWN_TIMEOUT_MS whatever is left is cut and the process exits.
   let closing = false;
   const shutdown = (signal: string) => {
     if (closing) return;
@@ -104,6 +90,22 @@ async function serve(config: Config, log: Logger): Promise<void> {
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
+  await app.listen({ host: config.host, port: config.port });
+
+  // Browsers PUT multipart parts straight to the bucket, which only works if its CORS allows
+  // them: say so once at start instead of letting the first browser upload fail. Not awaited
+  // and time-limited, so a slow or odd storage server never holds up or fails the start.
+  const bucketCors = services.storage.bucketCors;
+  if (bucketCors) {
+    bucketCors.check({ timeoutMs: 5000 }).then(
+      (check) => logCorsCheck(app.log, check),
+      (err) =>
+        app.log.warn(
+          { err: { message: err instanceof Error ? err.message : String(err) } },
+          'S3 bucket CORS could not be checked',
+        ),
+    );
+  }
 }
 
 /**

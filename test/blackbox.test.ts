@@ -164,3 +164,17 @@ test('a bad configuration stops the start with a message naming the variable', a
     rmSync(dataDir, { recursive: true, force: true });
   }
 });
+
+test('a SIGTERM the moment the server says it listens still drains and exits 0', async () => {
+  // Regression: the handlers used to be armed only after the jobs had started, so a SIGTERM in
+  // that window (a fast orchestrator, or a loaded CI machine) killed the process by the signal.
+  const dataDir = mkdtempSync(join(tmpdir(), 'stowage-bb-'));
+  try {
+    for (let i = 0; i < 3; i++) {
+      const server = await startServer({ STOWAGE_DATA_DIR: dataDir });
+      assert.equal(await server.stop('SIGTERM'), 0, server.output());
+    }
+  } finally {
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+});
