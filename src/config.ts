@@ -68,6 +68,8 @@ export interface Config {
   /** Per API key: upload endpoints, and everything else; null = no limit. */
   rateLimitUpload: RateLimit | null;
   rateLimitApi: RateLimit | null;
+  /** At start: how long to keep retrying an unreachable database, Redis or storage (startup/patience.ts). */
+  startupWaitMs: number;
   /** On SIGTERM: how long /readyz says 503 before the listener closes (for load balancers). */
   shutdownDelayMs: number;
   /** On SIGTERM: how long in-flight requests (uploads) may take to finish before the exit. */
@@ -247,6 +249,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
   };
   const rateLimitUpload = rate('STOWAGE_RATE_LIMIT_UPLOAD', { max: 60, windowMs: 10_000 });
   const rateLimitApi = rate('STOWAGE_RATE_LIMIT_API', { max: 600, windowMs: 60_000 });
+  const startupWaitMs = integer('STOWAGE_STARTUP_WAIT_MS', 60_000, 0, 3_600_000);
   const shutdownDelayMs = integer('STOWAGE_SHUTDOWN_DELAY_MS', 0, 0, 600_000);
   const shutdownTimeoutMs = integer('STOWAGE_SHUTDOWN_TIMEOUT_MS', 30_000, 0, 3_600_000);
   const redisUrl = read('REDIS_URL');
@@ -330,6 +333,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     rateLimitUpload,
     rateLimitApi,
     redisUrl,
+    startupWaitMs,
     shutdownDelayMs,
     shutdownTimeoutMs,
   };

@@ -44,7 +44,10 @@ async function main(): Promise<void> {
 }
 
 async function serve(config: Config, log: Logger): Promise<void> {
-  const services = await createServices(config, { logger: log });
+  const services = await createServices(config, {
+    logger: log,
+    patience: { totalMs: config.startupWaitMs, log },
+  });
   const created = await services.workspaces.bootstrapIfEmpty();
 
   if (created) announceFirstWorkspace(created, config.dataDir, log);

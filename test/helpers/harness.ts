@@ -78,6 +78,7 @@ export function testConfig(dataDir: string, overrides: Partial<Config> = {}): Co
     webhookPollMs: 0,
     rateLimitUpload: null,
     rateLimitApi: null,
+    startupWaitMs: 0,
     shutdownDelayMs: 0,
     shutdownTimeoutMs: 30_000,
     // No free-space floor: a test machine's disk is whatever it is (test/disk-full.test.ts sets one).

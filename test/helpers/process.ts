@@ -54,8 +54,15 @@ export interface ServerProcess {
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
-/** Starts `npm start`'s command with PORT=0 and waits until it listens. `nodeArgs` go before the script. */
-export function startServer(env: Record<string, string | undefined>, nodeArgs: string[] = []): Promise<ServerProcess> {
+/**
+ * Starts `npm start`'s command with PORT=0 and waits until it listens. `nodeArgs` go before the
+ * script; `onOutput` sees everything printed so far each time more arrives, while it starts.
+ */
+export function startServer(
+  env: Record<string, string | undefined>,
+  nodeArgs: string[] = [],
+  onOutput?: (out: string) => void,
+): Promise<ServerProcess> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', 'src/main.ts'], {
       cwd: ROOT,
@@ -67,6 +74,7 @@ export function startServer(env: Record<string, string | undefined>, nodeArgs: s
     const timer = setTimeout(() => reject(new Error(`server did not start:\n${out}`)), 30_000);
     const onData = (d: Buffer) => {
       out += d;
+      onOutput?.(out);
       const m = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
       if (m) {
         clearTimeout(timer);
