@@ -12,6 +12,8 @@ import { DiskSpace, installBodyIdleTimeout, installUploadSlots, UploadSlots } fr
 import { installValidation } from './http/validation.ts';
 import { installRetryHints } from './http/retry-hints.ts';
 import { withLogRedaction } from './http/log-redaction.ts';
+import { logRequest } from './http/request-log.ts';
+import { logStream } from './log-output.ts';
 import { installRateLimits } from './http/rate-limit.ts';
 import { healthRoutes } from './http/routes/health.ts';
 import { sourceRoutes } from './http/routes/sources.ts';
@@ -85,8 +87,14 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
     },
     // Signatures and upload tokens in URLs are redacted whatever logger options are given.
     logger: withLogRedaction(
-      opts.logger ?? { level: config.logLevel, redact: { paths: REDACT_PATHS, censor: '[redacted]' } },
+      opts.logger ?? {
+        level: config.logLevel,
+        redact: { paths: REDACT_PATHS, censor: '[redacted]' },
+        stream: logStream(config.logFormat),
+      },
     ),
+    // One line per request, written when it ends (logRequest below), instead of Fastify's two.
+    disableRequestLogging: true,
     bodyLimit: config.jsonBodyLimit,
     trustProxy: false,
     routerOptions: { ignoreTrailingSlash: true },
@@ -146,6 +154,7 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
     const labels = { method: request.method, route, status: String(reply.statusCode) };
     services.metrics.requests.inc(labels);
     services.metrics.duration.observe(labels, reply.elapsedTime / 1000);
+    logRequest(request, reply);
   });
   app.get('/metrics', { schema: { hide: true } }, async (_request, reply) =>
     reply.type(services.metrics.registry.contentType).send(await services.metrics.registry.metrics()),

@@ -36,6 +36,8 @@ export interface Config {
   /** Older master keys still accepted for decryption while secrets are re-encrypted. */
   previousMasterKeys: Buffer[];
   logLevel: LogLevel;
+  /** `pretty`: coloured one-line logs for a person; `json`: one JSON object per line; `auto`: pretty on a terminal. */
+  logFormat: 'auto' | 'json' | 'pretty';
   /** Largest JSON body accepted, in bytes. */
   jsonBodyLimit: number;
   /** CIDRs and host names exempt from the outbound address checks. */
@@ -205,6 +207,9 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
   const logLevel = (read('LOG_LEVEL') ?? 'info') as LogLevel;
   if (!LOG_LEVELS.includes(logLevel))
     problems.push(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')} (got "${logLevel}")`);
+  const logFormat = (read('STOWAGE_LOG_FORMAT') ?? 'auto') as Config['logFormat'];
+  if (!['auto', 'json', 'pretty'].includes(logFormat))
+    problems.push(`STOWAGE_LOG_FORMAT must be auto, json or pretty (got "${logFormat}")`);
 
   const jsonBodyLimit = integer('STOWAGE_JSON_BODY_LIMIT', 1024 * 1024, 1024, 64 * 1024 * 1024);
   const outboundTimeoutMs = integer('STOWAGE_OUTBOUND_TIMEOUT_MS', 10_000, 100, 600_000);
@@ -305,6 +310,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     masterKey: masterKey ?? loadOrCreateMasterKey(dataDir),
     previousMasterKeys,
     logLevel,
+    logFormat,
     jsonBodyLimit,
     outboundAllow,
     outboundTimeoutMs,

@@ -9,16 +9,17 @@ import { withLogRedaction } from './http/log-redaction.ts';
 import { tuneHeapForStreaming } from './heap.ts';
 import { createServices } from './services/container.ts';
 import type { CreatedWorkspace } from './services/workspaces.ts';
+import { logStream } from './log-output.ts';
 import { logCorsCheck } from './storage/s3-cors.ts';
 
 /** The process's own lines (start, jobs, shutdown) go through pino with the options the app's logger gets. */
 function processLogger(config: Config): Logger {
-  return pino(
-    withLogRedaction({
-      level: config.logLevel,
-      redact: { paths: REDACT_PATHS, censor: '[redacted]' },
-    }) as LoggerOptions,
-  );
+  const options = withLogRedaction({
+    level: config.logLevel,
+    redact: { paths: REDACT_PATHS, censor: '[redacted]' },
+  }) as LoggerOptions;
+  const stream = logStream(config.logFormat);
+  return stream ? pino(options, stream) : pino(options);
 }
 
 async function main(): Promise<void> {

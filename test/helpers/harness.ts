@@ -59,6 +59,7 @@ export function testConfig(dataDir: string, overrides: Partial<Config> = {}): Co
     masterKey: randomBytes(32),
     previousMasterKeys: [],
     logLevel: 'debug',
+    logFormat: 'json',
     jsonBodyLimit: 1024 * 1024,
     outboundAllow: [],
     outboundTimeoutMs: 5000,
