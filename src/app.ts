@@ -4,7 +4,7 @@ import http from 'node:http';
 import { join } from 'node:path';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
-import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyServerOptions, LogController } from 'fastify';
 import { installAuth } from './http/auth.ts';
 import { installCors } from './http/cors.ts';
 import { clientErrorHandler, frameworkErrors, installErrorHandling } from './http/errors.ts';
@@ -94,7 +94,7 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
       },
     ),
     // One line per request, written when it ends (logRequest below), instead of Fastify's two.
-    disableRequestLogging: true,
+    logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: config.jsonBodyLimit,
     trustProxy: false,
     routerOptions: { ignoreTrailingSlash: true },

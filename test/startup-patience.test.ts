@@ -28,11 +28,13 @@ async function startWhileDown(
   proxy: { start(): Promise<void> },
 ) {
   let started = false;
-  return startServer(env, [], (out) => {
-    if (!started && what.test(out)) {
-      started = true;
-      void proxy.start();
-    }
+  return startServer(env, {
+    onOutput: (out) => {
+      if (!started && what.test(out)) {
+        started = true;
+        void proxy.start();
+      }
+    },
   });
 }
 

@@ -54,18 +54,24 @@ export interface ServerProcess {
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
-/**
- * Starts `npm start`'s command with PORT=0 and waits until it listens. `nodeArgs` go before the
- * script; `onOutput` sees everything printed so far each time more arrives, while it starts.
- */
-export function startServer(
-  env: Record<string, string | undefined>,
-  nodeArgs: string[] = [],
-  onOutput?: (out: string) => void,
-): Promise<ServerProcess> {
+export interface StartOptions {
+  /** Node options before the script. */
+  nodeArgs?: string[];
+  /** Sees everything printed so far each time more arrives, while the server starts. */
+  onOutput?: (out: string) => void;
+  /** What to run instead of the sources through tsx: a script path (relative to `cwd`). */
+  script?: string;
+  /** Where to run it (the repository by default). */
+  cwd?: string;
+}
+
+/** Starts the server (by default `src/main.ts` through tsx) with PORT=0 and waits until it listens. */
+export function startServer(env: Record<string, string | undefined>, opts: StartOptions = {}): Promise<ServerProcess> {
+  const { nodeArgs = [], onOutput, script, cwd = ROOT } = opts;
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', 'src/main.ts'], {
-      cwd: ROOT,
+    const entry = script ? [script] : ['--import', 'tsx', 'src/main.ts'];
+    const child = spawn(process.execPath, [...nodeArgs, ...entry], {
+      cwd,
       env: { ...cleanEnv(), HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'info', ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
