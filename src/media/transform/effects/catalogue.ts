@@ -52,11 +52,12 @@ export const unsharpSigma = (strength: number) => 0.5 + strength / 400;
 const LUMA: Matrix = [0.2126, 0.7152, 0.0722, 0.2126, 0.7152, 0.0722, 0.2126, 0.7152, 0.0722];
 
 /**
- * 255 from `t` up, 0 below: a linear() steep enough that its clipping to 0-255 is the threshold.
- * Unlike sharp's threshold() it leaves alpha alone and the image in colour, so later effects and
- * layers keep working on three channels.
+ * 255 from `t` up, 0 below: a linear() so steep that its clipping to 0-255 is the threshold, centred
+ * half a step below `t` because a recomb before it (luma) leaves fractions. Unlike sharp's
+ * threshold() it leaves alpha alone and the image in colour, so later effects and layers keep
+ * working on three channels.
  */
-const threshold = (t: number): Op => ({ kind: 'linear', a: 255, b: -255 * (t - 1) });
+const threshold = (t: number): Op => ({ kind: 'linear', a: 1e6, b: -1e6 * (t - 0.5) });
 
 /** Channel gains scaled so that luma stays where it was (a colour shift without a brightness shift). */
 function lumaKeeping(r: number, g: number, b: number): Op {

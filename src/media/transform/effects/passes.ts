@@ -170,22 +170,25 @@ function vignetteOverlay(strength: number, ctx: RunContext): OverlayOptions {
  * blurred (so that the curve follows regions, not pixels, and keeps their local contrast), squared
  * for highlights or inverted then squared for shadows, so that it weighs the extreme tones most and
  * leaves the mid-tones nearly alone. White (lift) or black (pull down) is laid over the image at
- * half the mask's strength with `atop`: a lift is then out = in + w(1 - in), a screen, and a pull
+ * 0.4 of the mask's strength at level 100 with `atop`: a lift is then out = in + w(1 - in), a screen, and a pull
  * out = in(1 - w), a multiply, with w the mask, and the image's alpha stays its own.
  */
 async function toneStage(stage: Stage, op: Extract<Op, { kind: 'tone' }>, ctx: RunContext): Promise<Stage> {
   const raw = await pixels(stage, ctx);
   const { width, height } = raw.info;
   const sigma = Math.min(20, Math.max(1, Math.max(width, height) / 100));
-  let luma = overRaw(raw, ctx).greyscale().blur(sigma).removeAlpha();
+  // toColourspace('b-w') keeps the masks one channel (sharp would otherwise write sRGB).
+  let luma = overRaw(raw, ctx).greyscale().blur(sigma).removeAlpha().toColourspace('b-w');
   if (op.zone === 'shadows') luma = luma.negate();
   const lumaRaw = await luma.raw().toBuffer();
   const one = { width, height, channels: 1 as const };
   const mask = await withTimeout(sharp(lumaRaw, { raw: one }), ctx)
     .gamma(2, 1)
-    .linear(0.5 * Math.min(1, Math.abs(op.amount)), 0)
+    .linear(0.4 * Math.min(1, Math.abs(op.amount)), 0)
+    .toColourspace('b-w')
     .raw()
     .toBuffer();
+  if (mask.length !== width * height) throw new Error('effects: the tone mask is not one channel');
   const shade = op.amount > 0 ? 255 : 0;
   const overlay = await withTimeout(
     sharp({ create: { width, height, channels: 3, background: { r: shade, g: shade, b: shade } } }),
