@@ -13,6 +13,7 @@ import {
   MAX_EFFECTS,
   parseEffect,
 } from '../src/media/transform/effects.ts';
+import { EFFECTS, type Param } from '../src/media/transform/effects/catalogue.ts';
 import { passCount } from '../src/media/transform/effects/passes.ts';
 import { assertGolden, GOLDEN_SOURCE, similarity } from './helpers/golden.ts';
 
@@ -516,5 +517,39 @@ describe('bounds', () => {
     const out = await sharp(await render(chain)).metadata();
     assert.deepEqual([out.width, out.height], [W, H]);
     assert.ok(performance.now() - started < 5000);
+  });
+
+  test('random chains of valid tokens parse, pass or hit a cap, and render at the output size', async () => {
+    let seed = 20;
+    const random = () => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return seed / 2 ** 31;
+    };
+    const pick = (p: Param): string => {
+      if (p.kind === 'word') return p.values[Math.floor(random() * p.values.length)];
+      const v = p.min + random() * (p.max - p.min);
+      if (p.kind === 'number') return String(Math.round(v * 10) / 10);
+      const whole = Math.round(v);
+      return String(p.odd && whole % 2 === 0 ? (whole < p.max ? whole + 1 : whole - 1) : whole);
+    };
+    const names = Object.keys(EFFECTS);
+    const small = { width: 96, height: 72 };
+    for (let i = 0; i < 30; i++) {
+      const tokens = Array.from({ length: 1 + Math.floor(random() * 6) }, () => {
+        const name = names[Math.floor(random() * names.length)];
+        const values = EFFECTS[name].params.filter((_, j) => j === 0 || random() < 0.5).map(pick);
+        return [`e_${name}`, ...(EFFECTS[name].params[0]?.optional && random() < 0.3 ? [] : values)].join(':');
+      });
+      const effects = tokens.map(parseEffect);
+      try {
+        checkEffects(effects, small);
+      } catch (err: any) {
+        assert.equal(err.errorCode, 'EFFECT_TOO_STRONG', tokens.join(','));
+        continue;
+      }
+      const out = await applyEffects(sharp(GOLDEN_SOURCE).resize(96, 72), effects, small);
+      const meta = await sharp(await out.png().toBuffer()).metadata();
+      assert.deepEqual([meta.width, meta.height, meta.channels], [96, 72, 3], tokens.join(','));
+    }
   });
 });
