@@ -86,6 +86,25 @@ test('boxes are in the upright image: EXIF orientation is applied, from bytes as
   assert.ok(faces[0].left + faces[0].width <= 400 && faces[0].top + faces[0].height <= 478);
 });
 
+test('greyscale and transparent images are detected like colour ones', async () => {
+  const withAlpha = await sharp(ONE_FACE).ensureAlpha(0.8).png().toBuffer();
+  assert.equal((await sharp(withAlpha).metadata()).channels, 4);
+  const faces = await findFaces(withAlpha, opts);
+  assert.equal(faces.length, 1);
+  assertNear(centre(faces[0]), ONE_FACE_CENTRE, 35, 'face centre');
+  // The model was trained on colour photos and is less sure without colour: it need not find
+  // every face, but what it finds must be faces.
+  const grey = await sharp(THREE_FACES).toColourspace('b-w').png().toBuffer();
+  assert.equal((await sharp(grey).metadata()).channels, 1);
+  const greyFaces = await findFaces(grey, opts);
+  assert.ok(greyFaces.length >= 1);
+  for (const face of greyFaces) {
+    const c = centre(face);
+    const nearest = Math.min(...THREE_FACE_CENTRES.map((w) => Math.hypot(c.x - w.x, c.y - w.y)));
+    assert.ok(nearest <= 40, `(${c.x}, ${c.y}) is no face`);
+  }
+});
+
 test('an image without faces gives []', async () => {
   const width = 800;
   const height = 600;
