@@ -360,6 +360,9 @@ function readStorage(read: (name: string) => string | undefined, problems: strin
   const endpoint = read('S3_ENDPOINT');
   if (endpoint !== undefined && !/^https?:\/\/[^\s/]+(\/[^\s]*)?$/.test(endpoint))
     problems.push(`S3_ENDPOINT must be an http(s) URL (got "${endpoint}")`);
+  const publicEndpoint = read('S3_PUBLIC_ENDPOINT');
+  if (publicEndpoint !== undefined && !/^https?:\/\/[^\s/]+(\/[^\s]*)?$/.test(publicEndpoint))
+    problems.push(`S3_PUBLIC_ENDPOINT must be an http(s) URL (got "${publicEndpoint}")`);
   const bucket = read('S3_BUCKET');
   if (!bucket) problems.push('S3_BUCKET is required when STOWAGE_STORAGE=s3');
   const accessKeyId = read('S3_ACCESS_KEY_ID');
@@ -376,6 +379,7 @@ function readStorage(read: (name: string) => string | undefined, problems: strin
     driver: 's3',
     s3: {
       endpoint: endpoint?.replace(/\/+$/, ''),
+      publicEndpoint: publicEndpoint?.replace(/\/+$/, ''),
       region: read('S3_REGION') ?? 'us-east-1',
       bucket: bucket ?? '',
       accessKeyId,
