@@ -12,6 +12,7 @@ import { DiskSpace, installBodyIdleTimeout, installUploadSlots, UploadSlots } fr
 import { installValidation } from './http/validation.ts';
 import { installRetryHints } from './http/retry-hints.ts';
 import { withLogRedaction } from './http/log-redaction.ts';
+import { metricsAllowed } from './http/metrics-endpoint.ts';
 import { logRequest } from './http/request-log.ts';
 import { logStream } from './log-output.ts';
 import { installRateLimits } from './http/rate-limit.ts';
@@ -156,9 +157,13 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
     services.metrics.duration.observe(labels, reply.elapsedTime / 1000);
     logRequest(request, reply);
   });
-  app.get('/metrics', { schema: { hide: true } }, async (_request, reply) =>
-    reply.type(services.metrics.registry.contentType).send(await services.metrics.registry.metrics()),
-  );
+  // Here unless STOWAGE_METRICS_PORT gives it a listener of its own (main.ts).
+  if (config.metricsPort === undefined)
+    app.get('/metrics', { schema: { hide: true } }, async (request, reply) => {
+      if (!metricsAllowed(request.headers.authorization, config.metricsToken))
+        return reply.code(401).header('www-authenticate', 'Bearer').type('text/plain').send('Unauthorized\n');
+      return reply.type(services.metrics.registry.contentType).send(await services.metrics.registry.metrics());
+    });
   await app.register(healthRoutes, { db: services.db, storage: services.storage, lifecycle: services.lifecycle, disk });
   await app.register(sourceRoutes, { sources: services.sources });
   await app.register(uploadRoutes, { uploads: services.uploads });

@@ -70,6 +70,10 @@ export interface Config {
   /** Per API key: upload endpoints, and everything else; null = no limit. */
   rateLimitUpload: RateLimit | null;
   rateLimitApi: RateLimit | null;
+  /** /metrics only on this port (its own listener on HOST), not on PORT; undefined = on PORT. */
+  metricsPort?: number;
+  /** /metrics answers only with `Authorization: Bearer <token>` when set. */
+  metricsToken?: string;
   /** At start: how long to keep retrying an unreachable database, Redis or storage (startup/patience.ts). */
   startupWaitMs: number;
   /** On SIGTERM: how long /readyz says 503 before the listener closes (for load balancers). */
@@ -255,6 +259,13 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
   const rateLimitUpload = rate('STOWAGE_RATE_LIMIT_UPLOAD', { max: 60, windowMs: 10_000 });
   const rateLimitApi = rate('STOWAGE_RATE_LIMIT_API', { max: 600, windowMs: 60_000 });
   const startupWaitMs = integer('STOWAGE_STARTUP_WAIT_MS', 60_000, 0, 3_600_000);
+  const metricsPortText = read('STOWAGE_METRICS_PORT');
+  const metricsPort = metricsPortText === undefined ? undefined : integer('STOWAGE_METRICS_PORT', 0, 0, 65_535);
+  if (metricsPort !== undefined && metricsPort === port && port !== 0)
+    problems.push('STOWAGE_METRICS_PORT must differ from PORT');
+  const metricsToken = read('STOWAGE_METRICS_TOKEN');
+  if (metricsToken !== undefined && metricsToken.length < 16)
+    problems.push('STOWAGE_METRICS_TOKEN must be at least 16 characters');
   const shutdownDelayMs = integer('STOWAGE_SHUTDOWN_DELAY_MS', 0, 0, 600_000);
   const shutdownTimeoutMs = integer('STOWAGE_SHUTDOWN_TIMEOUT_MS', 30_000, 0, 3_600_000);
   const redisUrl = read('REDIS_URL');
@@ -340,6 +351,8 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     rateLimitApi,
     redisUrl,
     startupWaitMs,
+    metricsPort,
+    metricsToken,
     shutdownDelayMs,
     shutdownTimeoutMs,
   };

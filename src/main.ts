@@ -9,6 +9,8 @@ import { withLogRedaction } from './http/log-redaction.ts';
 import { tuneHeapForStreaming } from './heap.ts';
 import { createServices } from './services/container.ts';
 import type { CreatedWorkspace } from './services/workspaces.ts';
+import type { Server } from 'node:http';
+import { startMetricsServer } from './http/metrics-endpoint.ts';
 import { logStream } from './log-output.ts';
 import { logCorsCheck } from './storage/s3-cors.ts';
 
@@ -66,6 +68,7 @@ async function serve(config: Config, log: Logger): Promise<void> {
   // connections) while requests in flight, uploads included, finish; after
   // STOWAGE_SHUTDOWN_TIMEOUT_MS whatever is left is cut and the process exits.
   let closing = false;
+  let metricsServer: Server | undefined;
   const shutdown = (signal: string) => {
     if (closing) return;
     closing = true;
@@ -82,6 +85,7 @@ async function serve(config: Config, log: Logger): Promise<void> {
     setTimeout(() => {
       app
         .close()
+        .then(() => new Promise((r) => (metricsServer ? metricsServer.close(r) : r(undefined))))
         .then(() => services.close())
         .then(
           () => process.exit(cut ? 1 : 0),
@@ -95,6 +99,15 @@ async function serve(config: Config, log: Logger): Promise<void> {
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
   await app.listen({ host: config.host, port: config.port });
+  if (config.metricsPort !== undefined) {
+    const metrics = await startMetricsServer(services.metrics.registry, {
+      host: config.host,
+      port: config.metricsPort,
+      token: config.metricsToken,
+    });
+    metricsServer = metrics.server;
+    log.info({ url: `${metrics.url}/metrics` }, `metrics at ${metrics.url}/metrics`);
+  }
 
   // Browsers PUT multipart parts straight to the bucket, which only works if its CORS allows
   // them: say so once at start instead of letting the first browser upload fail. Not awaited
