@@ -94,7 +94,7 @@ function withEffects(img: Sharp, layer: ImageLayer): Sharp {
       }
       case 'grayscale': {
         // Rec. 709 luma on each colour channel: sharp's own greyscale drops the alpha channel here.
-        const luma = [0.2126, 0.7152, 0.0722];
+        const luma: [number, number, number] = [0.2126, 0.7152, 0.0722];
         out = out.recomb([luma, luma, luma]);
         break;
       }
