@@ -97,8 +97,6 @@ export const LIMITS = {
   /** lw_, lh_ in pixels. */
   dimension: 10_000,
   zoom: { min: 0.1, max: 10 },
-  /** A layer may be at most this many times the output's width and height before it is cropped to it. */
-  layerToOutput: 4,
   /** Rendered text, wrapped at the output's width, may be at most this many times the output's height. */
   textToOutputHeight: 2,
 } as const;
