@@ -450,6 +450,16 @@ test('attacker: huge texts, sizes, control characters and malformed escapes are 
     /too long: wrapped at the output's width \(800 px\) it would be about \d+ px tall/,
   );
   assert.ok(Date.now() - started < 5000, `${Date.now() - started} ms`);
+  // Nothing visible, or combining marks stacked to the sky.
+  await rejected(layerOverlays([parseLayer(['l_text:arial_24:%E2%80%8B'])], BASE, context()), /no visible character/);
+  await rejected(
+    layerOverlays([parseLayer([`l_text:arial_24:a${'%CC%81'.repeat(499)}`])], BASE, context()),
+    /too long/,
+  );
+  await rejected(
+    layerOverlays([parseLayer([`l_text:arial_200:a${'%CC%81'.repeat(499)}`])], BASE, context()),
+    /too long/,
+  );
   // 500 characters at a size that fits: drawn, wrapped at the output's width.
   const [o] = await layerOverlays([parseLayer([`l_text:arial_12:${'word '.repeat(100)}`])], BASE, context());
   const wrapped = (o as { raw: { width: number } }).raw.width;

@@ -5,7 +5,7 @@
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import sharp from 'sharp';
-import { errors } from '../../../errors.ts';
+import { appError, errors } from '../../../errors.ts';
 import { type RawLayer, rotateRaw, rotatedSize, toRaw } from './raw.ts';
 import { LIMITS, type TextLayer } from './spec.ts';
 
@@ -102,6 +102,15 @@ function draw(layer: TextLayer, size: number, width: number, limitInputPixels: n
   });
 }
 
+/** libvips' refusals of a text as the 400 they are (a text of only zero-width characters draws nothing); a timeout goes on as it is. */
+function drawError(layer: TextLayer, err: unknown): unknown {
+  if (!(err instanceof Error) || /timeout/i.test(err.message)) return err;
+  const token = layer.tokens[0].slice(0, 60);
+  if (/no text to render/.test(err.message))
+    return errors.validation(`transform: "${token}" has no visible character to draw`);
+  return appError('TRANSFORM_FAILED', `transform: the text of "${token}" could not be drawn`);
+}
+
 /** A size measured on a small drawing: libvips allocates the whole text image, so its size is known first. */
 const PROBE_SIZE = 16;
 
@@ -126,7 +135,10 @@ export async function renderText(
     const k = layer.size / PROBE_SIZE;
     const probe = await draw(layer, PROBE_SIZE, Math.max(1, Math.floor(base.width / k)), false)
       .raw()
-      .toBuffer({ resolveWithObject: true });
+      .toBuffer({ resolveWithObject: true })
+      .catch((err) => {
+        throw drawError(layer, err);
+      });
     const estimated = Math.ceil(probe.info.height * k);
     if (estimated > maxHeight) throw tooTall(estimated);
   }
@@ -139,7 +151,7 @@ export async function renderText(
     raw = await toRaw(img);
   } catch (err) {
     if (err instanceof Error && /pixel limit|too big/.test(err.message)) throw tooTall(maxHeight);
-    throw err;
+    throw drawError(layer, err);
   }
   if (raw.height > maxHeight) throw tooTall(raw.height);
   if (layer.angle) {
