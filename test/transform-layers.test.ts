@@ -481,6 +481,22 @@ test('attacker: a layer path of another workspace is looked up in this one; 50 l
   assert.equal((await layerOverlays(many.slice(0, 10), BASE, context())).length, 10);
 });
 
+// sharp rasterises an SVG at the size it is resized to (its shrink-on-load), which this keeps true.
+test('an SVG layer is drawn at the size asked for, not enlarged from its own', async () => {
+  const svg = Buffer.from(
+    '<svg xmlns="http://www.w3.org/2000/svg" width="20" height="20"><circle cx="10" cy="10" r="9" fill="#ff0000"/></svg>',
+  );
+  const ctx = context({ loadImage: async () => svg });
+  const [o] = await layerOverlays([parseLayer(['l_image:dot.svg', 'lw_400', 'ip_nw'])], BASE, ctx);
+  const r = o as { input: Buffer; raw: { width: number; height: number } };
+  assert.deepEqual([r.raw.width, r.raw.height], [400, 400]);
+  // A crisp edge: along the middle row, alpha goes from 0 to 255 within a few pixels.
+  const row = 200 * 400 * 4;
+  const alphas = Array.from({ length: 60 }, (_, i) => r.input[row + (i + 5) * 4 + 3]);
+  const ramp = alphas.filter((a) => a > 10 && a < 245).length;
+  assert.ok(ramp <= 3, `edge ramp of ${ramp} px: ${alphas.join(',')}`);
+});
+
 test('attacker: an undecodable layer, or one above the pixel limit, is a 400', async () => {
   const junk = context({ loadImage: async () => Buffer.from('not an image at all') });
   await rejected(
