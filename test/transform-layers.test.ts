@@ -3,6 +3,11 @@
 // (test/fixtures/golden/expected/layer-*.png) and a property measured on the pixels that does not
 // depend on it; then what an anonymous caller could send to hurt the service.
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { test } from 'node:test';
 import sharp, { type OverlayOptions } from 'sharp';
 import { AppError, errors } from '../src/errors.ts';
@@ -14,7 +19,7 @@ import {
   layerOverlays,
   parseLayer,
 } from '../src/media/transform/layers.ts';
-import { escapeMarkup, familyList } from '../src/media/transform/layers/text.ts';
+import { escapeMarkup, FONTCONFIG_FILE, familyList } from '../src/media/transform/layers/text.ts';
 import { assertGolden, GOLDEN_LOGO, GOLDEN_SOURCE } from './helpers/golden.ts';
 
 const BASE = { width: 800, height: 600 };
@@ -532,4 +537,31 @@ test('fonts: an unknown family draws with the bundled font, the same as asking f
   const arimo = await draw('arimo');
   assert.ok(arimo.equals(await draw('no%20such%20family')), 'an unknown family is Arimo');
   assert.ok(arimo.equals(await draw('sans-serif')), 'sans-serif is Arimo');
+});
+
+test('fonts: a server without any font installed draws the same text, to the byte', async () => {
+  // The same configuration, with no system fonts and none of the system's rendering settings.
+  const dir = mkdtempSync(join(tmpdir(), 'stowage-fonts-'));
+  const bare = join(dir, 'fonts.conf');
+  writeFileSync(bare, readFileSync(FONTCONFIG_FILE, 'utf8').replace('/etc/fonts/fonts.conf', join(dir, 'none.conf')));
+  const tokens = ['l_text:arial_40_bold_italic:Hamburgefonstiv%0Aand%20more', 'a_10'];
+  const digest = async () => {
+    const [o] = await layerOverlays([parseLayer(tokens)], BASE, context());
+    return createHash('sha256')
+      .update(o.input as Buffer)
+      .digest('hex');
+  };
+  const script = `
+    import { createHash } from 'node:crypto';
+    import { layerOverlays, parseLayer } from './src/media/transform/layers.ts';
+    const [o] = await layerOverlays([parseLayer(${JSON.stringify(tokens)})], { width: 800, height: 600 }, { loadImage: async () => Buffer.alloc(0), maxPixels: 40e6 });
+    console.log(createHash('sha256').update(o.input).digest('hex'));`;
+  const child = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+    cwd: join(import.meta.dirname, '..'),
+    env: { ...process.env, FONTCONFIG_FILE: bare },
+    encoding: 'utf8',
+    timeout: 60_000,
+  });
+  assert.equal(child.status, 0, child.stderr);
+  assert.equal(child.stdout.trim(), await digest());
 });

@@ -10,6 +10,11 @@ import { type RawLayer, rotateRaw, rotatedSize, toRaw } from './raw.ts';
 import { LIMITS, type TextLayer } from './spec.ts';
 
 const FONT_DIR = dirname(createRequire(import.meta.url).resolve('@expo-google-fonts/arimo/package.json'));
+
+// fontconfig reads FONTCONFIG_FILE once, when it first starts (the first text drawn, or the first SVG
+// with text): so at import, before any request. An operator's own setting is kept.
+export const FONTCONFIG_FILE = join(import.meta.dirname, 'fonts.conf');
+process.env.FONTCONFIG_FILE ??= FONTCONFIG_FILE;
 export const DEFAULT_FAMILY = 'Arimo';
 const FONT_FILES = {
   regular: join(FONT_DIR, '400Regular', 'Arimo_400Regular.ttf'),
