@@ -115,16 +115,16 @@ async function rejected(p: Promise<unknown>, message: RegExp, code = 'VALIDATION
 
 test('isLayerStart and LAYER_END: only l_text:/l_image: open a layer', () => {
   assert.equal(LAYER_END, 'fl_layer_apply');
-  assert.ok(isLayerStart('l_text:arial_24:Hi'));
-  assert.ok(isLayerStart('l_image:logo.png'));
-  assert.ok(!isLayerStart('l_type:underlay'));
-  assert.ok(!isLayerStart('w_100'));
+  assert.ok(isLayerStart('l_text:arial_24:Hi'), `isLayerStart('l_text:arial_24:Hi')`);
+  assert.ok(isLayerStart('l_image:logo.png'), `isLayerStart('l_image:logo.png')`);
+  assert.ok(!isLayerStart('l_type:underlay'), `!isLayerStart('l_type:underlay')`);
+  assert.ok(!isLayerStart('w_100'), `!isLayerStart('w_100')`);
 });
 
 test('text layers: the documented syntax parses, and canonicalises one way', () => {
   const t = parseLayer(['l_text:arial_24_bold_italic_center:Hello%20World', 'co_FF0000', 'tp_north-west']);
   assert.equal(t.kind, 'text');
-  assert.ok(t.kind === 'text');
+  assert.ok(t.kind === 'text', `t.kind === 'text'`);
   assert.equal(t.font, 'arial');
   assert.equal(t.size, 24);
   assert.deepEqual([t.bold, t.italic, t.underline, t.align], [true, true, false, 'center']);
@@ -147,7 +147,7 @@ test('text layers: the documented syntax parses, and canonicalises one way', () 
     'a_-30',
     'o_50',
   ]);
-  assert.ok(c.kind === 'text');
+  assert.ok(c.kind === 'text', `c.kind === 'text'`);
   assert.deepEqual(
     [c.font, c.align, c.text, c.color, c.colorAlpha, c.angle, c.opacity],
     ['times new roman', 'left', 'a,b:c', '00ff00', 128, -30, 50],
@@ -155,7 +155,7 @@ test('text layers: the documented syntax parses, and canonicalises one way', () 
   assert.deepEqual(c.position, { lx: 10, ly: 20, x: -5, y: 5 });
   // A colon in the text is the text's.
   const colon = parseLayer(['l_text:arial_20:12:30']);
-  assert.ok(colon.kind === 'text' && colon.text === '12:30');
+  assert.ok(colon.kind === 'text' && colon.text === '12:30', `colon.kind === 'text' && colon.text === '12:30'`);
 });
 
 test('text layers: each wrong token is refused, naming it and what is allowed', () => {
@@ -206,13 +206,13 @@ test('image layers: the documented options parse; folders are %2F (or / from a p
     'o_70',
     'e_screen',
   ]);
-  assert.ok(l.kind === 'image');
+  assert.ok(l.kind === 'image', `l.kind === 'image'`);
   assert.equal(l.path, 'brand/logos/logo dark.png');
   assert.deepEqual(
     [l.width, l.height, l.fit, l.radius, l.flip, l.zoom, l.angle, l.opacity, l.blend],
     [200, undefined, 'fill', 20, 'hv', 1.5, 45, 70, 'screen'],
   );
-  assert.ok(Math.abs((l.aspect ?? 0) - 16 / 9) < 1e-9);
+  assert.ok(Math.abs((l.aspect ?? 0) - 16 / 9) < 1e-9, `Math.abs((l.aspect ?? 0) - 16 / 9) < 1e-9`);
   // Effects apply in one fixed order whatever order they are written in.
   assert.deepEqual(
     l.effects.map((e) => e.name),
@@ -247,7 +247,7 @@ test('image layers: the documented options parse; folders are %2F (or / from a p
     canonicalLayer(l),
   );
   const u = parseLayer(['l_image:logo.png', 'l_type:underlay']);
-  assert.ok(u.kind === 'image' && u.underlay);
+  assert.ok(u.kind === 'image' && u.underlay, `u.kind === 'image' && u.underlay`);
   assert.equal(canonicalLayer(parseLayer(['l_image:logo.png', 'l_type:overlay', 'o_100'])), 'l_image:logo.png');
 });
 
