@@ -565,3 +565,55 @@ test('fonts: a server without any font installed draws the same text, to the byt
   assert.equal(child.status, 0, child.stderr);
   assert.equal(child.stdout.trim(), await digest());
 });
+
+test('every layer the hosted documentation shows parses and draws', async () => {
+  // The transformation part of each layer URL in the hosted docs (essentials/layers, text-layers,
+  // image-layers, and the recipes page's preset, whose path has a literal / and a space).
+  const documented = [
+    'l_text:arial_24_bold_center:Hello%20World,fl_layer_apply',
+    'l_text:arial_32_bold_center:Sale,co_FF0000,fl_layer_apply',
+    'l_text:arial_48_bold_center:NEW,co_FFFFFF,fl_layer_apply',
+    'l_text:arial_24_bold_center:Watermark,x_100,y_50,fl_layer_apply',
+    'l_text:arial_32_bold_center:Title,tp_north,co_FFFFFF,fl_layer_apply',
+    'l_text:arial_24_normal_left:Copyright,tp_south-east,co_FFFFFF,fl_layer_apply',
+    'l_text:arial_32_bold_center:DIAGONAL,a_45,tp_center,co_FF0000,fl_layer_apply',
+    'l_text:arial_24_bold_italic_center:Styled%20Text,co_0000FF,fl_layer_apply',
+    'l_text:arial_120_bold_center:PORSCHE,tp_north-west,fl_layer_apply',
+    'l_text:arial_100_bold_center:LIMITED%20EDITION,co_rgb:FFD700,tp_south,fl_layer_apply',
+    'l_text:arial_100_bold_center:FIXED,lx_200,ly_200,fl_layer_apply',
+    'l_text:arial_72_bold:LIMITED%20EDITION,tp_north-west,fl_layer_apply,l_text:arial_44_bold:By%20Autorender,tp_south,fl_layer_apply',
+    'l_image:logo.png,fl_layer_apply',
+    'l_image:background.jpg,l_type:underlay,fl_layer_apply',
+    'l_image:watermark.png,l_type:overlay,fl_layer_apply',
+    'l_image:logo.png,lw_200,lh_100,fl_layer_apply',
+    'l_image:badge.png,x_50,y_50,fl_layer_apply',
+    'l_image:logo.png,ip_south-east,lw_150,fl_layer_apply',
+    'l_image:watermark.png,o_50,ip_center,fl_layer_apply',
+    'l_image:badge.png,lr_45,ip_center,fl_layer_apply',
+    'l_image:overlay.jpg,lc_fill,lw_400,lh_300,fl_layer_apply',
+    'l_image:overlay.jpg,lar_16:9,lw_800,fl_layer_apply',
+    'l_image:badge.png,lbr_20,lw_200,lh_200,fl_layer_apply',
+    'l_image:logo.png,lflip_h,ip_center,fl_layer_apply',
+    'l_image:icon.png,lzoom_1.5,ip_center,fl_layer_apply',
+    'l_image:overlay.jpg,le_saturation:30,le_sharpen:120,lw_400,fl_layer_apply',
+    'l_image:overlay.jpg,e_screen,o_70,ip_center,fl_layer_apply',
+    'l_image:logo.svg,lw_300,tp_south-east,fl_layer_apply',
+    'l_image:logo.svg,lw_200,lx_150,ly_150,fl_layer_apply',
+    'l_text:arial_32_bold_center:NEW,tp_north,co_FF0000,fl_layer_apply,l_image:logo.png,ip_south-east,lw_150,fl_layer_apply',
+    'l_image:Rolex_Night/m126333-0010 copy2.webp,l_type:overlay,x_0,y_0,fl_layer_apply',
+  ];
+  const any = context({ loadImage: async () => GOLDEN_LOGO });
+  for (const chain of documented) {
+    const layers: string[][] = [];
+    let current: string[] = [];
+    for (const token of chain.split(',')) {
+      if (token === 'fl_layer_apply') {
+        layers.push(current);
+        current = [];
+      } else current.push(token);
+    }
+    const specs = layers.map((tokens) => parseLayer(tokens));
+    const overlays = await layerOverlays(specs, BASE, any);
+    assert.ok(overlays.length >= 1 || specs.some((s) => s.kind === 'image' && s.underlay), chain);
+  }
+});
