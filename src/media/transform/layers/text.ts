@@ -93,7 +93,7 @@ function describe(layer: TextLayer, size: number): { font: string; fontfile: str
   return { font, fontfile, text: `<span foreground="#${layer.color}">${body}</span>` };
 }
 
-function draw(layer: TextLayer, size: number, width: number, limitInputPixels: number | false) {
+function draw(layer: TextLayer, size: number, width: number, limitInputPixels: number) {
   const d = describe(layer, size);
   return sharp({
     text: {
@@ -118,6 +118,8 @@ function drawError(layer: TextLayer, err: unknown): unknown {
 
 /** A size measured on a small drawing: libvips allocates the whole text image, so its size is known first. */
 const PROBE_SIZE = 16;
+/** 500 characters at 16 px take well under a megapixel, however they wrap. */
+const PROBE_PIXELS = 4_000_000;
 
 /** The text layer's pixels (before opacity), wrapped at the output's width. */
 export async function renderText(
@@ -138,11 +140,13 @@ export async function renderText(
   const maxHeight = LIMITS.textToOutputHeight * base.height + layer.size;
   if (layer.size > PROBE_SIZE) {
     const k = layer.size / PROBE_SIZE;
-    const probe = await draw(layer, PROBE_SIZE, Math.max(1, Math.floor(base.width / k)), false)
+    const probe = await draw(layer, PROBE_SIZE, Math.max(1, Math.floor(base.width / k)), PROBE_PIXELS)
       .raw()
       .toBuffer({ resolveWithObject: true })
       .catch((err) => {
-        throw drawError(layer, err);
+        throw err instanceof Error && /pixel limit|too big/.test(err.message)
+          ? tooTall(maxHeight)
+          : drawError(layer, err);
       });
     const estimated = Math.ceil(probe.info.height * k);
     if (estimated > maxHeight) throw tooTall(estimated);
