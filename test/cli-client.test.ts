@@ -1,12 +1,13 @@
 // The client commands of the real `stowage` binary against a real server.
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, truncateSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import sharp from 'sharp';
 import { runCli, type ServerProcess, startServer } from './helpers/process.ts';
+import { closedPort } from './helpers/servers.ts';
 
 const MiB = 1024 * 1024;
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
@@ -94,7 +95,7 @@ describe('stowage client commands', () => {
         if (!state.includes('session_id')) return;
         let id: string;
         try {
-          id = (Object.values(JSON.parse(state))[0] as { session_id: string }).session_id;
+          id = (Object.values(JSON.parse(state))[0] as { session: { session_id: string } }).session.session_id;
         } catch {
           return; // caught mid-write: read it again on the next tick
         }
@@ -118,13 +119,27 @@ describe('stowage client commands', () => {
     assert.equal(cut.code, 130, `interrupted: ${cut.stderr}`);
     assert.match(cut.stderr, /interrupted; run the same command again to resume/);
     const saved = JSON.parse(readFileSync(stateFile, 'utf8'));
-    const session = Object.values(saved)[0] as { session_id: string };
+    const { session, mtimeMs } = saved[big] as { session: { session_id: string }; mtimeMs: number };
     const status = await fetch(`${server.url}/api/v1/multipart/${session.session_id}`, {
       headers: { 'x-api-key': ws.public_key },
     }).then((r) => r.json() as any);
     assert.equal(status.data.status, 'active');
     const before = status.data.uploaded_parts.length;
     assert.ok(before > 0 && before < 64, `interrupted part way (${before} of 64 parts)`);
+    // Another folder, or a file touched since: refused, saying what changed; nothing is sent.
+    const otherFolder = await cli([...args, '--folder', 'elsewhere'], ws.public_key);
+    assert.equal(otherFolder.code, 5, otherFolder.stderr);
+    assert.match(otherFolder.stderr, /cannot resume the interrupted upload: --folder \(none → elsewhere\) changed/);
+    assert.match(otherFolder.stderr, /--restart/);
+    utimesSync(big, new Date(), new Date(mtimeMs + 60_000));
+    const touched = await cli(args, ws.public_key);
+    assert.equal(touched.code, 5, touched.stderr);
+    assert.match(touched.stderr, /the file's modification time/);
+    utimesSync(big, new Date(), mtimeMs / 1000);
+    const unchanged = await fetch(`${server.url}/api/v1/multipart/${session.session_id}`, {
+      headers: { 'x-api-key': ws.public_key },
+    }).then((r) => r.json() as any);
+    assert.equal(unchanged.data.uploaded_parts.length, before, 'the refusals sent no part');
     const resumed = await cli(args, ws.public_key);
     assert.equal(resumed.code, 0, resumed.stderr);
     const [record] = JSON.parse(resumed.stdout);
@@ -135,6 +150,54 @@ describe('stowage client commands', () => {
     }).then((r) => r.json() as any);
     assert.equal(after.data.status, 'completed', 'the same session was completed');
     assert.deepEqual(JSON.parse(readFileSync(stateFile, 'utf8')), {}, 'nothing left to resume');
+  });
+
+  test('--restart gives an interrupted upload up and starts the file over', async () => {
+    const file = join(dir, 'restart.bin');
+    const data = randomBytes(3 * MiB);
+    writeFileSync(file, data);
+    // An interrupted upload of this file, as a cut run leaves it: a saved session, no part sent.
+    const start = await fetch(`${server.url}/api/v1/multipart/start`, {
+      method: 'POST',
+      headers: { 'x-api-key': ws.public_key, 'content-type': 'application/json' },
+      body: JSON.stringify({ file_name: 'restart.bin', size: 1, format: 'application/octet-stream' }),
+    }).then((r) => r.json() as any);
+    const stale = start.data ?? start;
+    writeFileSync(
+      stateFile,
+      JSON.stringify({ [file]: { session: stale, size: 1, mtimeMs: 0, name: 'restart.bin', options: {} } }),
+    );
+    const args = ['upload', file, '--multipart-threshold', String(MiB), '--json'];
+    const refused = await cli(args, ws.public_key);
+    assert.equal(refused.code, 5);
+    assert.match(refused.stderr, /the file's size \(1 → 3145728 bytes\)/);
+    const restarted = await cli([...args, '--restart'], ws.public_key);
+    assert.equal(restarted.code, 0, restarted.stderr);
+    assert.equal(JSON.parse(restarted.stdout)[0].hash, sha(data));
+    const old = await fetch(`${server.url}/api/v1/multipart/${stale.session_id}`, {
+      headers: { 'x-api-key': ws.public_key },
+    });
+    assert.ok(old.status === 404 || (await old.json()).data?.status === 'aborted', 'the old session was given up');
+    assert.deepEqual(JSON.parse(readFileSync(stateFile, 'utf8')), {});
+  });
+
+  test('an unreachable service: the message says where and why, exit 69', async () => {
+    const port = await closedPort();
+    const res = await runCli(['files', 'ls'], {
+      STOWAGE_URL: `http://127.0.0.1:${port}`,
+      STOWAGE_API_KEY: ws.private_key,
+    });
+    assert.equal(res.code, 69);
+    assert.equal(res.stderr.trim(), `stowage: cannot reach http://127.0.0.1:${port}: connection refused`);
+  });
+
+  test('--version prints the package version', async () => {
+    const res = await runCli(['--version'], {});
+    assert.equal(res.code, 0);
+    assert.equal(
+      res.stdout.trim(),
+      JSON.parse(readFileSync(join(import.meta.dirname, '..', 'package.json'), 'utf8')).version,
+    );
   });
 
   test('files ls, get, rename, mv, rm; folders create, ls, rm', async () => {
