@@ -6,10 +6,17 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import sharp from 'sharp';
+import type { ResolvedAddress } from '../src/outbound/guard.ts';
 import { PresetService } from '../src/services/presets.ts';
 import type { CreatedWorkspace } from '../src/services/workspaces.ts';
 import { addFile, DIALECTS, type Harness, makeHarness } from './helpers/harness.ts';
 import { call } from './helpers/http.ts';
+import { localServer } from './helpers/servers.ts';
+
+const resolver = async (host: string): Promise<ResolvedAddress[]> => {
+  if (host === 'origin.test') return [{ address: '127.0.0.1', family: 4 }];
+  throw Object.assign(new Error('nx'), { code: 'ENOTFOUND' });
+};
 
 for (const dialect of DIALECTS) {
   describe(`presets on ${dialect.name}`, { skip: dialect.skip }, () => {
@@ -17,6 +24,7 @@ for (const dialect of DIALECTS) {
     let base: string;
     let other: CreatedWorkspace;
     let photo: Buffer;
+    let origin: Awaited<ReturnType<typeof localServer>>;
     const ws = () => h.ws.workspace_id;
     const priv = () => h.auth;
     const otherPriv = () => ({ authorization: `Bearer ${other.private_key}` });
@@ -35,7 +43,7 @@ for (const dialect of DIALECTS) {
     const made = () => h.services.delivery.stats.renditionsMade;
 
     before(async () => {
-      h = await makeHarness(dialect.name);
+      h = await makeHarness(dialect.name, { config: { outboundAllow: ['origin.test'] }, services: { resolver } });
       base = await h.app.listen({ host: '127.0.0.1', port: 0 });
       other = await h.services.workspaces.create('Other');
       photo = await sharp({ create: { width: 400, height: 300, channels: 3, background: '#2a7f4f' } })
@@ -43,8 +51,24 @@ for (const dialect of DIALECTS) {
         .toBuffer();
       await addFile(h, 'photo.jpg', photo, { folder: ['shop'] });
       await addFile(h, 'photo.jpg', photo, { folder: ['shop'], workspaceId: other.workspace_id });
+      origin = await localServer((req, res) => {
+        if (req.url === '/img/photo.jpg') res.writeHead(200, { 'content-type': 'image/jpeg' }).end(photo);
+        else res.writeHead(404).end();
+      });
+      const src = await call(h.app, 'POST', '/api/v1/sources', {
+        body: {
+          name: 'web',
+          type: 'image_source',
+          configuration: { base_url: `http://origin.test:${origin.port}/img` },
+        },
+        headers: priv(),
+      });
+      assert.equal(src.status, 201, src.raw);
     });
-    after(() => h?.close());
+    after(async () => {
+      await h?.close();
+      await origin?.close();
+    });
 
     test('create, read, list, replace (idempotent), delete', async () => {
       const created = await put('thumb', ' c_fill , w_120,h_80');
@@ -242,6 +266,16 @@ for (const dialect of DIALECTS) {
       assert.equal((await put('one-more', 'w_8', headers)).status, 409);
     });
 
+    test('t_ works on a source too', async () => {
+      const res = await get(`/${ws()}-web/t_thumb,f_png/photo.jpg`);
+      assert.equal(res.status, 200, res.text);
+      const meta = await sharp(res.body).metadata();
+      assert.deepEqual([meta.width, meta.height, meta.format], [120, 80, 'png']);
+      const unknown = await get(`/${ws()}-web/t_nope/photo.jpg`);
+      assert.equal(unknown.status, 400);
+      assert.equal(unknown.code, 'TRANSFORM_PRESET_NOT_FOUND');
+    });
+
     describe('with signed transformations required', () => {
       before(async () => {
         const res = await call(h.app, 'PATCH', '/api/v1/workspace', {
@@ -260,6 +294,8 @@ for (const dialect of DIALECTS) {
         assert.equal(two.status, 200, two.text);
         // A stray tsig on such a URL changes nothing.
         assert.equal((await get(`/${ws()}/t_gray/shop/photo.jpg?tsig=forged`)).status, 200);
+        assert.equal((await get(`/${ws()}-web/t_thumb/photo.jpg`)).status, 200, 'from a source too');
+        assert.equal((await get(`/${ws()}-web/t_thumb,w_5/photo.jpg`)).status, 403);
       });
 
       test('a preset mixed with a raw token, or a name spelled as no preset can be, needs a signature; nothing is rendered', async () => {
