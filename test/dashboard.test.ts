@@ -250,14 +250,14 @@ describe('dashboard in Chromium', {
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.getByRole('heading', { name: /Files/ }).waitFor();
     await page.getByRole('button', { name: 'Presets' }).click();
-    await page.getByRole('heading', { name: 'Transformation presets' }).waitFor();
+    await page.getByRole('heading', { name: 'Presets' }).waitFor();
     await page.getByText('No presets yet.').waitFor();
 
     await page.getByLabel('Preset name').fill('small');
-    await page.getByLabel('Transformation tokens').fill('w_30,zz_1');
+    await page.getByLabel('Tokens').fill('w_30,zz_1');
     await page.getByRole('button', { name: 'Save preset' }).click();
     await page.getByText(/Saving the preset failed: .*zz_1/).waitFor();
-    await page.getByLabel('Transformation tokens').fill('w_30,f_png');
+    await page.getByLabel('Tokens').fill('w_30,f_png');
     await page.getByRole('button', { name: 'Save preset' }).click();
     await page.getByText('Saved t_small = w_30,f_png').waitFor();
     const row = page.getByRole('row', { name: /t_small/ });
@@ -267,7 +267,7 @@ describe('dashboard in Chromium', {
 
     await page.getByRole('button', { name: 'Edit preset small' }).click();
     assert.equal(await page.getByLabel('Preset name').inputValue(), 'small');
-    await page.getByLabel('Transformation tokens').fill('w_45,f_png');
+    await page.getByLabel('Tokens').fill('w_45,f_png');
     await page.getByRole('button', { name: 'Save preset' }).click();
     await page.getByRole('cell', { name: 'w_45,f_png' }).waitFor();
     assert.equal(await widthOf('t_small'), 45, 'the change applies at once');
