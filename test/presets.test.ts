@@ -266,6 +266,47 @@ for (const dialect of DIALECTS) {
       assert.equal((await put('one-more', 'w_8', headers)).status, 409);
     });
 
+    test('a folder named like a preset reference stays a folder in record URLs', async () => {
+      const inFolder = await addFile(h, 'photo.jpg', photo.subarray(0, photo.length - 1), { folder: ['t_thumb'] });
+      await addFile(h, 'photo.jpg', photo);
+      const url = new URL(inFolder.url);
+      assert.match(url.pathname, /\/t%5Fthumb\/photo\.jpg$/);
+      const res = await get(url.pathname);
+      assert.equal(res.status, 200);
+      assert.equal(res.body.length, photo.length - 1, "the folder's file, as stored");
+      // Written by hand, the same segment is the preset, applied to the file at the root.
+      assert.equal(await width((await get(`/${ws()}/t_thumb/photo.jpg`)).body), 120);
+    });
+
+    test('signed URLs of private files may name presets; an unknown one is refused when signing', async () => {
+      const file = await addFile(h, 'secret.jpg', photo, { folder: ['private'] });
+      const patch = await call(h.app, 'PATCH', `/api/v1/files/${file.file_no}`, {
+        body: { is_private: true },
+        headers: priv(),
+      });
+      assert.equal(patch.status, 200, patch.raw);
+      const signed = await call(h.app, 'POST', `/api/v1/files/${file.file_no}/signed-url`, {
+        body: { transform: 't_thumb,f_png', expires_in: 60 },
+        headers: priv(),
+      });
+      assert.equal(signed.status, 200, signed.raw);
+      const u = new URL(signed.body.data?.url ?? signed.body.url);
+      assert.match(u.pathname, /\/t_thumb,f_png\/private\/secret\.jpg$/);
+      const res = await get(`${u.pathname}${u.search}`);
+      assert.equal(res.status, 200, res.text);
+      assert.deepEqual(
+        [(await sharp(res.body).metadata()).width, (await sharp(res.body).metadata()).format],
+        [120, 'png'],
+      );
+      assert.equal((await get(u.pathname)).status, 403, 'unsigned: the file is private');
+      const unknown = await call(h.app, 'POST', `/api/v1/files/${file.file_no}/signed-url`, {
+        body: { transform: 't_nope' },
+        headers: priv(),
+      });
+      assert.equal(unknown.status, 400);
+      assert.equal(unknown.body.errorCode, 'TRANSFORM_PRESET_NOT_FOUND');
+    });
+
     test('t_ works on a source too', async () => {
       const res = await get(`/${ws()}-web/t_thumb,f_png/photo.jpg`);
       assert.equal(res.status, 200, res.text);

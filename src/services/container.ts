@@ -219,7 +219,7 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
     redis,
     webhooks,
     jobs,
-    files: new FileService({ db, blobs, records, events }),
+    files: new FileService({ db, blobs, records, events, presets }),
     folders: new FolderService(db, blobs, events),
     delivery: new DeliveryService({
       db,
