@@ -8,6 +8,7 @@ import {
   isPresetsOnly,
   MAX_PRESET_LENGTH,
   MAX_PRESETS_PER_URL,
+  MAX_UNSIGNED_PRESETS,
   normalizePresetText,
 } from '../src/media/presets.ts';
 
@@ -119,6 +120,13 @@ describe('isPresetsOnly', () => {
     for (const text of ['w_100', 't_a,w_100', 'w_100,t_a', 't_a,', ',t_a', 't_', 't_A', 't_a,t_', 't_a b', '', 't_a/b'])
       assert.equal(isPresetsOnly(text), false, text);
     assert.equal(isPresetsOnly(Array.from({ length: MAX_PRESETS_PER_URL + 1 }, () => 't_a').join(',')), false);
+  });
+  test('with a maximum: at most that many references', () => {
+    assert.equal(MAX_UNSIGNED_PRESETS, 2);
+    assert.equal(isPresetsOnly('t_a,t_b', MAX_UNSIGNED_PRESETS), true);
+    assert.equal(isPresetsOnly('t_a,t_a', MAX_UNSIGNED_PRESETS), true);
+    assert.equal(isPresetsOnly('t_a,t_b,t_c', MAX_UNSIGNED_PRESETS), false);
+    assert.equal(isPresetsOnly('t_a,t_b,t_c'), true);
   });
 });
 

@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import sharp from 'sharp';
+import { signTransformUrl } from '../src/crypto/transform-url.ts';
 import type { ResolvedAddress } from '../src/outbound/guard.ts';
 import { PresetService } from '../src/services/presets.ts';
 import type { CreatedWorkspace } from '../src/services/workspaces.ts';
@@ -347,15 +348,25 @@ for (const dialect of DIALECTS) {
           `/${ws()}/w_4000/shop/photo.jpg`,
           `/${ws()}/t_Thumb/shop/photo.jpg`,
           `/${ws()}/t_thumb,t_/shop/photo.jpg`,
+          // Three presets or more: a stranger could combine them into too many renditions.
+          `/${ws()}/t_thumb,t_gray,t_thumb/shop/photo.jpg`,
           `/${ws()}/${Array.from({ length: 9 }, () => 't_gray').join(',')}/shop/photo.jpg`,
         ]) {
           const res = await get(path);
           assert.equal(res.status, 403, `${path}: ${res.text}`);
           assert.equal(res.code, 'TRANSFORMATION_SIGNATURE_REQUIRED', path);
         }
+        // Signed with the delivery key, any combination is served.
+        const key = (await call(h.app, 'GET', '/api/v1/workspace/delivery-key', { headers: priv() })).body.data
+          .delivery_key;
+        const signed = new URL(signTransformUrl(key, `${base}/${ws()}/t_thumb,t_gray,w_50/shop/photo.jpg`));
+        const res = await get(`${signed.pathname}${signed.search}`);
+        assert.equal(res.status, 200, res.text);
+        assert.equal(await width(res.body), 50);
+        assert.equal(made(), before + 1);
         // Not shaped like tokens at all: a folder of that name, which does not exist.
         assert.equal((await get(`/${ws()}/t_thumb,/shop/photo.jpg`)).status, 404);
-        assert.equal(made(), before);
+        assert.equal(made(), before + 1);
       });
 
       test('an unknown preset says nothing about files, other presets or the setting', async () => {

@@ -7,7 +7,7 @@
 import type { DeliverySigner } from '../crypto/delivery-url.ts';
 import { verifyTransformSignature, withoutTransformSignature } from '../crypto/transform-url.ts';
 import { appError } from '../errors.ts';
-import { isPresetsOnly } from '../media/presets.ts';
+import { isPresetsOnly, MAX_UNSIGNED_PRESETS } from '../media/presets.ts';
 import { TOKENS_SHAPE } from '../services/delivery.ts';
 import type { TransformPolicy } from '../services/workspaces.ts';
 
@@ -52,7 +52,8 @@ export async function checkTransformSignature(
   if (!hasTokens(pathname)) return query;
   // Presets only (`t_a`, `t_a,t_b`): the workspace's owner wrote every transformation such a URL
   // can ask for, so it needs no signature (an unknown name is delivery's 400, whoever asks).
-  if (isPresetsOnly(pathname.split('/').filter((s) => s !== '')[1])) return withoutTransformSignature(query);
+  const segment = pathname.split('/').filter((s) => s !== '')[1];
+  if (isPresetsOnly(segment, MAX_UNSIGNED_PRESETS)) return withoutTransformSignature(query);
   // The segment as the router decoded it, which is what delivery serves: read from the raw path,
   // "/%71Vb…/w_1/a.jpg" would name no workspace here and the workspace there.
   const dash = workspaceSegment.indexOf('-');

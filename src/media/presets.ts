@@ -10,6 +10,12 @@ export const PRESET_NAME = /^[a-z0-9][a-z0-9_-]{0,63}$/;
 export const MAX_PRESET_LENGTH = 1024;
 /** Presets one URL may name: enough to combine a few, few enough that expansion stays small. */
 export const MAX_PRESETS_PER_URL = 8;
+/**
+ * Presets a URL may combine and still pass the signed-transformations gate unsigned. Each added
+ * reference multiplies the renditions a stranger can ask for (n presets: n + n² variants of a
+ * file at 2, n⁸ at 8), which is what requiring signatures is there to bound.
+ */
+export const MAX_UNSIGNED_PRESETS = 2;
 
 const PRESET_TOKEN = /^t_(.*)$/s;
 const TOKEN = /^([a-z]+)_(.*)$/s;
@@ -26,12 +32,12 @@ export function isPresetToken(token: string): boolean {
 
 /**
  * Whether a token segment names presets and nothing else (`t_a`, `t_a,t_b`), each a well-formed
- * name. The signed-transformations gate lets such URLs through unsigned: the workspace's owner
- * wrote every transformation they can ask for.
+ * name, at most `max` of them. The signed-transformations gate lets such URLs through unsigned
+ * (with MAX_UNSIGNED_PRESETS): the workspace's owner wrote every transformation they can ask for.
  */
-export function isPresetsOnly(tokensText: string): boolean {
+export function isPresetsOnly(tokensText: string, max = MAX_PRESETS_PER_URL): boolean {
   const tokens = tokensText.split(',');
-  if (tokens.length > MAX_PRESETS_PER_URL) return false;
+  if (tokens.length > max) return false;
   return tokens.every((t) => {
     const m = PRESET_TOKEN.exec(t);
     return m !== null && PRESET_NAME.test(m[1]);
