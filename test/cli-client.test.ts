@@ -399,6 +399,42 @@ describe('stowage client commands', () => {
     assert.equal((await fetch(plain)).status, 200);
   });
 
+  test('preset set, get, list, delete; a preset URL is served unsigned when signing is on', async () => {
+    writeFileSync(
+      join(dir, 'wide.png'),
+      await sharp({ create: { width: 30, height: 10, channels: 3, background: '#00a' } })
+        .png()
+        .toBuffer(),
+    );
+    assert.equal((await cli(['upload', join(dir, 'wide.png'), '--folder', 'presets'])).code, 0);
+    assert.match((await cli(['preset', 'list'])).stdout, /No presets \(a workspace may have 100\)/);
+    const set = await cli(['preset', 'set', 'tiny', 'w_6, f_png']);
+    assert.equal(set.code, 0, set.stderr);
+    assert.equal(set.stdout.trim(), 't_tiny = w_6,f_png');
+    assert.equal((await cli(['preset', 'get', 'tiny'])).stdout.trim(), 'w_6,f_png');
+    assert.equal(JSON.parse((await cli(['preset', 'get', 'tiny', '--json'])).stdout).name, 'tiny');
+    assert.match((await cli(['preset', 'ls'])).stdout, /^t_tiny\s+w_6,f_png$/m);
+    const broken = await cli(['preset', 'set', 'bad', 'w_6,zz_1']);
+    assert.equal(broken.code, 1);
+    assert.match(broken.stderr, /zz_1.*\(HTTP 400 VALIDATION_FAILED\)/);
+    assert.equal((await cli(['preset', 'set', 'evil', 'w_1'], ws.public_key)).code, 4, 'the public key may not');
+    const url = `${server.url}/${ws.workspace_id}/t_tiny/presets/wide.png`;
+    assert.equal((await cli(['settings', 'set', '--signed-transformations', 'on'])).code, 0);
+    try {
+      const res = await fetch(url);
+      assert.equal(res.status, 200);
+      assert.equal((await sharp(Buffer.from(await res.arrayBuffer())).metadata()).width, 6);
+      assert.equal((await fetch(url.replace('t_tiny', 't_tiny,w_7'))).status, 403);
+    } finally {
+      assert.equal((await cli(['settings', 'set', '--signed-transformations', 'off'])).code, 0);
+    }
+    assert.equal((await cli(['preset', 'delete', 'tiny'])).code, 0);
+    const gone = await cli(['preset', 'rm', 'tiny']);
+    assert.equal(gone.code, 3);
+    assert.match(gone.stderr, /HTTP 404 PRESET_NOT_FOUND/);
+    assert.equal((await fetch(url)).status, 400);
+  });
+
   test('exit codes a shell user can act on: 78 without configuration, 4 for a refused key, 2 for bad usage', async () => {
     const bare = await runCli(['files', 'ls'], {});
     assert.equal(bare.code, 78);

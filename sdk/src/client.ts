@@ -15,6 +15,9 @@ import type {
   MultipartCompleteBody,
   MultipartSession,
   MultipartStartBody,
+  Preset,
+  PresetList,
+  PresetPutBody,
   Progress,
   RemoteUploadBody,
   SessionStatus,
@@ -480,6 +483,32 @@ export class Stowage {
 
   testSource(id: string, opts: RequestOptions = {}): Promise<SourceTest> {
     return this.request('POST', `/api/v1/sources/${encodeURIComponent(id)}/test`, opts);
+  }
+
+  // --- transformation presets --------------------------------------------------------------
+
+  /** The workspace's presets (private key), by name, and how many it may have. */
+  listPresets(opts: RequestOptions = {}): Promise<PresetList> {
+    return this.request<PresetList>('GET', '/api/v1/presets', opts);
+  }
+
+  getPreset(name: string, opts: RequestOptions = {}): Promise<Preset> {
+    return this.request<Preset>('GET', `/api/v1/presets/${encodeURIComponent(name)}`, opts);
+  }
+
+  /**
+   * Creates the preset or replaces its text; delivery URLs then name it as `t_{name}`. A
+   * transformation the service cannot read is refused here (400), never at delivery.
+   */
+  setPreset(name: string, transformation: string, opts: RequestOptions = {}): Promise<Preset> {
+    return this.request<Preset>('PUT', `/api/v1/presets/${encodeURIComponent(name)}`, {
+      json: { transformation } satisfies PresetPutBody,
+      signal: opts.signal,
+    });
+  }
+
+  async deletePreset(name: string, opts: RequestOptions = {}): Promise<void> {
+    await this.request('DELETE', `/api/v1/presets/${encodeURIComponent(name)}`, opts);
   }
 
   /** A delivery URL for a file path with transformation tokens, signed with the client's `deliveryKey`. */

@@ -476,6 +476,49 @@ export function registerClientCommands(
       print(Boolean(opts.json), { deleted: id }, () => `Deleted source ${id}`);
     });
 
+  const preset = program
+    .command('preset')
+    .description('Transformation presets: delivery URLs name them as t_<name> (private key)');
+  preset
+    .command('list')
+    .alias('ls')
+    .option('--json', 'print JSON')
+    .action(async (opts: { json?: boolean }) => {
+      const res = await client(io).listPresets();
+      print(Boolean(opts.json), res, () =>
+        res.presets.length
+          ? res.presets.map((p) => `${`t_${p.name}`.padEnd(24)} ${p.transformation}`).join('\n')
+          : `No presets (a workspace may have ${res.max_presets}).`,
+      );
+    });
+  preset
+    .command('get')
+    .argument('<name>')
+    .option('--json', 'print JSON')
+    .action(async (name: string, opts: { json?: boolean }) => {
+      const p = await client(io).getPreset(name);
+      print(Boolean(opts.json), p, () => p.transformation);
+    });
+  preset
+    .command('set')
+    .description('Create the preset, or replace its transformation')
+    .argument('<name>', 'lower-case letters, digits, "_" and "-"; used as t_<name>')
+    .argument('<transformation>', 'comma-separated tokens, e.g. c_fill,w_200,h_200')
+    .option('--json', 'print JSON')
+    .action(async (name: string, transformation: string, opts: { json?: boolean }) => {
+      const p = await client(io).setPreset(name, transformation);
+      print(Boolean(opts.json), p, () => `t_${p.name} = ${p.transformation}`);
+    });
+  preset
+    .command('delete')
+    .alias('rm')
+    .argument('<name>')
+    .option('--json', 'print JSON')
+    .action(async (name: string, opts: { json?: boolean }) => {
+      await client(io).deletePreset(name);
+      print(Boolean(opts.json), { deleted: name }, () => `Deleted preset ${name}`);
+    });
+
   const token = program.command('token').description('Upload tokens: one upload without an API key (private key)');
   token
     .command('create')

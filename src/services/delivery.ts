@@ -30,6 +30,7 @@ import { renditionPrefix } from '../uploads/blob-store.ts';
 import { createHash } from 'node:crypto';
 import { openOrigin, webOriginRequest, webOriginUrl } from '../sources/origin.ts';
 import type { SourceService } from './sources.ts';
+import type { PresetService } from './presets.ts';
 import type { DomainEvents } from '../events.ts';
 
 /** How long a rendition of an origin's object is served before it is made again. */
@@ -174,6 +175,8 @@ export interface DeliveryServiceDeps {
   tmpDir?: string;
   /** The rendition cache's ledger and budget; without it renditions are not counted. */
   renditions?: RenditionCache;
+  /** Expands `t_{name}` tokens before they are parsed (services/presets.ts); without it they are unknown tokens. */
+  presets?: Pick<PresetService, 'expand'>;
 }
 
 export class DeliveryService {
@@ -186,6 +189,7 @@ export class DeliveryService {
   readonly queue: RenderQueue;
   private readonly tmpDir: string;
   private readonly renditions?: RenditionCache;
+  private readonly presets?: Pick<PresetService, 'expand'>;
   private tmpReady?: Promise<unknown>;
   /** Counts renditions made (tests and metrics read it). */
   readonly stats = { renditionsMade: 0, renditionCacheHits: 0 };
@@ -200,6 +204,11 @@ export class DeliveryService {
     this.queue = deps.queue ?? new RenderQueue({ concurrency: this.limits.concurrency, maxWaiting: this.limits.queue });
     this.tmpDir = deps.tmpDir ?? join(tmpdir(), 'stowage-renders');
     this.renditions = deps.renditions;
+    this.presets = deps.presets;
+  }
+
+  private expand(workspaceId: string, tokens: string): Promise<string> | string {
+    return this.presets ? this.presets.expand(workspaceId, tokens) : tokens;
   }
 
   /**
@@ -272,7 +281,7 @@ export class DeliveryService {
     let invalid: unknown;
     if (tokens) {
       try {
-        spec = parseTransform(tokens);
+        spec = parseTransform(await this.expand(target.workspaceId, tokens));
       } catch (err) {
         invalid = err;
       }
@@ -341,7 +350,7 @@ export class DeliveryService {
     const deps = this.sources!.originDeps;
     const requested = decodeDeliveryPath(target.path);
     const tokenText = tokensOf(requested);
-    const tokens = tokenText ? parseTransform(tokenText) : null;
+    const tokens = tokenText ? parseTransform(await this.expand(workspaceId, tokenText)) : null;
     const segments = tokens ? requested.segments.slice(1) : requested.segments;
     if (segments.length === 0) throw notFound();
     // Decoded once above; a web origin gets each segment re-encoded exactly once, a bucket the key.
