@@ -6,7 +6,7 @@
 import type { DeliverySigner } from '../crypto/delivery-url.ts';
 import { verifyTransformSignature, withoutTransformSignature } from '../crypto/transform-url.ts';
 import { appError } from '../errors.ts';
-import { TOKENS_SHAPE } from '../services/delivery.ts';
+import { isTokenSegment } from '../media/transform/tokens.ts';
 import type { TransformPolicy } from '../services/workspaces.ts';
 
 const WORKSPACE_ID = /^[0-9A-Za-z]{10,16}$/;
@@ -18,13 +18,14 @@ export interface TransformGateDeps {
 }
 
 /**
- * Whether the path names a rendition as delivery would read it: a literal first segment (no
- * percent-escapes) shaped like tokens, with a path after it. Shape, not a full parse: a folder
- * literally named like tokens is gated too (record URLs escape such folders: "w%5F200").
+ * Whether the path names a rendition as delivery would read it: a first segment after the
+ * workspace shaped like tokens as requested (media/transform/tokens.ts, the rule delivery uses),
+ * with a path after it. Shape, not a full parse: a folder literally named like tokens is gated
+ * too (record URLs escape such folders: "w%5F200").
  */
 export function hasTokens(pathname: string): boolean {
   const parts = pathname.split('/').filter((s) => s !== '');
-  return parts.length > 2 && !parts[1].includes('%') && TOKENS_SHAPE.test(parts[1]);
+  return parts.length > 2 && isTokenSegment(parts[1]);
 }
 
 /** One value of a query parameter, or undefined when absent or repeated (which never verifies). */
