@@ -116,14 +116,35 @@ export function decodeDeliveryPath(raw: string): DeliveryPath {
   return { segments, raw: parts };
 }
 
+interface Reading {
+  /** The token segments as one text, still percent-encoded. */
+  text: string;
+  /** How many leading segments they are. */
+  count: number;
+}
+
 /**
- * The leading segments to read as transformation tokens (media/transform/tokens.ts), as one text
- * still percent-encoded, and how many they are. Record URLs escape a first folder whose name would
- * read as tokens ("w_100" → "w%5F100"), so that one reaches the folder.
+ * The ways to read leading segments as transformation tokens (media/transform/tokens.ts), the
+ * most segments first. Record URLs escape a first folder whose name would read as tokens
+ * ("w_100" → "w%5F100"), so that one is never read so.
  */
-function tokensOf(path: DeliveryPath): { text: string; count: number } | undefined {
-  const count = tokenSegmentCount(path.raw);
-  return count > 0 ? { text: path.raw.slice(0, count).join('/'), count } : undefined;
+function readings(path: DeliveryPath): Reading[] {
+  const most = tokenSegmentCount(path.raw);
+  return Array.from({ length: most }, (_, i) => ({ text: path.raw.slice(0, most - i).join('/'), count: most - i }));
+}
+
+/** The first reading whose tokens parse; the first one's error when none does. */
+function firstParsing(list: Reading[]): { reading: Reading; spec: TransformSpec } | undefined {
+  let first: unknown;
+  for (const reading of list) {
+    try {
+      return { reading, spec: parseTransform(reading.text) };
+    } catch (err) {
+      first ??= err;
+    }
+  }
+  if (first) throw first;
+  return undefined;
 }
 
 /** The rendition's name: its canonical tokens, safe as a storage key and an entity tag (commas become dots). */
@@ -247,20 +268,25 @@ export class DeliveryService {
     }
     if (!/^[0-9A-Za-z]{10,16}$/.test(target.workspaceId)) throw notFound();
     const path = decodeDeliveryPath(target.path);
-    // Literal tokens name a rendition, unless they are not valid tokens or no file matches that
-    // reading, and the whole path is a file (a folder that merely looks like tokens).
-    const tokens = tokensOf(path);
+    // Leading token segments name a rendition, read longest first: fewer of them when the tokens
+    // do not parse or no file matches that reading (a folder that merely looks like tokens), and
+    // the whole path as a file last.
     let spec: TransformSpec | undefined;
     let vary: string[] = [];
+    let file: Awaited<ReturnType<DeliveryService['file']>>;
     let invalid: unknown;
-    if (tokens) {
+    let parsed = false;
+    for (const reading of readings(path)) {
       try {
-        ({ spec, vary } = withHints(parseTransform(tokens.text), target.hints));
+        ({ spec, vary } = withHints(parseTransform(reading.text), target.hints));
       } catch (err) {
-        invalid = err;
+        invalid ??= err;
+        continue;
       }
+      parsed = true;
+      file = await this.file(target.workspaceId, path.segments.slice(reading.count));
+      if (file) break;
     }
-    const file = spec && tokens ? await this.file(target.workspaceId, path.segments.slice(tokens.count)) : undefined;
     const whole = file ? undefined : await this.file(target.workspaceId, path.segments);
     if (whole) {
       return {
@@ -275,7 +301,8 @@ export class DeliveryService {
         ranges: true,
       };
     }
-    if (invalid) throw invalid;
+    // A parse error only when no reading parsed: else the tokens were fine and the file is missing.
+    if (!parsed && invalid) throw invalid;
     if (!spec || !file) throw notFound();
     target.mayRender?.(Boolean(file.is_private));
     if (!DECODABLE.test(file.mime_type)) throw appError('TRANSFORM_NOT_APPLICABLE', 'transformations apply to images');
@@ -324,10 +351,11 @@ export class DeliveryService {
     const source = await this.sources!.forDelivery(workspaceId, sourceName);
     const deps = this.sources!.originDeps;
     const requested = decodeDeliveryPath(target.path);
-    const tokenText = tokensOf(requested);
-    const hinted = tokenText ? withHints(parseTransform(tokenText.text), target.hints) : null;
+    // Nothing to look up at an origin: the longest reading that parses.
+    const parsed = firstParsing(readings(requested));
+    const hinted = parsed ? withHints(parsed.spec, target.hints) : null;
     const tokens = hinted?.spec ?? null;
-    const segments = tokenText ? requested.segments.slice(tokenText.count) : requested.segments;
+    const segments = parsed ? requested.segments.slice(parsed.reading.count) : requested.segments;
     if (segments.length === 0) throw notFound();
     // Decoded once above; a web origin gets each segment re-encoded exactly once, a bucket the key.
     const web =

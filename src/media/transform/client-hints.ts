@@ -13,8 +13,8 @@ const WIDTH_HEADERS = ['Sec-CH-Width', 'Width', 'Save-Data', 'User-Agent'];
 const DPR_HEADERS = ['Sec-CH-DPR', 'DPR'];
 
 export interface ClientHints {
-  /** The width a rendition without w_/h_/ar_ gets. */
-  width: number;
+  /** The width a rendition without w_/h_/ar_ gets; none for a client that is no known browser. */
+  width?: number;
   /** What dpr_auto becomes (1 to 4). */
   dpr: number;
   /** A short text for lookup caches keyed by request: equal hints, equal text. */
@@ -31,8 +31,11 @@ export function bucket(width: number): number {
   return WIDTH_BUCKETS.find((b) => b >= width) ?? WIDTH_BUCKETS[WIDTH_BUCKETS.length - 1];
 }
 
-/** The hosted docs' default width per kind of device. */
-function deviceWidth(ua: string): number {
+/**
+ * The hosted docs' default width per kind of device. A client that names no known device (a
+ * script, a server, a crawler) gets the image at its own size, where the hosted service guesses 720.
+ */
+function deviceWidth(ua: string): number | undefined {
   if (/Opera Mini|UCBrowser|UCWEB|KaiOS/i.test(ua)) return 480;
   if (/iPhone|iPad/.test(ua)) return 1080;
   if (/Android/.test(ua)) {
@@ -40,7 +43,8 @@ function deviceWidth(ua: string): number {
     return 720;
   }
   if (/Macintosh|Windows NT|CrOS/.test(ua)) return 1080;
-  return 720;
+  if (/Mobile|Opera|Firefox/.test(ua)) return 720;
+  return undefined;
 }
 
 export function clientHints(headers: Headers): ClientHints {
@@ -53,7 +57,7 @@ export function clientHints(headers: Headers): ClientHints {
         : deviceWidth(one(headers, 'User-Agent') ?? '');
   const ratio = Number(one(headers, 'Sec-CH-DPR') ?? one(headers, 'DPR'));
   const dpr = Number.isFinite(ratio) && ratio > 0 ? Math.min(4, Math.max(1, Math.round(ratio * 100) / 100)) : 1;
-  return { width, dpr, key: `${width}x${dpr}` };
+  return { width, dpr, key: `${width ?? 'own'}x${dpr}` };
 }
 
 /**

@@ -101,12 +101,14 @@ function place(rw: number, rh: number, sw: number, sh: number, gravity: Compass,
   return { left: (sw - rw) * h, top: (sh - rh) * v };
 }
 
-function rotated(angle: number, width: number, height: number): Size {
+/** The canvas a rotation makes: libvips rounds its bounding box; `bound` rounds up (the limits' check). */
+function rotated(angle: number, width: number, height: number, bound = false): Size {
   if (angle === 90 || angle === 270) return { width: height, height: width };
   if (angle % 180 === 0) return { width, height };
   const c = Math.abs(Math.cos((angle * Math.PI) / 180));
   const s = Math.abs(Math.sin((angle * Math.PI) / 180));
-  return { width: Math.ceil(width * c + height * s), height: Math.ceil(width * s + height * c) };
+  const r = bound ? Math.ceil : Math.round;
+  return { width: r(width * c + height * s), height: r(width * s + height * c) };
 }
 
 function angleOf(spec: TransformSpec, out: Size): number {
@@ -138,8 +140,8 @@ export function planRendition(
   const mode = modeOf(spec, bw, bh);
   if (mode !== 'none') {
     const factor = enlargement(mode, sw, sh, bw, bh);
-    // c_crop cuts out a part of the image, which can never be larger than the image.
-    if (factor > 1 && (!spec.enlarge || mode === 'crop')) {
+    // c_crop cuts out a part of the image, each side at most the image's (below).
+    if (factor > 1 && !spec.enlarge && mode !== 'crop') {
       bw = bw && round1(bw / factor);
       bh = bh && round1(bh / factor);
     }
@@ -201,7 +203,7 @@ export function planRendition(
   plan.angle = angleOf(spec, out);
   const final = rotated(plan.angle, out.width, out.height);
   checkSize(out, limits);
-  checkSize(final, limits);
+  checkSize(rotated(plan.angle, out.width, out.height, true), limits);
   plan.width = final.width;
   plan.height = final.height;
   if (spec.radius === 'max') plan.radius = { rx: final.width / 2, ry: final.height / 2 };
