@@ -16,7 +16,7 @@ import { AppError, appError, errors } from '../errors.ts';
 import { parseTransform } from '../media/transform/parse.ts';
 import { planRendition } from '../media/transform/plan.ts';
 import { formatOfMime, renderImage } from '../media/transform/pipeline.ts';
-import { resolveFocus } from '../media/transform/focus.ts';
+import { focusedPlan } from '../media/transform/render.ts';
 import { canonical, canonicalName } from '../media/transform/canonical.ts';
 import { type ClientHints, withHints } from '../media/transform/client-hints.ts';
 import { tokenSegmentCount } from '../media/transform/tokens.ts';
@@ -496,12 +496,7 @@ export class DeliveryService {
       const seconds = Math.ceil(timeoutMs / 1000);
       const abort = new AbortController();
       const work = (async () => {
-        const focus = await resolveFocus(checked, path, size, {
-          maxPixels: this.maxPixels,
-          faceTimeoutMs: this.limits.faceTimeoutMs ?? Math.min(timeoutMs / 4, 2000),
-          timeoutSeconds: seconds,
-        });
-        const plan = focus ? planRendition(spec, size, this.limits, focus) : checked;
+        const plan = await focusedPlan(spec, checked, path, size, { limits: this.limits, maxPixels: this.maxPixels });
         const img = await renderImage(spec, plan, path, {
           format: spec.format as OutputFormat,
           maxPixels: this.maxPixels,
@@ -606,6 +601,5 @@ async function ledgerStep<T>(fn: () => Promise<T>): Promise<T> {
 
 /** The time budget ran out (a marker, never thrown out of this module). */
 const TIMED_OUT = new Error('render time budget');
-
 
 const notFound = () => errors.nothingStored();

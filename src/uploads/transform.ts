@@ -10,7 +10,7 @@ import { rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { withHints } from '../media/transform/client-hints.ts';
-import { resolveFocus } from '../media/transform/focus.ts';
+import { focusedPlan } from '../media/transform/render.ts';
 import { formatOfMime, renderImage } from '../media/transform/pipeline.ts';
 import { planRendition } from '../media/transform/plan.ts';
 import type { TransformSpec } from '../media/transform/spec.ts';
@@ -49,7 +49,10 @@ export async function transformStaged(
     ));
   // No request here: dpr_auto is 1, and no default width.
   const resolved = withHints(spec).spec;
-  const format = resolved.format === 'auto' ? 'webp' : (resolved.format ?? (detected.mime_type === 'image/tiff' ? 'tiff' : formatOfMime(detected.mime_type)));
+  const format =
+    resolved.format === 'auto'
+      ? 'webp'
+      : (resolved.format ?? (detected.mime_type === 'image/tiff' ? 'tiff' : formatOfMime(detected.mime_type)));
   const out = new PassThrough();
   let result: Staged;
   try {
@@ -57,13 +60,12 @@ export async function transformStaged(
     const size = (await headerSize(path)) ?? { width: detected.width ?? 0, height: detected.height ?? 0 };
     if (!size.width || !size.height) throw appError('TRANSFORM_FAILED', 'the image could not be decoded for transform');
     const checked = planRendition(resolved, size, render);
-    const opts = { maxPixels: deps.maxImagePixels, timeoutSeconds: seconds };
-    const focus = await resolveFocus(checked, path, size, {
-      ...opts,
-      faceTimeoutMs: render.faceTimeoutMs ?? Math.min(render.timeoutMs / 4, 2000),
+    const plan = await focusedPlan(resolved, checked, path, size, { limits: render, maxPixels: deps.maxImagePixels });
+    const img = await renderImage(resolved, plan, path, {
+      format,
+      maxPixels: deps.maxImagePixels,
+      timeoutSeconds: seconds,
     });
-    const plan = focus ? planRendition(resolved, size, render, focus) : checked;
-    const img = await renderImage(resolved, plan, path, { ...opts, format });
     const running = pipeline(img, out).catch((err) => {
       out.destroy(err);
     });

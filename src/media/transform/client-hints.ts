@@ -68,11 +68,12 @@ export function withHints(spec: TransformSpec, hints?: ClientHints): { spec: Tra
   const out = { ...spec };
   const vary: string[] = [];
   if (out.dpr === 'auto') {
-    out.dpr = hints && hints.dpr !== 1 ? hints.dpr : undefined;
+    if (hints && hints.dpr !== 1) out.dpr = hints.dpr;
+    else delete out.dpr;
     if (hints) vary.push(...DPR_HEADERS);
   }
   if (hints && out.width === undefined && out.height === undefined && !out.aspectRatio) {
-    out.width = hints.width;
+    if (hints.width !== undefined) out.width = hints.width;
     vary.push(...WIDTH_HEADERS);
   }
   return { spec: out, vary };

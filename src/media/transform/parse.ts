@@ -98,7 +98,8 @@ function colour(token: string, raw: string): string {
   }
   if (raw === 'transparent') return '#00000000';
   const named = namedColour(raw);
-  if (!named) throw bad(token, 'needs a hex colour (bg_fff, bg_ff0000, bg_rgb:ff000080) or a CSS colour name (bg_white)');
+  if (!named)
+    throw bad(token, 'needs a hex colour (bg_fff, bg_ff0000, bg_rgb:ff000080) or a CSS colour name (bg_white)');
   return named;
 }
 
@@ -121,14 +122,20 @@ function decode(token: string): string {
   }
 }
 
+/** `spec[key] = value`, dropping the key for a value that means "as if not given" (r_auto, z_1). */
+function set<K extends keyof TransformSpec>(spec: TransformSpec, key: K, value: TransformSpec[K]): void {
+  if (value === undefined) delete spec[key];
+  else spec[key] = value;
+}
+
 /** One token (decoded) into `spec`. */
 function apply(spec: TransformSpec, token: string, name: string, value: string): void {
   switch (name) {
     case 'w':
-      spec.width = length(token, value);
+      set(spec, 'width', length(token, value));
       return;
     case 'h':
-      spec.height = length(token, value);
+      set(spec, 'height', length(token, value));
       return;
     case 'ar': {
       const r = /^(\d{1,4}(?:\.\d{1,3})?)[:-](\d{1,4}(?:\.\d{1,3})?)$/.exec(value);
@@ -145,34 +152,38 @@ function apply(spec: TransformSpec, token: string, name: string, value: string):
       const smart = ['entropy', 'attention', 'face'].includes(value) ? (value as Position) : undefined;
       const position: Position | undefined = Object.hasOwn(COMPASS, value) ? COMPASS[value] : smart;
       if (name === 'fo' && position !== 'face')
-        throw bad(token, 'asks for object focus, which Stowage does not support; fo_face and p_{position} are supported');
+        throw bad(
+          token,
+          'asks for object focus, which Stowage does not support; fo_face and p_{position} are supported',
+        );
       if (!position)
         throw bad(token, 'must be p_c, p_t, p_b, p_l, p_r, p_tl, p_tr, p_bl, p_br, p_entropy, p_attention or p_face');
-      spec.position = position;
-      spec.point = undefined;
+      set(spec, 'position', position);
+      set(spec, 'point', undefined);
       return;
     }
     case 'z': {
       const z = decimal(value, 1, 5, 2);
       if (z === undefined) throw bad(token, 'needs a zoom factor from 1 to 5 (z_1.5)');
-      spec.zoom = z === 1 ? undefined : z;
+      set(spec, 'zoom', z === 1 ? undefined : z);
       return;
     }
     case 'dpr': {
       const d = value === 'auto' ? 'auto' : decimal(value, 1, 4, 2);
       if (d === undefined) throw bad(token, 'needs a device pixel ratio from 1 to 4 (dpr_2, dpr_1.5) or dpr_auto');
-      spec.dpr = d === 1 ? undefined : d;
+      set(spec, 'dpr', d === 1 ? undefined : d);
       return;
     }
     case 'f':
-      if (!Object.hasOwn(FORMATS, value)) throw bad(token, 'must be f_auto, f_webp, f_avif, f_jpg (f_jpeg), f_png, f_gif or f_tiff');
+      if (!Object.hasOwn(FORMATS, value))
+        throw bad(token, 'must be f_auto, f_webp, f_avif, f_jpg (f_jpeg), f_png, f_gif or f_tiff');
       spec.format = FORMATS[value];
       return;
     case 'q':
       spec.quality = value === 'auto' ? 'auto' : int(token, value, 1, 100);
       return;
     case 'r':
-      spec.rotate = rotation(token, value);
+      set(spec, 'rotate', rotation(token, value));
       return;
     case 'flip':
       if (!['h', 'v', 'hv', 'vh'].includes(value)) throw bad(token, 'must be flip_h, flip_v or flip_hv');
@@ -182,11 +193,11 @@ function apply(spec: TransformSpec, token: string, name: string, value: string):
       spec.background = colour(token, value);
       return;
     case 'br':
-      spec.radius = value === 'max' ? 'max' : int(token, value, 0, MAX_DIMENSION) || undefined;
+      set(spec, 'radius', value === 'max' ? 'max' : int(token, value, 0, MAX_DIMENSION) || undefined);
       return;
     case 'el':
       if (value !== '0' && value !== '1') throw bad(token, 'must be el_0 or el_1');
-      spec.enlarge = value === '1' || undefined;
+      set(spec, 'enlarge', value === '1' || undefined);
       return;
     default:
       throw bad(token, `is not a known transformation (known: ${KNOWN})`);
@@ -227,7 +238,7 @@ export function parseTransform(text: string): TransformSpec {
       const [x, y] = value.split(':');
       const next = y === undefined && i + 1 < raw.length && /^[\d.]+$/.test(raw[i + 1]) ? raw[++i] : undefined;
       spec.point = point(token, x, y ?? next);
-      spec.position = undefined;
+      set(spec, 'position', undefined);
     } else apply(spec, token, name, value);
   }
   if (effects.length > 0) spec.effects = effects;

@@ -174,7 +174,10 @@ export function planRendition(
     out = { width: bw as number, height: bh as number };
     fit = 'contain';
   } else if (mode === 'fill' || mode === 'crop') {
-    out = { width: Math.min(bw ?? sw, mode === 'crop' ? sw : Infinity), height: Math.min(bh ?? sh, mode === 'crop' ? sh : Infinity) };
+    out = {
+      width: Math.min(bw ?? sw, mode === 'crop' ? sw : Infinity),
+      height: Math.min(bh ?? sh, mode === 'crop' ? sh : Infinity),
+    };
     const s = mode === 'crop' ? 1 : Math.max(out.width / sw, out.height / sh);
     const rw = Math.min(sw, out.width / s);
     const rh = Math.min(sh, out.height / s);
