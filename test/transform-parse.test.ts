@@ -149,6 +149,11 @@ describe('transformation grammar', () => {
     assert.match(refusal('w_400/zz_1').message, /"zz_1"/);
   });
 
+  test('a "/" inside a layer group belongs to it (a preset writes image paths so)', () => {
+    assert.match(refusal('l_image:logos/w_mark.png,o_50').message, /"l_image:logos\/w_mark.png" opens a layer/);
+    assert.match(refusal('w_10/l_image:a/b.png,x_1').message, /"l_image:a\/b.png" opens a layer/);
+  });
+
   test('text is split on literal commas only: an escaped comma stays in its token', () => {
     const r = refusal('l_text:Arial_20:a%2Cb%20c,w_100');
     assert.match(r.message, /"l_text:Arial_20:a%2Cb%20c" opens a layer/);

@@ -205,12 +205,30 @@ function apply(spec: TransformSpec, token: string, name: string, value: string):
 }
 
 /**
+ * The raw tokens of `text`: split on commas and on the "/" between segments, except that inside a
+ * layer group a "/" belongs to the token (a preset's `l_image:logos/mark.png`).
+ */
+function rawTokens(text: string): string[] {
+  const out: string[] = [];
+  let inLayer = false;
+  for (const piece of text.split(',')) {
+    piece.split('/').forEach((part, i) => {
+      if (inLayer && i > 0 && out[out.length - 1] !== LAYER_END) out[out.length - 1] += `/${part}`;
+      else out.push(part);
+      if (isLayerStart(part.trim())) inLayer = true;
+      else if (part.trim() === LAYER_END) inLayer = false;
+    });
+  }
+  return out;
+}
+
+/**
  * The transformation `text` asks for: every token of every segment, as one list (a later segment
  * does not start a new image: `w_400/e_grayscale` is `w_400,e_grayscale`). Throws a 400
  * (VALIDATION_FAILED) naming the first token it does not accept.
  */
 export function parseTransform(text: string): TransformSpec {
-  const raw = text.split('/').flatMap((segment) => segment.split(','));
+  const raw = rawTokens(text);
   if (text.trim() === '') throw errors.validation('transform is empty');
   const spec: TransformSpec = {};
   const effects: Effect[] = [];
