@@ -4,7 +4,7 @@ import http from 'node:http';
 import { join } from 'node:path';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
-import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyServerOptions, LogController } from 'fastify';
 import { installAuth } from './http/auth.ts';
 import { installCors } from './http/cors.ts';
 import { clientErrorHandler, frameworkErrors, installErrorHandling } from './http/errors.ts';
@@ -12,6 +12,9 @@ import { DiskSpace, installBodyIdleTimeout, installUploadSlots, UploadSlots } fr
 import { installValidation } from './http/validation.ts';
 import { installRetryHints } from './http/retry-hints.ts';
 import { withLogRedaction } from './http/log-redaction.ts';
+import { metricsAllowed } from './http/metrics-endpoint.ts';
+import { logRequest } from './http/request-log.ts';
+import { logStream } from './log-output.ts';
 import { installRateLimits } from './http/rate-limit.ts';
 import { healthRoutes } from './http/routes/health.ts';
 import { sourceRoutes } from './http/routes/sources.ts';
@@ -85,8 +88,14 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
     },
     // Signatures and upload tokens in URLs are redacted whatever logger options are given.
     logger: withLogRedaction(
-      opts.logger ?? { level: config.logLevel, redact: { paths: REDACT_PATHS, censor: '[redacted]' } },
+      opts.logger ?? {
+        level: config.logLevel,
+        redact: { paths: REDACT_PATHS, censor: '[redacted]' },
+        stream: logStream(config.logFormat),
+      },
     ),
+    // One line per request, written when it ends (logRequest below), instead of Fastify's two.
+    logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: config.jsonBodyLimit,
     trustProxy: false,
     routerOptions: { ignoreTrailingSlash: true },
@@ -146,10 +155,15 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
     const labels = { method: request.method, route, status: String(reply.statusCode) };
     services.metrics.requests.inc(labels);
     services.metrics.duration.observe(labels, reply.elapsedTime / 1000);
+    logRequest(request, reply);
   });
-  app.get('/metrics', { schema: { hide: true } }, async (_request, reply) =>
-    reply.type(services.metrics.registry.contentType).send(await services.metrics.registry.metrics()),
-  );
+  // Here unless STOWAGE_METRICS_PORT gives it a listener of its own (main.ts).
+  if (config.metricsPort === undefined)
+    app.get('/metrics', { schema: { hide: true } }, async (request, reply) => {
+      if (!metricsAllowed(request.headers.authorization, config.metricsToken))
+        return reply.code(401).header('www-authenticate', 'Bearer').type('text/plain').send('Unauthorized\n');
+      return reply.type(services.metrics.registry.contentType).send(await services.metrics.registry.metrics());
+    });
   await app.register(healthRoutes, { db: services.db, storage: services.storage, lifecycle: services.lifecycle, disk });
   await app.register(sourceRoutes, { sources: services.sources });
   await app.register(uploadRoutes, { uploads: services.uploads });

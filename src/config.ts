@@ -36,6 +36,8 @@ export interface Config {
   /** Older master keys still accepted for decryption while secrets are re-encrypted. */
   previousMasterKeys: Buffer[];
   logLevel: LogLevel;
+  /** `pretty`: coloured one-line logs for a person; `json`: one JSON object per line; `auto`: pretty on a terminal. */
+  logFormat: 'auto' | 'json' | 'pretty';
   /** Largest JSON body accepted, in bytes. */
   jsonBodyLimit: number;
   /** CIDRs and host names exempt from the outbound address checks. */
@@ -68,6 +70,12 @@ export interface Config {
   /** Per API key: upload endpoints, and everything else; null = no limit. */
   rateLimitUpload: RateLimit | null;
   rateLimitApi: RateLimit | null;
+  /** /metrics only on this port (its own listener on HOST), not on PORT; undefined = on PORT. */
+  metricsPort?: number;
+  /** /metrics answers only with `Authorization: Bearer <token>` when set. */
+  metricsToken?: string;
+  /** At start: how long to keep retrying an unreachable database, Redis or storage (startup/patience.ts). */
+  startupWaitMs: number;
   /** On SIGTERM: how long /readyz says 503 before the listener closes (for load balancers). */
   shutdownDelayMs: number;
   /** On SIGTERM: how long in-flight requests (uploads) may take to finish before the exit. */
@@ -205,6 +213,9 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
   const logLevel = (read('LOG_LEVEL') ?? 'info') as LogLevel;
   if (!LOG_LEVELS.includes(logLevel))
     problems.push(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')} (got "${logLevel}")`);
+  const logFormat = (read('STOWAGE_LOG_FORMAT') ?? 'auto') as Config['logFormat'];
+  if (!['auto', 'json', 'pretty'].includes(logFormat))
+    problems.push(`STOWAGE_LOG_FORMAT must be auto, json or pretty (got "${logFormat}")`);
 
   const jsonBodyLimit = integer('STOWAGE_JSON_BODY_LIMIT', 1024 * 1024, 1024, 64 * 1024 * 1024);
   const outboundTimeoutMs = integer('STOWAGE_OUTBOUND_TIMEOUT_MS', 10_000, 100, 600_000);
@@ -249,6 +260,14 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
   };
   const rateLimitUpload = rate('STOWAGE_RATE_LIMIT_UPLOAD', { max: 60, windowMs: 10_000 });
   const rateLimitApi = rate('STOWAGE_RATE_LIMIT_API', { max: 600, windowMs: 60_000 });
+  const startupWaitMs = integer('STOWAGE_STARTUP_WAIT_MS', 60_000, 0, 3_600_000);
+  const metricsPortText = read('STOWAGE_METRICS_PORT');
+  const metricsPort = metricsPortText === undefined ? undefined : integer('STOWAGE_METRICS_PORT', 0, 0, 65_535);
+  if (metricsPort !== undefined && metricsPort === port && port !== 0)
+    problems.push('STOWAGE_METRICS_PORT must differ from PORT');
+  const metricsToken = read('STOWAGE_METRICS_TOKEN');
+  if (metricsToken !== undefined && metricsToken.length < 16)
+    problems.push('STOWAGE_METRICS_TOKEN must be at least 16 characters');
   const shutdownDelayMs = integer('STOWAGE_SHUTDOWN_DELAY_MS', 0, 0, 600_000);
   const shutdownTimeoutMs = integer('STOWAGE_SHUTDOWN_TIMEOUT_MS', 30_000, 0, 3_600_000);
   const redisUrl = read('REDIS_URL');
@@ -305,6 +324,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     masterKey: masterKey ?? loadOrCreateMasterKey(dataDir),
     previousMasterKeys,
     logLevel,
+    logFormat,
     jsonBodyLimit,
     outboundAllow,
     outboundTimeoutMs,
@@ -333,6 +353,9 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     rateLimitUpload,
     rateLimitApi,
     redisUrl,
+    startupWaitMs,
+    metricsPort,
+    metricsToken,
     shutdownDelayMs,
     shutdownTimeoutMs,
   };
@@ -353,6 +376,9 @@ function readStorage(read: (name: string) => string | undefined, problems: strin
   const endpoint = read('S3_ENDPOINT');
   if (endpoint !== undefined && !/^https?:\/\/[^\s/]+(\/[^\s]*)?$/.test(endpoint))
     problems.push(`S3_ENDPOINT must be an http(s) URL (got "${endpoint}")`);
+  const publicEndpoint = read('S3_PUBLIC_ENDPOINT');
+  if (publicEndpoint !== undefined && !/^https?:\/\/[^\s/]+(\/[^\s]*)?$/.test(publicEndpoint))
+    problems.push(`S3_PUBLIC_ENDPOINT must be an http(s) URL (got "${publicEndpoint}")`);
   const bucket = read('S3_BUCKET');
   if (!bucket) problems.push('S3_BUCKET is required when STOWAGE_STORAGE=s3');
   const accessKeyId = read('S3_ACCESS_KEY_ID');
@@ -369,6 +395,7 @@ function readStorage(read: (name: string) => string | undefined, problems: strin
     driver: 's3',
     s3: {
       endpoint: endpoint?.replace(/\/+$/, ''),
+      publicEndpoint: publicEndpoint?.replace(/\/+$/, ''),
       region: read('S3_REGION') ?? 'us-east-1',
       bucket: bucket ?? '',
       accessKeyId,

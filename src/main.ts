@@ -9,16 +9,19 @@ import { withLogRedaction } from './http/log-redaction.ts';
 import { tuneHeapForStreaming } from './heap.ts';
 import { createServices } from './services/container.ts';
 import type { CreatedWorkspace } from './services/workspaces.ts';
+import type { Server } from 'node:http';
+import { startMetricsServer } from './http/metrics-endpoint.ts';
+import { logStream } from './log-output.ts';
 import { logCorsCheck } from './storage/s3-cors.ts';
 
 /** The process's own lines (start, jobs, shutdown) go through pino with the options the app's logger gets. */
 function processLogger(config: Config): Logger {
-  return pino(
-    withLogRedaction({
-      level: config.logLevel,
-      redact: { paths: REDACT_PATHS, censor: '[redacted]' },
-    }) as LoggerOptions,
-  );
+  const options = withLogRedaction({
+    level: config.logLevel,
+    redact: { paths: REDACT_PATHS, censor: '[redacted]' },
+  }) as LoggerOptions;
+  const stream = logStream(config.logFormat);
+  return stream ? pino(options, stream) : pino(options);
 }
 
 async function main(): Promise<void> {
@@ -44,7 +47,10 @@ async function main(): Promise<void> {
 }
 
 async function serve(config: Config, log: Logger): Promise<void> {
-  const services = await createServices(config, { logger: log });
+  const services = await createServices(config, {
+    logger: log,
+    patience: { totalMs: config.startupWaitMs, log },
+  });
   const created = await services.workspaces.bootstrapIfEmpty();
 
   if (created) announceFirstWorkspace(created, config.dataDir, log);
@@ -62,6 +68,7 @@ async function serve(config: Config, log: Logger): Promise<void> {
   // connections) while requests in flight, uploads included, finish; after
   // STOWAGE_SHUTDOWN_TIMEOUT_MS whatever is left is cut and the process exits.
   let closing = false;
+  let metricsServer: Server | undefined;
   const shutdown = (signal: string) => {
     if (closing) return;
     closing = true;
@@ -78,6 +85,7 @@ async function serve(config: Config, log: Logger): Promise<void> {
     setTimeout(() => {
       app
         .close()
+        .then(() => new Promise((r) => (metricsServer ? metricsServer.close(r) : r(undefined))))
         .then(() => services.close())
         .then(
           () => process.exit(cut ? 1 : 0),
@@ -91,6 +99,15 @@ async function serve(config: Config, log: Logger): Promise<void> {
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
   await app.listen({ host: config.host, port: config.port });
+  if (config.metricsPort !== undefined) {
+    const metrics = await startMetricsServer(services.metrics.registry, {
+      host: config.host,
+      port: config.metricsPort,
+      token: config.metricsToken,
+    });
+    metricsServer = metrics.server;
+    log.info({ url: `${metrics.url}/metrics` }, `metrics at ${metrics.url}/metrics`);
+  }
 
   // Browsers PUT multipart parts straight to the bucket, which only works if its CORS allows
   // them: say so once at start instead of letting the first browser upload fail. Not awaited

@@ -45,7 +45,7 @@ describe('heap tuning for streamed uploads', () => {
       ] as const) {
         const env = { STOWAGE_DATA_DIR: join(dir, name), STOWAGE_FSYNC: 'false' };
         const ws = JSON.parse((await runCli(['workspace', 'create', '--name', name, '--json'], env)).stdout);
-        servers[name] = { server: await startServer(env, [...nodeArgs]), key: ws.public_key };
+        servers[name] = { server: await startServer(env, { nodeArgs: [...nodeArgs] }), key: ws.public_key };
       }
       // V8 sizes the heap by the recent allocation rate: after this, as low as it gets.
       await new Promise((r) => setTimeout(r, 12_000));

@@ -412,7 +412,7 @@ export async function migrateToLatest(db: Kysely<Database>): Promise<void> {
   const failed = results?.find((r) => r.status === 'Error');
   if (error || failed) {
     const reason = error instanceof Error ? error.message : String(error ?? 'unknown error');
-    throw new Error(`database migration ${failed?.migrationName ?? ''} failed: ${reason}`);
+    throw new Error(`database migration ${failed?.migrationName ?? ''} failed: ${reason}`, { cause: error });
   }
 }
 

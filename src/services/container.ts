@@ -25,6 +25,8 @@ import { scheduleRenditionBackfill, scheduleRenditionEviction } from '../jobs/re
 import { RenditionCache } from './rendition-cache.ts';
 import { RenditionBackfill } from './rendition-backfill.ts';
 import type { JobLogger } from '../jobs/types.ts';
+import { describePostgres, describeRedis, type Patience, waitFor } from '../startup/patience.ts';
+import { waitForRedis, waitForStorage } from '../startup/dependencies.ts';
 import { Metrics } from './metrics.ts';
 import { WebhookService } from './webhooks.ts';
 import { SourceService } from './sources.ts';
@@ -77,6 +79,8 @@ export interface ServiceOptions {
   debug?: (why: string) => void;
   /** Receives operational notes (webhook retries, sweeps, job failures); none when not given. */
   logger?: JobLogger;
+  /** Wait for an unreachable database, Redis or storage instead of failing at once (startup/patience.ts). */
+  patience?: Patience;
 }
 
 /** Jobs one node runs at once (webhook attempts are mostly waiting on a receiver). */
@@ -101,7 +105,8 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
     sqliteReaders: config.sqliteReaders,
   });
   try {
-    await migrateToLatest(db.kysely);
+    const what = config.databaseUrl ? describePostgres(config.databaseUrl) : 'the SQLite database';
+    await waitFor(what, () => migrateToLatest(db.kysely), opts.patience);
   } catch (err) {
     await db.close();
     throw err;
@@ -130,6 +135,7 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
   // One thread hashes what is written to local disk (see uploads/hashing/file-hasher.ts).
   const hasher = new FileHasher();
   const storage = await openStorage(config, { hasher });
+  if (opts.patience) await waitForStorage(storage, opts.patience);
   const workspaces = new WorkspaceService(db, box);
   const sources = new SourceService({
     db,
@@ -204,9 +210,21 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
   // Connection trouble is answered per request (503); it must not crash the process.
   redis?.on('error', () => {});
   // Commands are not queued while disconnected, so a node would answer its first requests 503
-  // while the connection is still opening: it waits for it, at most the connect timeout. A
-  // Redis that is down at start is not waited for; requests get 503 until it is back.
-  if (redis)
+  // while the connection is still opening: it waits for it. With patience (npm start) until
+  // STOWAGE_STARTUP_WAIT_MS; otherwise at most the connect timeout, and requests get 503 until
+  // it is back.
+  if (redis && config.redisUrl && opts.patience) {
+    try {
+      await waitForRedis(redis, describeRedis(config.redisUrl), opts.patience);
+    } catch (err) {
+      redis.disconnect();
+      await jobs.close();
+      await storage.close?.();
+      await hasher.close();
+      await db.close();
+      throw err;
+    }
+  } else if (redis)
     await Promise.race([once(redis, 'ready'), new Promise((r) => setTimeout(r, 2000).unref())]).catch(() => {});
   return {
     lifecycle: { draining: false },

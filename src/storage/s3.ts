@@ -34,6 +34,12 @@ import {
 
 export interface S3Settings {
   endpoint?: string;
+  /**
+   * Where browsers reach the store, when that is not `endpoint` (Stowage talks to MinIO at
+   * http://minio:9000 inside a compose network; browsers PUT parts to https://s3.example.com).
+   * Part URLs are presigned for this host; the proxy in front must pass the Host header on.
+   */
+  publicEndpoint?: string;
   region: string;
   bucket: string;
   accessKeyId?: string;
@@ -56,23 +62,29 @@ export class S3Storage implements StorageDriver, MultipartStorage {
   /** The origin of presigned part URLs: the endpoint's, or any AWS bucket host of the region. */
   readonly partUploadOrigin: string;
   private readonly partPresigner: PartPresigner;
+  /** Signs for the public endpoint when there is one; never sends a request. */
+  private readonly presignClient: S3Client;
 
   constructor(settings: S3Settings) {
     this.bucket = settings.bucket;
-    this.client = new S3Client({
-      endpoint: settings.endpoint,
-      region: settings.region,
-      forcePathStyle: settings.forcePathStyle,
-      credentials: settings.accessKeyId
-        ? { accessKeyId: settings.accessKeyId, secretAccessKey: settings.secretAccessKey ?? '' }
-        : undefined,
-      // Presigned part URLs must not carry checksum parameters a browser cannot compute.
-      requestChecksumCalculation: 'WHEN_REQUIRED',
-      responseChecksumValidation: 'WHEN_REQUIRED',
-    });
-    this.partPresigner = new PartPresigner(this.client, this.bucket);
-    this.partUploadOrigin = settings.endpoint
-      ? new URL(settings.endpoint).origin
+    const clientFor = (endpoint: string | undefined) =>
+      new S3Client({
+        endpoint,
+        region: settings.region,
+        forcePathStyle: settings.forcePathStyle,
+        credentials: settings.accessKeyId
+          ? { accessKeyId: settings.accessKeyId, secretAccessKey: settings.secretAccessKey ?? '' }
+          : undefined,
+        // Presigned part URLs must not carry checksum parameters a browser cannot compute.
+        requestChecksumCalculation: 'WHEN_REQUIRED',
+        responseChecksumValidation: 'WHEN_REQUIRED',
+      });
+    this.client = clientFor(settings.endpoint);
+    this.presignClient = settings.publicEndpoint ? clientFor(settings.publicEndpoint) : this.client;
+    this.partPresigner = new PartPresigner(this.presignClient, this.bucket);
+    const browserEndpoint = settings.publicEndpoint ?? settings.endpoint;
+    this.partUploadOrigin = browserEndpoint
+      ? new URL(browserEndpoint).origin
       : `https://*.s3.${settings.region}.amazonaws.com`;
     // Messages never hold the credentials.
     const secrets = [settings.accessKeyId, settings.secretAccessKey];
@@ -227,6 +239,7 @@ export class S3Storage implements StorageDriver, MultipartStorage {
 
   destroy(): void {
     this.client.destroy();
+    if (this.presignClient !== this.client) this.presignClient.destroy();
   }
 
   close(): void {

@@ -59,6 +59,7 @@ export function testConfig(dataDir: string, overrides: Partial<Config> = {}): Co
     masterKey: randomBytes(32),
     previousMasterKeys: [],
     logLevel: 'debug',
+    logFormat: 'json',
     jsonBodyLimit: 1024 * 1024,
     outboundAllow: [],
     outboundTimeoutMs: 5000,
@@ -78,6 +79,7 @@ export function testConfig(dataDir: string, overrides: Partial<Config> = {}): Co
     webhookPollMs: 0,
     rateLimitUpload: null,
     rateLimitApi: null,
+    startupWaitMs: 0,
     shutdownDelayMs: 0,
     shutdownTimeoutMs: 30_000,
     // No free-space floor: a test machine's disk is whatever it is (test/disk-full.test.ts sets one).

@@ -54,11 +54,24 @@ export interface ServerProcess {
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
-/** Starts `npm start`'s command with PORT=0 and waits until it listens. `nodeArgs` go before the script. */
-export function startServer(env: Record<string, string | undefined>, nodeArgs: string[] = []): Promise<ServerProcess> {
+export interface StartOptions {
+  /** Node options before the script. */
+  nodeArgs?: string[];
+  /** Sees everything printed so far each time more arrives, while the server starts. */
+  onOutput?: (out: string) => void;
+  /** What to run instead of the sources through tsx: a script path (relative to `cwd`). */
+  script?: string;
+  /** Where to run it (the repository by default). */
+  cwd?: string;
+}
+
+/** Starts the server (by default `src/main.ts` through tsx) with PORT=0 and waits until it listens. */
+export function startServer(env: Record<string, string | undefined>, opts: StartOptions = {}): Promise<ServerProcess> {
+  const { nodeArgs = [], onOutput, script, cwd = ROOT } = opts;
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', 'src/main.ts'], {
-      cwd: ROOT,
+    const entry = script ? [script] : ['--import', 'tsx', 'src/main.ts'];
+    const child = spawn(process.execPath, [...nodeArgs, ...entry], {
+      cwd,
       env: { ...cleanEnv(), HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'info', ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -67,6 +80,7 @@ export function startServer(env: Record<string, string | undefined>, nodeArgs: s
     const timer = setTimeout(() => reject(new Error(`server did not start:\n${out}`)), 30_000);
     const onData = (d: Buffer) => {
       out += d;
+      onOutput?.(out);
       const m = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
       if (m) {
         clearTimeout(timer);

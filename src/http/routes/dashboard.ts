@@ -1,6 +1,6 @@
 // The dashboard (/dashboard), the browser build of the SDK (/dashboard/sdk.js) and the plain
-// example page (/examples/public-upload.html). The TypeScript is bundled once, at start, by
-// esbuild, and served from memory.
+// example page (/examples/public-upload.html). The TypeScript is bundled by `npm run build` (or at
+// start, when running from source: http/browser-bundles.ts) and served from memory.
 //
 // Scripts are pinned by hash, not allowed by origin. Uploads are delivered from this same
 // origin (GET /{workspace_id}/{path}, public, a `.js` as text/javascript), so `script-src
@@ -13,27 +13,13 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { build } from 'esbuild';
 import type { FastifyInstance, FastifyReply } from 'fastify';
+import { browserScript } from '../browser-bundles.ts';
 
 const root = (path: string) => fileURLToPath(new URL(`../../../${path}`, import.meta.url));
 
 /** Source text as the browser will see it (the HTML parser turns CRLF into LF). */
 const read = (path: string) => readFileSync(root(path), 'utf8').replace(/\r\n?/g, '\n');
-
-async function bundle(entry: string): Promise<string> {
-  const out = await build({
-    entryPoints: [root(entry)],
-    bundle: true,
-    format: 'esm',
-    target: 'es2022',
-    minify: true,
-    write: false,
-    logLevel: 'silent',
-    platform: 'browser',
-  });
-  return out.outputFiles[0].text;
-}
 
 /** The hash of a script's UTF-8 bytes as SRI and CSP write it. */
 function sha384(text: string): string {
@@ -73,7 +59,7 @@ export async function dashboardRoutes(
   app: FastifyInstance,
   opts: { publicUrl: string; storageOrigin?: string },
 ): Promise<void> {
-  const [appJs, sdkJs] = await Promise.all([bundle('dashboard/app.ts'), bundle('sdk/src/index.ts')]);
+  const [appJs, sdkJs] = await Promise.all([browserScript('dashboard-app.js'), browserScript('sdk.js')]);
   const scripts: Record<string, string> = {
     '/dashboard/app.js': appJs,
     '/dashboard/sdk.js': sdkJs,

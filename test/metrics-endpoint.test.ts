@@ -1,0 +1,70 @@
+// /metrics kept off the public side: a token, or a listener of its own.
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { loadConfig } from '../src/config.ts';
+import { type Harness, makeHarness } from './helpers/harness.ts';
+import { startServer } from './helpers/process.ts';
+import { closedPort } from './helpers/servers.ts';
+
+const TOKEN = 'metrics-token-0123456789';
+
+describe('STOWAGE_METRICS_TOKEN', () => {
+  let h: Harness;
+  before(async () => {
+    h = await makeHarness('sqlite', { config: { metricsToken: TOKEN } });
+  });
+  after(() => h?.close());
+
+  test('without the token, or with another one, 401; with it, the Prometheus text', async () => {
+    for (const authorization of [
+      undefined,
+      'Bearer wrong',
+      `Bearer ${TOKEN}x`,
+      `Basic ${TOKEN}`,
+      h.auth.authorization,
+    ]) {
+      const res = await h.app.inject({
+        method: 'GET',
+        url: '/metrics',
+        headers: authorization ? { authorization } : {},
+      });
+      assert.equal(res.statusCode, 401, String(authorization));
+      assert.doesNotMatch(res.body, /process_cpu|http_request/);
+    }
+    const ok = await h.app.inject({ method: 'GET', url: '/metrics', headers: { authorization: `Bearer ${TOKEN}` } });
+    assert.equal(ok.statusCode, 200);
+    assert.match(ok.body, /^# HELP /m);
+  });
+});
+
+test('STOWAGE_METRICS_PORT: /metrics only on its own listener, which serves nothing else', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'stowage-metrics-'));
+  const metricsPort = await closedPort();
+  try {
+    const server = await startServer({ STOWAGE_DATA_DIR: dataDir, STOWAGE_METRICS_PORT: String(metricsPort) });
+    try {
+      assert.equal((await fetch(`${server.url}/metrics`)).status, 404, 'not on the service port');
+      const metrics = await fetch(`http://127.0.0.1:${metricsPort}/metrics`);
+      assert.equal(metrics.status, 200);
+      assert.match(await metrics.text(), /^# HELP /m);
+      assert.equal((await fetch(`http://127.0.0.1:${metricsPort}/healthz`)).status, 404);
+      assert.equal((await fetch(`http://127.0.0.1:${metricsPort}/api/v1/files`)).status, 404);
+    } finally {
+      assert.equal(await server.stop('SIGTERM'), 0, 'both listeners close on SIGTERM');
+    }
+  } finally {
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
+test('metrics settings are checked at start', () => {
+  assert.throws(
+    () => loadConfig({ PORT: '3000', STOWAGE_METRICS_PORT: '3000' }),
+    /STOWAGE_METRICS_PORT must differ from PORT/,
+  );
+  assert.throws(() => loadConfig({ STOWAGE_METRICS_TOKEN: 'short' }), /at least 16 characters/);
+  assert.equal(loadConfig({ STOWAGE_METRICS_PORT: '9464' }).metricsPort, 9464);
+});
