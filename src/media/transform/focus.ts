@@ -3,7 +3,7 @@
 // cannot apply them itself (c_crop at the image's own scale, z_). Each costs one look at a small
 // version of the source (JPEG and WebP shrink while decoding).
 import sharp from 'sharp';
-import { faceFocus, findFaces } from '../faces.ts';
+import { FaceInputError, faceFocus, findFaces } from '../faces.ts';
 import type { RenderPlan, Size, Strategy } from './plan.ts';
 
 export interface FocusOptions {
@@ -45,7 +45,13 @@ export async function resolveFocus(
 ): Promise<{ x: number; y: number } | undefined> {
   if (!plan.focus) return undefined;
   if (plan.focus === 'face') {
-    const faces = await findFaces(input, { timeoutMs: opts.faceTimeoutMs, maxPixels: opts.maxPixels });
+    // An image the face finder cannot read goes on to attention, which answers for the image.
+    const faces = await findFaces(input, { timeoutMs: opts.faceTimeoutMs, maxPixels: opts.maxPixels }).catch(
+      (err: unknown) => {
+        if (err instanceof FaceInputError) return [];
+        throw err;
+      },
+    );
     const point = faceFocus(faces, source.width, source.height);
     if (point) return point;
   }

@@ -12,7 +12,6 @@ import {
   type CropMode,
   type Length,
   MAX_DIMENSION,
-  MAX_EFFECTS,
   MAX_LAYERS,
   type OutputFormat,
   type Position,
@@ -250,7 +249,6 @@ export function parseTransform(text: string): TransformSpec {
     if (!m) throw bad(token, `is not a transformation token (known: ${KNOWN})`);
     const [, name, value] = m;
     if (name === 'e') {
-      if (effects.length === MAX_EFFECTS) throw bad(token, `is one effect too many (at most ${MAX_EFFECTS})`);
       effects.push(parseEffect(decoded));
     } else if (name === 'ps') {
       const [x, y] = value.split(':');

@@ -103,7 +103,8 @@ export async function renderImage(
     if (spec.flip === 'h' || spec.flip === 'hv') img = img.flop();
   }
   const size = { width: plan.width, height: plan.height };
-  img = await applyEffects(img, spec.effects ?? [], { ...size, timeoutSeconds: opts.timeoutSeconds });
+  const compositeAfter = (spec.layers?.length ?? 0) > 0 || plan.radius !== undefined;
+  img = await applyEffects(img, spec.effects ?? [], { ...size, timeoutSeconds: opts.timeoutSeconds, compositeAfter });
   const overlays = await layerOverlays(spec.layers ?? [], size, {
     loadImage:
       opts.loadImage ??

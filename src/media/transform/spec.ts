@@ -51,5 +51,3 @@ export interface TransformSpec {
 export const MAX_DIMENSION = 10_000;
 /** Layers per transformation: each one is a decode and a composite within the render's time budget. */
 export const MAX_LAYERS = 8;
-/** Effects per transformation, for the same reason. */
-export const MAX_EFFECTS = 16;
