@@ -229,6 +229,7 @@ describe('canonical cache keys', () => {
 
   test('a storage-safe name: itself when plain, a digest otherwise', () => {
     assert.equal(canonicalName('w_720,f_jpg'), 'w_720,f_jpg');
+    assert.match(canonicalName('w_720,e_blur:60,f_jpg'), /^x-[0-9a-f]{40}$/, 'no colon in a storage key');
     const odd = canonicalName('[l_text:Arial_20:a/b "c"],f_jpg');
     assert.match(odd, /^x-[0-9a-f]{40}$/);
     assert.equal(odd, canonicalName('[l_text:Arial_20:a/b "c"],f_jpg'));

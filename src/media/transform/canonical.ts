@@ -36,10 +36,11 @@ export function canonical(spec: TransformSpec, format: OutputFormat): string {
 }
 
 /**
- * `canonical()` as a storage key and entity-tag part: itself when it is short plain text, else a
- * digest of it (a text layer can hold any character, an image layer a path).
+ * `canonical()` as a storage key and entity-tag part: itself when it is short and holds only what a
+ * storage key may (letters, digits, "_", ".", "-"; commas become dots there), else a digest of it
+ * (an effect's "e_blur:60", a text layer's any character, an image layer's path).
  */
 export function canonicalName(text: string): string {
-  if (/^[A-Za-z0-9_.:,[\]-]{1,200}$/.test(text)) return text;
+  if (/^[A-Za-z0-9_.,-]{1,200}$/.test(text)) return text;
   return `x-${createHash('sha256').update(text).digest('hex').slice(0, 40)}`;
 }
