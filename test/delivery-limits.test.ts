@@ -277,7 +277,7 @@ describe('delivery limits: the render queue', () => {
   after(() => h?.close());
 
   test('one slot and one place in the queue: a burst of distinct renders gets 503 RENDER_BUSY for the rest', async () => {
-    const paths = Array.from({ length: 6 }, (_, i) => `/${h.ws.workspace_id}/e_blur:240,q_${60 + i}/photo.jpg`);
+    const paths = Array.from({ length: 6 }, (_, i) => `/${h.ws.workspace_id}/e_blur:24,q_${60 + i}/photo.jpg`);
     const answers = await Promise.all(paths.map((p) => fetchAll(base, p)));
     const ok = answers.filter((a) => a.status === 200);
     const busy = answers.filter((a) => a.status === 503);
@@ -302,7 +302,7 @@ describe('delivery limits: the render queue', () => {
 
   test('single flight: identical parallel requests make the rendition once, and all get it', async () => {
     const before = h.services.delivery.stats.renditionsMade;
-    const path = `/${h.ws.workspace_id}/e_blur:200,q_55/photo.jpg`;
+    const path = `/${h.ws.workspace_id}/e_blur:20,q_55/photo.jpg`;
     const answers = await Promise.all(Array.from({ length: 8 }, () => fetchAll(base, path)));
     assert.deepEqual(
       answers.map((a) => a.status),
