@@ -3,6 +3,7 @@
 // SSIM and colour difference with test/fixtures/golden/expected/core-*.png. PNG output, so the
 // encoder adds no noise of its own. STOWAGE_UPDATE_GOLDEN=1 rewrites them (look at each).
 import assert from 'node:assert/strict';
+import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import sharp from 'sharp';
 import { renderTransform } from '../src/media/transform/render.ts';
@@ -66,6 +67,22 @@ describe('transformation goldens (core tokens)', () => {
       .raw()
       .toBuffer();
     assert.notDeepEqual(crop, fill);
+  });
+
+  test('p_face centres a cut on the face (the face finder, then the plan again)', async () => {
+    // By eye (test/fixtures/faces/README.md): the face of one-face.jpg (400x478) is centred near 190,197.
+    const portrait = join(import.meta.dirname, 'fixtures', 'faces', 'one-face.jpg');
+    for (const tokens of ['w_120,h_120,c_crop,p_face', 'w_100,h_300,c_fill,fo_face', 'z_3,p_face']) {
+      const { plan } = await renderTransform(tokens, portrait, { limits, maxPixels: 1e8, format: 'png' });
+      const r = plan.region as { left: number; top: number; width: number; height: number };
+      const centre = { x: r.left + r.width / 2, y: r.top + r.height / 2 };
+      // A cut may stop at the image's edge: the face is inside it, near its middle where there is room.
+      assert.ok(
+        r.left <= 150 && r.left + r.width >= 230 && r.top <= 160 && r.top + r.height >= 235,
+        `${tokens}: ${JSON.stringify(r)}`,
+      );
+      assert.ok(Math.abs(centre.x - 190) < 40, `${tokens}: centre ${JSON.stringify(centre)}`);
+    }
   });
 
   test('p_face without a face falls back to attention', async () => {
