@@ -1,7 +1,7 @@
 // The Stowage dashboard: plain DOM over the SDK. The private key lives in sessionStorage
 // only, so it is gone when the tab closes.
 import { Stowage, StowageError } from '../sdk/src/index.ts';
-import type { FileRecord, Folder, Source } from '../sdk/src/types.ts';
+import type { FileRecord, Folder, Preset, Source } from '../sdk/src/types.ts';
 
 const $ = <T extends HTMLElement = HTMLElement>(id: string) => document.getElementById(id) as T;
 const KEY = 'stowage.key';
@@ -69,14 +69,17 @@ function signOut(): void {
   location.reload();
 }
 
-function show(view: 'files' | 'sources'): void {
+type View = 'files' | 'sources' | 'presets';
+
+function show(view: View): void {
   $('files-view').hidden = view !== 'files';
   $('sources-view').hidden = view !== 'sources';
+  $('presets-view').hidden = view !== 'presets';
   for (const b of document.querySelectorAll<HTMLButtonElement>('nav [data-view]')) {
     if (b.dataset.view === view) b.setAttribute('aria-current', 'page');
     else b.removeAttribute('aria-current');
   }
-  void (view === 'files' ? refreshFiles() : refreshSources());
+  void (view === 'files' ? refreshFiles() : view === 'sources' ? refreshSources() : refreshPresets());
 }
 
 // --- folders and files ------------------------------------------------------------------------
@@ -361,6 +364,52 @@ function sourceRow(s: Source): HTMLTableRowElement {
   return tr;
 }
 
+// --- presets ----------------------------------------------------------------------------------
+
+async function refreshPresets(): Promise<void> {
+  await guarded('Loading presets', async () => {
+    const res = await api!.listPresets();
+    $('presets').replaceChildren(...res.presets.map(presetRow));
+    $('presets-empty').hidden = res.presets.length > 0;
+    $('preset-count').textContent = `${res.presets.length} of ${res.max_presets} presets used.`;
+  });
+}
+
+function presetRow(p: Preset): HTMLTableRowElement {
+  const tr = document.createElement('tr');
+  const cell = (text: string) => {
+    const td = document.createElement('td');
+    td.textContent = text;
+    return td;
+  };
+  const button = (label: string, aria: string, onClick: () => void) => {
+    const b = document.createElement('button');
+    b.type = 'button';
+    b.textContent = label;
+    b.setAttribute('aria-label', aria);
+    b.addEventListener('click', onClick);
+    return b;
+  };
+  const edit = button('Edit', `Edit preset ${p.name}`, () => {
+    $<HTMLInputElement>('p-name').value = p.name;
+    $<HTMLInputElement>('p-text').value = p.transformation;
+    $('p-text').focus();
+  });
+  const del = button('Delete', `Delete preset ${p.name}`, () =>
+    guarded('Deleting', async () => {
+      if (!confirm(`Delete the preset ${p.name}? URLs that name t_${p.name} will answer 400.`)) return;
+      await api!.deletePreset(p.name);
+      status(`Deleted preset ${p.name}`);
+      await refreshPresets();
+    }),
+  );
+  del.className = 'danger';
+  const actions = document.createElement('td');
+  actions.append(edit, ' ', del);
+  tr.append(cell(`t_${p.name}`), cell(p.transformation), cell(new Date(p.updated_at).toLocaleString()), actions);
+  return tr;
+}
+
 // --- wiring -----------------------------------------------------------------------------------
 
 $('signin-form').addEventListener('submit', (e) => {
@@ -369,7 +418,7 @@ $('signin-form').addEventListener('submit', (e) => {
 });
 $('signout').addEventListener('click', signOut);
 for (const b of document.querySelectorAll<HTMLButtonElement>('nav [data-view]'))
-  b.addEventListener('click', () => show(b.dataset.view as 'files' | 'sources'));
+  b.addEventListener('click', () => show(b.dataset.view as View));
 
 $<HTMLInputElement>('file-input').addEventListener('change', (e) => {
   const input = e.target as HTMLInputElement;
@@ -481,6 +530,18 @@ $('source-form').addEventListener('submit', (e) => {
     });
     status('Source added');
     await refreshSources();
+  });
+});
+
+$('preset-form').addEventListener('submit', (e) => {
+  e.preventDefault();
+  const name = $<HTMLInputElement>('p-name').value.trim();
+  void guarded('Saving the preset', async () => {
+    const p = await api!.setPreset(name, $<HTMLInputElement>('p-text').value);
+    status(`Saved t_${p.name} = ${p.transformation}`);
+    $<HTMLInputElement>('p-name').value = '';
+    $<HTMLInputElement>('p-text').value = '';
+    await refreshPresets();
   });
 });
 

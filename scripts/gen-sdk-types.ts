@@ -60,6 +60,9 @@ const SCHEMAS: [string, TSchema, string?][] = [
   ['WorkspaceSettings', contract.WorkspaceSettings, 'GET /api/v1/workspace'],
   ['WorkspacePatchBody', contract.WorkspacePatchBody, 'PATCH /api/v1/workspace'],
   ['DeliveryKey', contract.DeliveryKey, 'GET /api/v1/workspace/delivery-key'],
+  ['Preset', contract.Preset, 'GET /api/v1/presets/{name}'],
+  ['PresetList', contract.PresetListData, 'GET /api/v1/presets'],
+  ['PresetPutBody', contract.PresetPutBody, 'PUT /api/v1/presets/{name}'],
   ['ErrorBody', contract.ErrorBody],
 ];
 

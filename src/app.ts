@@ -17,6 +17,7 @@ import { logRequest } from './http/request-log.ts';
 import { logStream } from './log-output.ts';
 import { installRateLimits } from './http/rate-limit.ts';
 import { healthRoutes } from './http/routes/health.ts';
+import { presetRoutes } from './http/routes/presets.ts';
 import { sourceRoutes } from './http/routes/sources.ts';
 import { remoteUploadRoute, uploadRoutes } from './http/routes/uploads.ts';
 import { multipartRoutes } from './http/routes/multipart.ts';
@@ -173,6 +174,7 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
     publicUrl: config.publicUrl,
   });
   await app.register(workspaceRoutes, { workspaces: services.workspaces });
+  await app.register(presetRoutes, { presets: services.presets });
   await app.register(async (scope) => remoteUploadRoute(scope, services.remote));
   await app.register(multipartRoutes, { multipart: services.multipart, workspaces: services.workspaces });
   await app.register(fileRoutes, { files: services.files, folders: services.folders });

@@ -21,9 +21,15 @@ export interface FilesChanged {
   workspaceId: string;
 }
 
+/** A workspace's presets were written or deleted (after the commit): delivery forgets what they expanded to. */
+export interface PresetsChanged {
+  workspaceId: string;
+}
+
 export interface DomainEventMap {
   'upload.completed': [UploadCompleted];
   'files.changed': [FilesChanged];
+  'presets.changed': [PresetsChanged];
   /** A rendition was asked for: true when it came from the cache, false when it was made. */
   rendition: [hit: boolean];
   /** The rendition cache's eviction removed this many renditions, of these bytes. */

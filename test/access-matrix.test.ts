@@ -59,6 +59,7 @@ for (const dialect of DIALECTS) {
         size: 100,
         format: 'application/octet-stream',
       });
+      await h.services.presets.put(a.workspace_id, 'a-preset', 'w_321,h_123');
       const revoked = await h.services.workspaces.createKey(a.workspace_id, 'private');
       await h.services.workspaces.revokeKey(revoked.id);
       const b = await h.services.workspaces.create('B');
@@ -74,6 +75,7 @@ for (const dialect of DIALECTS) {
         src.id,
         file.folder_no!,
         session.session_id,
+        'w_321',
       ];
       credentials = {
         'no key': {},
@@ -166,6 +168,16 @@ for (const dialect of DIALECTS) {
           body: { webhook_origins: ['https://hooks.example.com'] },
           otherWorkspace: 'own',
         },
+        { method: 'GET', url: '/api/v1/presets', need: 'private', otherWorkspace: 'own' },
+        { method: 'GET', url: '/api/v1/presets/a-preset', need: 'private', otherWorkspace: 404 },
+        {
+          method: 'PUT',
+          url: '/api/v1/presets/x-preset',
+          need: 'private',
+          body: { transformation: 'w_10' },
+          otherWorkspace: 'own',
+        },
+        { method: 'DELETE', url: '/api/v1/presets/a-preset', need: 'private', otherWorkspace: 404 },
         {
           method: 'POST',
           url: '/api/v1/generate-token',
@@ -206,7 +218,7 @@ for (const dialect of DIALECTS) {
 
     test("another workspace's own collections show only its own data", async () => {
       const b = credentials["another workspace's private key"];
-      for (const url of ['/api/v1/sources', '/api/v1/files', '/api/v1/folders']) {
+      for (const url of ['/api/v1/sources', '/api/v1/files', '/api/v1/folders', '/api/v1/presets']) {
         const res = await call(h.app, 'GET', url, { headers: b });
         assert.equal(res.status, 200, url);
         for (const s of secrets) assert.ok(!res.raw.includes(s), `${url} leaks "${s}"`);
@@ -235,6 +247,12 @@ for (const dialect of DIALECTS) {
         [settings.allowed_origins, settings.webhook_origins],
         [[], []],
         "nobody else changed A's browser settings",
+      );
+      const presets = (await call(h.app, 'GET', '/api/v1/presets', { headers: a })).body.data.presets;
+      assert.deepEqual(
+        presets.map((p: any) => [p.name, p.transformation]),
+        [['a-preset', 'w_321,h_123']],
+        "nobody else wrote or deleted A's presets",
       );
     });
   });

@@ -1,12 +1,13 @@
 // The client commands of the real `stowage` binary against a real server.
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, truncateSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import sharp from 'sharp';
 import { runCli, type ServerProcess, startServer } from './helpers/process.ts';
+import { closedPort } from './helpers/servers.ts';
 
 const MiB = 1024 * 1024;
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
@@ -94,7 +95,7 @@ describe('stowage client commands', () => {
         if (!state.includes('session_id')) return;
         let id: string;
         try {
-          id = (Object.values(JSON.parse(state))[0] as { session_id: string }).session_id;
+          id = (Object.values(JSON.parse(state))[0] as { session: { session_id: string } }).session.session_id;
         } catch {
           return; // caught mid-write: read it again on the next tick
         }
@@ -118,13 +119,27 @@ describe('stowage client commands', () => {
     assert.equal(cut.code, 130, `interrupted: ${cut.stderr}`);
     assert.match(cut.stderr, /interrupted; run the same command again to resume/);
     const saved = JSON.parse(readFileSync(stateFile, 'utf8'));
-    const session = Object.values(saved)[0] as { session_id: string };
+    const { session, mtimeMs } = saved[big] as { session: { session_id: string }; mtimeMs: number };
     const status = await fetch(`${server.url}/api/v1/multipart/${session.session_id}`, {
       headers: { 'x-api-key': ws.public_key },
     }).then((r) => r.json() as any);
     assert.equal(status.data.status, 'active');
     const before = status.data.uploaded_parts.length;
     assert.ok(before > 0 && before < 64, `interrupted part way (${before} of 64 parts)`);
+    // Another folder, or a file touched since: refused, saying what changed; nothing is sent.
+    const otherFolder = await cli([...args, '--folder', 'elsewhere'], ws.public_key);
+    assert.equal(otherFolder.code, 5, otherFolder.stderr);
+    assert.match(otherFolder.stderr, /cannot resume the interrupted upload: --folder \(none → elsewhere\) changed/);
+    assert.match(otherFolder.stderr, /--restart/);
+    utimesSync(big, new Date(), new Date(mtimeMs + 60_000));
+    const touched = await cli(args, ws.public_key);
+    assert.equal(touched.code, 5, touched.stderr);
+    assert.match(touched.stderr, /the file's modification time/);
+    utimesSync(big, new Date(), mtimeMs / 1000);
+    const unchanged = await fetch(`${server.url}/api/v1/multipart/${session.session_id}`, {
+      headers: { 'x-api-key': ws.public_key },
+    }).then((r) => r.json() as any);
+    assert.equal(unchanged.data.uploaded_parts.length, before, 'the refusals sent no part');
     const resumed = await cli(args, ws.public_key);
     assert.equal(resumed.code, 0, resumed.stderr);
     const [record] = JSON.parse(resumed.stdout);
@@ -135,6 +150,54 @@ describe('stowage client commands', () => {
     }).then((r) => r.json() as any);
     assert.equal(after.data.status, 'completed', 'the same session was completed');
     assert.deepEqual(JSON.parse(readFileSync(stateFile, 'utf8')), {}, 'nothing left to resume');
+  });
+
+  test('--restart gives an interrupted upload up and starts the file over', async () => {
+    const file = join(dir, 'restart.bin');
+    const data = randomBytes(3 * MiB);
+    writeFileSync(file, data);
+    // An interrupted upload of this file, as a cut run leaves it: a saved session, no part sent.
+    const start = await fetch(`${server.url}/api/v1/multipart/start`, {
+      method: 'POST',
+      headers: { 'x-api-key': ws.public_key, 'content-type': 'application/json' },
+      body: JSON.stringify({ file_name: 'restart.bin', size: 1, format: 'application/octet-stream' }),
+    }).then((r) => r.json() as any);
+    const stale = start.data ?? start;
+    writeFileSync(
+      stateFile,
+      JSON.stringify({ [file]: { session: stale, size: 1, mtimeMs: 0, name: 'restart.bin', options: {} } }),
+    );
+    const args = ['upload', file, '--multipart-threshold', String(MiB), '--json'];
+    const refused = await cli(args, ws.public_key);
+    assert.equal(refused.code, 5);
+    assert.match(refused.stderr, /the file's size \(1 → 3145728 bytes\)/);
+    const restarted = await cli([...args, '--restart'], ws.public_key);
+    assert.equal(restarted.code, 0, restarted.stderr);
+    assert.equal(JSON.parse(restarted.stdout)[0].hash, sha(data));
+    const old = await fetch(`${server.url}/api/v1/multipart/${stale.session_id}`, {
+      headers: { 'x-api-key': ws.public_key },
+    });
+    assert.ok(old.status === 404 || (await old.json()).data?.status === 'aborted', 'the old session was given up');
+    assert.deepEqual(JSON.parse(readFileSync(stateFile, 'utf8')), {});
+  });
+
+  test('an unreachable service: the message says where and why, exit 69', async () => {
+    const port = await closedPort();
+    const res = await runCli(['files', 'ls'], {
+      STOWAGE_URL: `http://127.0.0.1:${port}`,
+      STOWAGE_API_KEY: ws.private_key,
+    });
+    assert.equal(res.code, 69);
+    assert.equal(res.stderr.trim(), `stowage: cannot reach http://127.0.0.1:${port}: connection refused`);
+  });
+
+  test('--version prints the package version', async () => {
+    const res = await runCli(['--version'], {});
+    assert.equal(res.code, 0);
+    assert.equal(
+      res.stdout.trim(),
+      JSON.parse(readFileSync(join(import.meta.dirname, '..', 'package.json'), 'utf8')).version,
+    );
   });
 
   test('files ls, get, rename, mv, rm; folders create, ls, rm', async () => {
@@ -334,6 +397,42 @@ describe('stowage client commands', () => {
       assert.equal((await cli(['settings', 'set', '--signed-transformations', 'off'])).code, 0);
     }
     assert.equal((await fetch(plain)).status, 200);
+  });
+
+  test('preset set, get, list, delete; a preset URL is served unsigned when signing is on', async () => {
+    writeFileSync(
+      join(dir, 'wide.png'),
+      await sharp({ create: { width: 30, height: 10, channels: 3, background: '#00a' } })
+        .png()
+        .toBuffer(),
+    );
+    assert.equal((await cli(['upload', join(dir, 'wide.png'), '--folder', 'presets'])).code, 0);
+    assert.match((await cli(['preset', 'list'])).stdout, /No presets \(a workspace may have 100\)/);
+    const set = await cli(['preset', 'set', 'tiny', 'w_6, f_png']);
+    assert.equal(set.code, 0, set.stderr);
+    assert.equal(set.stdout.trim(), 't_tiny = w_6,f_png');
+    assert.equal((await cli(['preset', 'get', 'tiny'])).stdout.trim(), 'w_6,f_png');
+    assert.equal(JSON.parse((await cli(['preset', 'get', 'tiny', '--json'])).stdout).name, 'tiny');
+    assert.match((await cli(['preset', 'ls'])).stdout, /^t_tiny\s+w_6,f_png$/m);
+    const broken = await cli(['preset', 'set', 'bad', 'w_6,zz_1']);
+    assert.equal(broken.code, 1);
+    assert.match(broken.stderr, /zz_1.*\(HTTP 400 VALIDATION_FAILED\)/);
+    assert.equal((await cli(['preset', 'set', 'evil', 'w_1'], ws.public_key)).code, 4, 'the public key may not');
+    const url = `${server.url}/${ws.workspace_id}/t_tiny/presets/wide.png`;
+    assert.equal((await cli(['settings', 'set', '--signed-transformations', 'on'])).code, 0);
+    try {
+      const res = await fetch(url);
+      assert.equal(res.status, 200);
+      assert.equal((await sharp(Buffer.from(await res.arrayBuffer())).metadata()).width, 6);
+      assert.equal((await fetch(url.replace('t_tiny', 't_tiny,w_7'))).status, 403);
+    } finally {
+      assert.equal((await cli(['settings', 'set', '--signed-transformations', 'off'])).code, 0);
+    }
+    assert.equal((await cli(['preset', 'delete', 'tiny'])).code, 0);
+    const gone = await cli(['preset', 'rm', 'tiny']);
+    assert.equal(gone.code, 3);
+    assert.match(gone.stderr, /HTTP 404 PRESET_NOT_FOUND/);
+    assert.equal((await fetch(url)).status, 400);
   });
 
   test('exit codes a shell user can act on: 78 without configuration, 4 for a refused key, 2 for bad usage', async () => {

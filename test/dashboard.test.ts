@@ -222,6 +222,66 @@ describe('dashboard in Chromium', {
     await page.close();
   });
 
+  test('presets: add, refused when broken, edit, used in a URL, delete', async () => {
+    const png = await sharp({ create: { width: 90, height: 60, channels: 3, background: '#3a3' } })
+      .png()
+      .toBuffer();
+    const form = new FormData();
+    form.append('file', new Blob([new Uint8Array(png)], { type: 'image/png' }), 'preset-me.png');
+    form.append('file_name', 'preset-me.png');
+    form.append('folder', 'presets');
+    const up = await fetch(`${server.url}/api/v1/uploads`, {
+      method: 'POST',
+      body: form,
+      headers: { 'x-api-key': ws.private_key },
+    });
+    assert.equal(up.status, 201);
+    const url = (tokens: string) => `${server.url}/${ws.workspace_id}/${tokens}/presets/preset-me.png`;
+    const widthOf = async (tokens: string) => {
+      const res = await fetch(url(tokens));
+      return res.ok ? (await sharp(Buffer.from(await res.arrayBuffer())).metadata()).width : res.status;
+    };
+    const context = await browser.newContext({ viewport: { width: 1440, height: 900 } });
+    const page = await context.newPage();
+    const errors: string[] = [];
+    page.on('pageerror', (e) => errors.push(String(e)));
+    await page.goto(`${server.url}/dashboard/`);
+    await page.getByLabel('Private key').fill(ws.private_key);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { name: /Files/ }).waitFor();
+    await page.getByRole('button', { name: 'Presets' }).click();
+    await page.getByRole('heading', { name: 'Presets' }).waitFor();
+    await page.getByText('No presets yet.').waitFor();
+
+    await page.getByLabel('Preset name').fill('small');
+    await page.getByLabel('Tokens').fill('w_30,zz_1');
+    await page.getByRole('button', { name: 'Save preset' }).click();
+    await page.getByText(/Saving the preset failed: .*zz_1/).waitFor();
+    await page.getByLabel('Tokens').fill('w_30,f_png');
+    await page.getByRole('button', { name: 'Save preset' }).click();
+    await page.getByText('Saved t_small = w_30,f_png').waitFor();
+    const row = page.getByRole('row', { name: /t_small/ });
+    await row.waitFor();
+    await page.getByText('1 of 100 presets used.').waitFor();
+    assert.equal(await widthOf('t_small'), 30);
+
+    await page.getByRole('button', { name: 'Edit preset small' }).click();
+    assert.equal(await page.getByLabel('Preset name').inputValue(), 'small');
+    await page.getByLabel('Tokens').fill('w_45,f_png');
+    await page.getByRole('button', { name: 'Save preset' }).click();
+    await page.getByRole('cell', { name: 'w_45,f_png' }).waitFor();
+    assert.equal(await widthOf('t_small'), 45, 'the change applies at once');
+    await page.screenshot({ path: join(ARTIFACTS, 'dashboard-presets-1440.png') });
+
+    page.once('dialog', (d) => d.accept());
+    await page.getByRole('button', { name: 'Delete preset small' }).click();
+    await page.getByText('Deleted preset small').waitFor();
+    await page.getByText('No presets yet.').waitFor();
+    assert.equal(await widthOf('t_small'), 400);
+    assert.deepEqual(errors, [], 'no script errors');
+    await context.close();
+  });
+
   test('with signed transformations on: thumbnail, preview, builder and copied URL still work', async () => {
     const api = (method: string, path: string, body?: unknown) =>
       fetch(`${server.url}${path}`, {

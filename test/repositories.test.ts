@@ -9,6 +9,7 @@ import { newShortId, newUuid } from '../src/crypto/ids.ts';
 import { type Db, inTransaction, isUniqueViolation, openDatabase } from '../src/db/database.ts';
 import { FileRepository } from '../src/db/files.ts';
 import { FolderRepository } from '../src/db/folders.ts';
+import { PresetRepository } from '../src/db/presets.ts';
 import { UploadSessionRepository } from '../src/db/upload-sessions.ts';
 import { WebhookDeliveries } from '../src/db/webhooks.ts';
 import { migrateToLatest } from '../src/db/migrations.ts';
@@ -284,6 +285,67 @@ for (const dialect of DIALECTS) {
         assert.equal(await repo.delete(ws, open.id), true);
         assert.equal(await repo.delete(ws, open.id), false);
         assert.equal(await repo.byId(ws, open.id), undefined);
+      });
+    });
+
+    describe('PresetRepository', () => {
+      test('one name per workspace; list by name, texts, update, count, delete; other workspaces unseen', async () => {
+        const repo = new PresetRepository(db.kysely);
+        const ws = await workspace();
+        const other = await workspace();
+        const row = (workspace_id: string, name: string, transformation: string) => ({
+          workspace_id,
+          name,
+          transformation,
+          created_at: at(1),
+          updated_at: at(1),
+        });
+        assert.equal(await repo.insert(row(ws, 'thumb', 'w_200,h_200')), true);
+        assert.equal(await repo.insert(row(ws, 'thumb', 'w_1')), false, 'the name is taken');
+        assert.equal(await repo.insert(row(ws, 'a-first', 'q_80')), true);
+        assert.equal(await repo.insert(row(other, 'thumb', 'w_999')), true, 'the same name in another workspace');
+        assert.deepEqual(
+          (await repo.list(ws)).map((r) => [r.name, r.transformation]),
+          [
+            ['a-first', 'q_80'],
+            ['thumb', 'w_200,h_200'],
+          ],
+        );
+        assert.deepEqual([...(await repo.texts(other))], [['thumb', 'w_999']]);
+        assert.equal(await repo.count(ws), 2);
+        assert.equal(await repo.update(ws, 'thumb', 'w_300', at(2)), true);
+        assert.equal(await repo.update(ws, 'missing', 'w_300', at(2)), false);
+        const updated = await repo.byName(ws, 'thumb');
+        assert.deepEqual([updated?.transformation, updated?.created_at, updated?.updated_at], ['w_300', at(1), at(2)]);
+        assert.equal((await repo.byName(other, 'thumb'))?.transformation, 'w_999');
+        assert.equal(await repo.lockWorkspace(ws), true);
+        assert.equal(await repo.lockWorkspace('nope'), false);
+        assert.equal(await repo.delete(ws, 'thumb'), true);
+        assert.equal(await repo.delete(ws, 'thumb'), false);
+        assert.equal(await repo.byName(ws, 'thumb'), undefined);
+        assert.equal(await repo.count(other), 1);
+      });
+
+      test('a workspace lock makes two counted inserts take turns', async () => {
+        const ws = await workspace();
+        const insertIfUnder = (name: string) =>
+          inTransaction(db.kysely, async (trx) => {
+            const repo = new PresetRepository(trx);
+            await repo.lockWorkspace(ws);
+            if ((await repo.count(ws)) >= 1) return false;
+            return repo.insert({ workspace_id: ws, name, transformation: 'w_1', created_at: at(0), updated_at: at(0) });
+          });
+        const results = await Promise.all([insertIfUnder('a'), insertIfUnder('b'), insertIfUnder('c')]);
+        assert.deepEqual(results.filter(Boolean).length, 1);
+        assert.equal(await new PresetRepository(db.kysely).count(ws), 1);
+      });
+
+      test('presets go with their workspace', async () => {
+        const ws = await workspace();
+        const repo = new PresetRepository(db.kysely);
+        await repo.insert({ workspace_id: ws, name: 'x', transformation: 'w_1', created_at: at(0), updated_at: at(0) });
+        await db.kysely.deleteFrom('workspaces').where('id', '=', ws).execute();
+        assert.equal(await repo.count(ws), 0);
       });
     });
 

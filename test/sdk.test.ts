@@ -453,4 +453,32 @@ describe('SDK: upload tokens and workspace settings', () => {
       await priv.updateWorkspace({ signedTransformations: false });
     }
   });
+
+  test('presets: set, get, list, use in a URL, delete; refusals as StowageError', async () => {
+    const png = await sharp({ create: { width: 40, height: 20, channels: 3, background: '#654321' } })
+      .png()
+      .toBuffer();
+    const r = await priv.upload(new Blob([png], { type: 'image/png' }), 'p.png', { folder: 'presets' });
+    const made = await priv.setPreset('small', ' w_10 ,f_webp');
+    assert.equal(made.transformation, 'w_10,f_webp');
+    assert.equal((await priv.setPreset('small', 'w_12')).created_at, made.created_at, 'replaced, not remade');
+    assert.equal((await priv.getPreset('small')).transformation, 'w_12');
+    const list = await priv.listPresets();
+    assert.deepEqual(
+      list.presets.map((p) => p.name),
+      ['small'],
+    );
+    assert.equal(list.max_presets, 100);
+    const res = await fetch(priv.deliveryUrl(h.ws.workspace_id, r.path, 't_small'));
+    assert.equal(res.status, 200);
+    assert.equal((await sharp(Buffer.from(await res.arrayBuffer())).metadata()).width, 12);
+    await assert.rejects(priv.setPreset('broken', 'w_x'), refusal(400, 'VALIDATION_FAILED'));
+    await assert.rejects(
+      new Stowage({ baseUrl: base, apiKey: h.ws.public_key }).setPreset('evil', 'w_1'),
+      refusal(403, 'PRIVATE_KEY_REQUIRED'),
+    );
+    await priv.deletePreset('small');
+    await assert.rejects(priv.getPreset('small'), refusal(404, 'PRESET_NOT_FOUND'));
+    await assert.rejects(priv.deletePreset('small'), refusal(404, 'PRESET_NOT_FOUND'));
+  });
 });

@@ -1,5 +1,5 @@
 // The Stowage client: every endpoint, for Node (>= 20) and browsers, on plain `fetch`.
-import { StowageAbortError, StowageError } from './errors.ts';
+import { StowageAbortError, StowageError, StowageNetworkError } from './errors.ts';
 import { type SignDeliveryUrlOptions, signDeliveryUrl } from './sign.ts';
 import type {
   DeliveryKey,
@@ -15,6 +15,9 @@ import type {
   MultipartCompleteBody,
   MultipartSession,
   MultipartStartBody,
+  Preset,
+  PresetList,
+  PresetPutBody,
   Progress,
   RemoteUploadBody,
   SessionStatus,
@@ -125,6 +128,7 @@ export class Stowage {
       body = JSON.stringify(opts.json);
     } else if (opts.form) body = opts.form;
     const res = await this.withRetries(
+      url,
       () => this.fetchImpl(url, { method, headers, body, signal: opts.signal }),
       opts.signal,
     );
@@ -139,8 +143,8 @@ export class Stowage {
    * Runs `send` until it gives a final answer: network errors and 408/425/429/5xx are retried
    * with exponential backoff and jitter, waiting at least what Retry-After asks.
    */
-  private withRetries(send: () => Promise<Response>, signal?: AbortSignal): Promise<Response> {
-    return withRetries(send, this.retryPolicy(), signal);
+  private withRetries(url: string | URL, send: () => Promise<Response>, signal?: AbortSignal): Promise<Response> {
+    return withRetries(url, send, this.retryPolicy(), signal);
   }
 
   private retryPolicy(): RetryPolicy {
@@ -261,6 +265,7 @@ export class Stowage {
         const start = (job.n - 1) * s.part_size;
         const chunk = file.slice(start, Math.min(start + s.part_size, total));
         const res = await this.withRetries(
+          job.url,
           () =>
             this.fetchImpl(job.url, {
               method: 'PUT',
@@ -480,6 +485,32 @@ export class Stowage {
     return this.request('POST', `/api/v1/sources/${encodeURIComponent(id)}/test`, opts);
   }
 
+  // --- transformation presets --------------------------------------------------------------
+
+  /** The workspace's presets (private key), by name, and how many it may have. */
+  listPresets(opts: RequestOptions = {}): Promise<PresetList> {
+    return this.request<PresetList>('GET', '/api/v1/presets', opts);
+  }
+
+  getPreset(name: string, opts: RequestOptions = {}): Promise<Preset> {
+    return this.request<Preset>('GET', `/api/v1/presets/${encodeURIComponent(name)}`, opts);
+  }
+
+  /**
+   * Creates the preset or replaces its text; delivery URLs then name it as `t_{name}`. A
+   * transformation the service cannot read is refused here (400), never at delivery.
+   */
+  setPreset(name: string, transformation: string, opts: RequestOptions = {}): Promise<Preset> {
+    return this.request<Preset>('PUT', `/api/v1/presets/${encodeURIComponent(name)}`, {
+      json: { transformation } satisfies PresetPutBody,
+      signal: opts.signal,
+    });
+  }
+
+  async deletePreset(name: string, opts: RequestOptions = {}): Promise<void> {
+    await this.request('DELETE', `/api/v1/presets/${encodeURIComponent(name)}`, opts);
+  }
+
   /** A delivery URL for a file path with transformation tokens, signed with the client's `deliveryKey`. */
   signedDeliveryUrl(
     workspaceId: string,
@@ -512,6 +543,7 @@ interface RetryPolicy {
 const passing = (res: Response | undefined) => res === undefined || RETRYABLE.has(res.status);
 
 async function withRetries(
+  url: string | URL,
   send: () => Promise<Response>,
   policy: RetryPolicy,
   signal?: AbortSignal,
@@ -529,7 +561,8 @@ async function withRetries(
     }
     if (!retryable(res) || attempt >= policy.retries) {
       if (res) return res;
-      throw failure;
+      // fetch rejects with a bare "fetch failed"; say what could not be reached, and why.
+      throw failure instanceof TypeError ? new StowageNetworkError(url, failure) : failure;
     }
     const asked = res ? retryAfterMs(res) : undefined;
     const backoff = policy.retryDelayMs * 2 ** attempt * (0.75 + Math.random() * 0.5);
@@ -593,6 +626,7 @@ async function sendWithToken(
   // fetch cannot report upload progress: only the start and the end are known.
   opts.onProgress?.({ loaded: 0, total });
   const res = await withRetries(
+    url,
     () => fetchImpl(url, { method: 'POST', headers, body: file, signal: opts.signal }),
     { ...policy, retryable: tokenRetryable },
     opts.signal,

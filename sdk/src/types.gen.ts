@@ -432,6 +432,30 @@ export interface DeliveryKey {
   delivery_key: string;
 }
 
+/** GET /api/v1/presets/{name} */
+export interface Preset {
+  /** Used in delivery URLs as t_{name} */
+  name: string;
+  /** Comma-separated tokens, as stored (each token trimmed) */
+  transformation: string;
+  created_at: string;
+  updated_at: string;
+}
+
+/** GET /api/v1/presets */
+export interface PresetList {
+  /** By name */
+  presets: Preset[];
+  /** How many presets a workspace may have */
+  max_presets: number;
+}
+
+/** PUT /api/v1/presets/{name} */
+export interface PresetPutBody {
+  /** Comma-separated transformation tokens (w_400,h_400,c_fill), checked as delivery would read them; no t_ tokens; at most 1,024 characters once each token is trimmed */
+  transformation: string;
+}
+
 /** Every error: docs/api.md#errors */
 export interface ErrorBody {
   success: false;
@@ -503,12 +527,15 @@ export type ErrorCode =
   | 'FOLDER_EXISTS'
   | 'SOURCE_NOT_FOUND'
   | 'SOURCE_NAME_TAKEN'
+  | 'PRESET_NOT_FOUND'
+  | 'PRESET_LIMIT_REACHED'
   | 'SOURCE_INACTIVE'
   | 'ORIGIN_FAILED'
   | 'SIGNED_URL_REQUIRED'
   | 'INVALID_SIGNATURE'
   | 'URL_EXPIRED'
   | 'TRANSFORMATION_SIGNATURE_REQUIRED'
+  | 'TRANSFORM_PRESET_NOT_FOUND'
   | 'RANGE_NOT_SATISFIABLE'
   | 'INTERNAL_ERROR'
   | 'RENDER_TIMEOUT'

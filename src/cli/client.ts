@@ -53,7 +53,43 @@ function statePath(io: ClientIo): string {
   );
 }
 
-type UploadState = Record<string, MultipartSession>;
+/**
+ * An interrupted upload, by the file's absolute path: its session, and what the file and the
+ * options were when it began. A run that finds another file (size, modification time) or other
+ * options refuses to resume it rather than finish a file from two different sources.
+ */
+interface SavedUpload {
+  session: MultipartSession;
+  size: number;
+  mtimeMs: number;
+  name: string;
+  options: { folder?: string; tags?: string; metadata?: string; randomPrefix?: boolean };
+}
+
+type UploadState = Record<string, SavedUpload>;
+
+/** What differs between a saved upload and this run, in words; [] when it may resume. */
+function changesSince(saved: SavedUpload, now: Omit<SavedUpload, 'session'>): string[] {
+  const changes: string[] = [];
+  if (saved.size !== now.size) changes.push(`the file's size (${saved.size} → ${now.size} bytes)`);
+  else if (Math.round(saved.mtimeMs) !== Math.round(now.mtimeMs))
+    changes.push(
+      `the file's modification time (${new Date(saved.mtimeMs).toISOString()} → ${new Date(now.mtimeMs).toISOString()})`,
+    );
+  if (saved.name !== now.name) changes.push(`the name (${saved.name} → ${now.name})`);
+  for (const k of ['folder', 'tags', 'metadata', 'randomPrefix'] as const) {
+    if (saved.options[k] !== now.options[k])
+      changes.push(
+        `--${k === 'randomPrefix' ? 'random-prefix' : k} (${saved.options[k] ?? 'none'} → ${now.options[k] ?? 'none'})`,
+      );
+  }
+  return changes;
+}
+
+/** Entries of the old format (keyed path:size:mtime, holding the bare session) are dropped. */
+function isSaved(value: unknown): value is SavedUpload {
+  return Boolean(value && typeof value === 'object' && 'session' in value && 'options' in value);
+}
 
 function readState(path: string): UploadState {
   try {
@@ -157,6 +193,7 @@ export function registerClientCommands(
       16 * 1024 * 1024,
     )
     .option('--parallel <n>', 'parts in flight per file', (v) => Number(v), 4)
+    .option('--restart', 'give up an interrupted upload of these files and start them over')
     .option('--json', 'print one JSON array of file records')
     .action(
       async (
@@ -168,6 +205,7 @@ export function registerClientCommands(
           randomPrefix?: boolean;
           multipartThreshold: number;
           parallel: number;
+          restart?: boolean;
           json?: boolean;
         },
       ) => {
@@ -200,8 +238,33 @@ export function registerClientCommands(
           for (const path of files) {
             const { blob, name } = await fileFromPath(path);
             const st = statSync(path);
-            const key = `${resolve(path)}:${st.size}:${st.mtimeMs}`;
+            const key = resolve(path);
             const state = readState(stateFile);
+            const now = {
+              size: st.size,
+              mtimeMs: st.mtimeMs,
+              name,
+              options: {
+                folder: opts.folder,
+                tags: opts.tags,
+                metadata: opts.metadata,
+                randomPrefix: opts.randomPrefix,
+              },
+            };
+            const saved = isSaved(state[key]) ? state[key] : undefined;
+            if (saved && opts.restart) {
+              await api.abortMultipart(saved.session.session_id).catch(() => {});
+              delete state[key];
+              writeState(stateFile, state);
+            } else if (saved) {
+              const changes = changesSince(saved, now);
+              if (changes.length > 0)
+                throw new ExitError(
+                  `${path}: cannot resume the interrupted upload: ${changes.join(', ')} changed since it began. ` +
+                    'Run it with the same file and options, or add --restart to start it over.',
+                  5,
+                );
+            }
             const started = Date.now();
             const bar = bars?.create(blob.size, 0, {
               name: name.slice(0, 30).padEnd(30),
@@ -220,8 +283,8 @@ export function registerClientCommands(
               multipartThreshold: opts.multipartThreshold,
               parallel: opts.parallel,
               signal: controller.signal,
-              resume: state[key],
-              onSession: (s) => writeState(stateFile, { ...readState(stateFile), [key]: s }),
+              resume: opts.restart ? undefined : saved?.session,
+              onSession: (session) => writeState(stateFile, { ...readState(stateFile), [key]: { ...now, session } }),
               onProgress: (p) => {
                 const seconds = Math.max(0.001, (Date.now() - started) / 1000);
                 bar?.update(p.loaded, { done: human(p.loaded), speed: human(p.loaded / seconds) });
@@ -411,6 +474,49 @@ export function registerClientCommands(
     .action(async (id: string, opts: { json?: boolean }) => {
       await client(io).deleteSource(id);
       print(Boolean(opts.json), { deleted: id }, () => `Deleted source ${id}`);
+    });
+
+  const preset = program
+    .command('preset')
+    .description('Transformation presets: delivery URLs name them as t_<name> (private key)');
+  preset
+    .command('list')
+    .alias('ls')
+    .option('--json', 'print JSON')
+    .action(async (opts: { json?: boolean }) => {
+      const res = await client(io).listPresets();
+      print(Boolean(opts.json), res, () =>
+        res.presets.length
+          ? res.presets.map((p) => `${`t_${p.name}`.padEnd(24)} ${p.transformation}`).join('\n')
+          : `No presets (a workspace may have ${res.max_presets}).`,
+      );
+    });
+  preset
+    .command('get')
+    .argument('<name>')
+    .option('--json', 'print JSON')
+    .action(async (name: string, opts: { json?: boolean }) => {
+      const p = await client(io).getPreset(name);
+      print(Boolean(opts.json), p, () => p.transformation);
+    });
+  preset
+    .command('set')
+    .description('Create the preset, or replace its transformation')
+    .argument('<name>', 'lower-case letters, digits, "_" and "-"; used as t_<name>')
+    .argument('<transformation>', 'comma-separated tokens, e.g. c_fill,w_200,h_200')
+    .option('--json', 'print JSON')
+    .action(async (name: string, transformation: string, opts: { json?: boolean }) => {
+      const p = await client(io).setPreset(name, transformation);
+      print(Boolean(opts.json), p, () => `t_${p.name} = ${p.transformation}`);
+    });
+  preset
+    .command('delete')
+    .alias('rm')
+    .argument('<name>')
+    .option('--json', 'print JSON')
+    .action(async (name: string, opts: { json?: boolean }) => {
+      await client(io).deletePreset(name);
+      print(Boolean(opts.json), { deleted: name }, () => `Deleted preset ${name}`);
     });
 
   const token = program.command('token').description('Upload tokens: one upload without an API key (private key)');

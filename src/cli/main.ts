@@ -7,7 +7,8 @@ import { AppError } from '../errors.ts';
 import { createServices, type Services } from '../services/container.ts';
 import { createStorage } from '../storage/open.ts';
 import { type CorsCheck, isValidOrigin, stowageCorsRule } from '../storage/s3-cors.ts';
-import { StowageError } from '../../sdk/src/errors.ts';
+import { StowageError, StowageNetworkError } from '../../sdk/src/errors.ts';
+import { packageVersion } from './version.ts';
 import { ExitError, exitCodeFor, registerClientCommands } from './client.ts';
 
 interface Io {
@@ -74,6 +75,7 @@ export async function runCli(
 
   const program = new Command()
     .name('stowage')
+    .version(packageVersion(), '-V, --version', 'print the version')
     .description(
       "Stowage. Admin commands (workspace, key, master-key, storage) act on the database and storage configured by the service's variables; " +
         'client commands (upload, files, folders, sources, token, settings) talk to the service at STOWAGE_URL with STOWAGE_API_KEY.',
@@ -331,6 +333,10 @@ export async function runCli(
     if (err instanceof ExitError) {
       if (err.message) io.err(`stowage: ${err.message}\n`);
       return err.exitCode;
+    }
+    if (err instanceof StowageNetworkError) {
+      io.err(`stowage: ${err.message}\n`);
+      return 69;
     }
     if (err instanceof StowageError) {
       io.err(`stowage: ${err.message} (HTTP ${err.status}${err.errorCode ? ` ${err.errorCode}` : ''})\n`);

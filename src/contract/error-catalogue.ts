@@ -234,6 +234,12 @@ export const ERROR_CATALOGUE = {
     error: 'Origin name already exists in this workspace',
     message: 'Choose another name for this source',
   },
+  PRESET_NOT_FOUND: { status: 404, error: 'Preset not found', message: 'No preset named {name} in this workspace' },
+  PRESET_LIMIT_REACHED: {
+    status: 409,
+    error: 'Preset limit reached',
+    message: 'This workspace already has {max} presets; delete one before adding another',
+  },
   SOURCE_INACTIVE: { status: 410, error: 'Source inactive', message: 'This source is switched off' },
   ORIGIN_FAILED: { status: 502, error: 'Origin failed', message: '{why the origin did not answer}' },
 
@@ -245,6 +251,11 @@ export const ERROR_CATALOGUE = {
     status: 403,
     error: FORBIDDEN,
     message: 'This workspace serves transformations only from signed URLs',
+  },
+  TRANSFORM_PRESET_NOT_FOUND: {
+    status: 400,
+    error: VALIDATION,
+    message: 'transform: "t_{name}" is not a preset of this workspace',
   },
   RANGE_NOT_SATISFIABLE: { status: 416, error: 'Range not satisfiable', message: 'The file is {size} bytes long' },
 

@@ -9,6 +9,7 @@ export * from './files.ts';
 export * from './folders.ts';
 export * from './multipart.ts';
 export * from './openapi.ts';
+export * from './presets.ts';
 export * from './sources.ts';
 export * from './uploads.ts';
 export * from './workspace.ts';

@@ -398,6 +398,25 @@ const migrations: Record<string, Migration> = {
       await db.schema.dropTable('renditions').execute();
     },
   },
+  '0010_transformation_presets': {
+    // Issue 20 item 2: named presets (`t_{name}` in delivery URLs), a workspace's own names for
+    // transformation texts. The name is the key within the workspace: URLs name presets, so a
+    // rename is a new preset. Deleted with their workspace.
+    async up(db: Kysely<unknown>) {
+      await db.schema
+        .createTable('transformation_presets')
+        .addColumn('workspace_id', 'varchar(32)', (c) => c.notNull().references('workspaces.id').onDelete('cascade'))
+        .addColumn('name', 'varchar(64)', (c) => c.notNull())
+        .addColumn('transformation', 'text', (c) => c.notNull())
+        .addColumn('created_at', 'varchar(32)', (c) => c.notNull())
+        .addColumn('updated_at', 'varchar(32)', (c) => c.notNull())
+        .addPrimaryKeyConstraint('transformation_presets_pk', ['workspace_id', 'name'])
+        .execute();
+    },
+    async down(db: Kysely<unknown>) {
+      await db.schema.dropTable('transformation_presets').execute();
+    },
+  },
 };
 
 class InCodeProvider implements MigrationProvider {

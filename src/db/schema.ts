@@ -212,6 +212,17 @@ export interface SettingTable {
   value: string;
 }
 
+/** A named transformation (`t_{name}` in delivery URLs); the primary key is (workspace_id, name). */
+export interface TransformationPresetTable {
+  workspace_id: string;
+  /** `[a-z0-9][a-z0-9_-]{0,63}`. */
+  name: string;
+  /** Comma-separated tokens, as normalised when written (media/presets.ts). */
+  transformation: string;
+  created_at: string;
+  updated_at: string;
+}
+
 export interface Database {
   workspaces: WorkspaceTable;
   api_keys: ApiKeyTable;
@@ -227,6 +238,7 @@ export interface Database {
   upload_tokens: UploadTokenTable;
   renditions: RenditionTable;
   rendition_totals: RenditionTotalsTable;
+  transformation_presets: TransformationPresetTable;
 }
 
 export type WebhookDeliveryRow = Selectable<WebhookDeliveryTable>;
@@ -239,6 +251,7 @@ export type BlobRow = Selectable<BlobTable>;
 export type FileRow = Selectable<FileTable>;
 
 export type Workspace = Selectable<WorkspaceTable>;
+export type PresetRow = Selectable<TransformationPresetTable>;
 export type ApiKeyRow = Selectable<ApiKeyTable>;
 export type SourceRow = Selectable<SourceTable>;
 export type NewSourceRow = Insertable<SourceTable>;

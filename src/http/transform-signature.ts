@@ -3,10 +3,12 @@
 // anything is looked up or rendered, unless it carries a valid tsig (the workspace's delivery
 // key) or a valid expires/signature (a URL the service signed: private files, signed-url,
 // record thumbnails of private files). Originals cost nothing here: no token segment, no read.
+// Named presets alone (`t_{name}`) pass unsigned: they are the workspace's own transformations.
 import type { DeliverySigner } from '../crypto/delivery-url.ts';
 import { verifyTransformSignature, withoutTransformSignature } from '../crypto/transform-url.ts';
 import { appError } from '../errors.ts';
-import { isTokenSegment } from '../media/transform/tokens.ts';
+import { isPresetsOnly, MAX_UNSIGNED_PRESETS } from '../media/presets.ts';
+import { isTokenSegment, tokenSegmentCount } from '../media/transform/tokens.ts';
 import type { TransformPolicy } from '../services/workspaces.ts';
 
 const WORKSPACE_ID = /^[0-9A-Za-z]{10,16}$/;
@@ -49,6 +51,15 @@ export async function checkTransformSignature(
   nowSeconds: number,
 ): Promise<string | undefined> {
   if (!hasTokens(pathname)) return query;
+  // Presets only (`t_a`, `t_a,t_b`), in every segment delivery could read as tokens (a shorter
+  // reading is a part of these): the workspace's owner wrote every transformation such a URL can
+  // ask for, so it needs no signature (an unknown name is delivery's 400, whoever asks).
+  const parts = pathname
+    .split('/')
+    .filter((s) => s !== '')
+    .slice(1);
+  const tokens = parts.slice(0, tokenSegmentCount(parts)).join(',');
+  if (isPresetsOnly(tokens, MAX_UNSIGNED_PRESETS)) return withoutTransformSignature(query);
   // The segment as the router decoded it, which is what delivery serves: read from the raw path,
   // "/%71Vb…/w_1/a.jpg" would name no workspace here and the workspace there.
   const dash = workspaceSegment.indexOf('-');

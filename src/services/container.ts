@@ -12,6 +12,7 @@ import { FileRecords, FileService } from './files.ts';
 import { FolderService } from './folders.ts';
 import { DeliveryService } from './delivery.ts';
 import { DeliveryCache } from './delivery-cache.ts';
+import { PresetService } from './presets.ts';
 import { Redis } from 'ioredis';
 import { once } from 'node:events';
 import { join } from 'node:path';
@@ -54,6 +55,8 @@ export interface Services {
   files: FileService;
   folders: FolderService;
   delivery: DeliveryService;
+  /** Transformation presets (`t_{name}`): the API's CRUD and delivery's expansion. */
+  presets: PresetService;
   /** Delivery lookups and small files' bytes kept in memory (delivery-cache.ts). */
   deliveryCache: DeliveryCache;
   deliverySigner: DeliverySigner;
@@ -143,6 +146,7 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
     probeDeps: { guard, timeoutMs: config.outboundTimeoutMs, gcsApiEndpoint: config.gcsApiEndpoint },
     debug: opts.debug,
   });
+  const presets = new PresetService(db, { events });
   const blobs = new BlobStore(db, storage, config.sweepGraceMs);
   const renditions = new RenditionCache(db, storage, config.renditionCacheBytes, events);
   scheduleRenditionEviction(jobs, renditions, logger);
@@ -233,7 +237,7 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
     redis,
     webhooks,
     jobs,
-    files: new FileService({ db, blobs, records, events }),
+    files: new FileService({ db, blobs, records, events, presets }),
     folders: new FolderService(db, blobs, events),
     delivery: new DeliveryService({
       db,
@@ -241,6 +245,7 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
       maxImagePixels: config.maxImagePixels,
       sources,
       events,
+      presets,
       render: config.render,
       queue: renderQueue,
       renditions,
@@ -266,6 +271,7 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
     storage,
     workspaces,
     sources,
+    presets,
     async close() {
       renditionBackfill.stop();
       await jobs.close();

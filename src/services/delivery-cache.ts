@@ -84,6 +84,8 @@ export class DeliveryCache {
     const forget = (workspaceId: string) => this.invalidate(workspaceId);
     opts.events?.on('upload.completed', (e) => forget(e.workspaceId));
     opts.events?.on('files.changed', (e) => forget(e.workspaceId));
+    // A remembered `t_{name}` lookup names the rendition of what the preset said then.
+    opts.events?.on('presets.changed', (e) => forget(e.workspaceId));
   }
 
   /** Forgets every lookup of the workspace (its files' bytes stay: they are keyed by content). */

@@ -29,6 +29,7 @@ import { renditionPrefix } from '../uploads/blob-store.ts';
 import { createHash } from 'node:crypto';
 import { openOrigin, webOriginRequest, webOriginUrl } from '../sources/origin.ts';
 import type { SourceService } from './sources.ts';
+import type { PresetService } from './presets.ts';
 import type { DomainEvents } from '../events.ts';
 
 /** How long a rendition of an origin's object is served before it is made again. */
@@ -117,7 +118,7 @@ export function decodeDeliveryPath(raw: string): DeliveryPath {
 }
 
 interface Reading {
-  /** The token segments as one text, still percent-encoded. */
+  /** The token segments as one comma-separated text, still percent-encoded. */
   text: string;
   /** How many leading segments they are. */
   count: number;
@@ -130,21 +131,8 @@ interface Reading {
  */
 function readings(path: DeliveryPath): Reading[] {
   const most = tokenSegmentCount(path.raw);
-  return Array.from({ length: most }, (_, i) => ({ text: path.raw.slice(0, most - i).join('/'), count: most - i }));
-}
-
-/** The first reading whose tokens parse; the first one's error when none does. */
-function firstParsing(list: Reading[]): { reading: Reading; spec: TransformSpec } | undefined {
-  let first: unknown;
-  for (const reading of list) {
-    try {
-      return { reading, spec: parseTransform(reading.text) };
-    } catch (err) {
-      first ??= err;
-    }
-  }
-  if (first) throw first;
-  return undefined;
+  // Joined with commas: the segments are one list, and a preset counts once per URL, not per segment.
+  return Array.from({ length: most }, (_, i) => ({ text: path.raw.slice(0, most - i).join(','), count: most - i }));
 }
 
 /** The rendition's name: its canonical tokens, safe as a storage key and an entity tag (commas become dots). */
@@ -178,6 +166,8 @@ export interface DeliveryServiceDeps {
   tmpDir?: string;
   /** The rendition cache's ledger and budget; without it renditions are not counted. */
   renditions?: RenditionCache;
+  /** Expands `t_{name}` tokens before they are parsed (services/presets.ts); without it they are unknown tokens. */
+  presets?: Pick<PresetService, 'expand'>;
 }
 
 export class DeliveryService {
@@ -190,6 +180,7 @@ export class DeliveryService {
   readonly queue: RenderQueue;
   private readonly tmpDir: string;
   private readonly renditions?: RenditionCache;
+  private readonly presets?: Pick<PresetService, 'expand'>;
   /** Counts renditions made (tests and metrics read it). */
   readonly stats = { renditionsMade: 0, renditionCacheHits: 0 };
 
@@ -203,6 +194,20 @@ export class DeliveryService {
     this.queue = deps.queue ?? new RenderQueue({ concurrency: this.limits.concurrency, maxWaiting: this.limits.queue });
     this.tmpDir = deps.tmpDir ?? join(tmpdir(), 'stowage-renders');
     this.renditions = deps.renditions;
+    this.presets = deps.presets;
+  }
+
+  private expand(workspaceId: string, tokens: string): Promise<string> | string {
+    return this.presets ? this.presets.expand(workspaceId, tokens) : tokens;
+  }
+
+  /** What a reading's tokens ask for: presets expanded, then parsed, then the client hints' defaults. */
+  private async specOf(
+    workspaceId: string,
+    reading: Reading,
+    hints?: ClientHints,
+  ): Promise<{ spec: TransformSpec; vary: string[] }> {
+    return withHints(parseTransform(await this.expand(workspaceId, reading.text)), hints);
   }
 
   /**
@@ -278,7 +283,7 @@ export class DeliveryService {
     let parsed = false;
     for (const reading of readings(path)) {
       try {
-        ({ spec, vary } = withHints(parseTransform(reading.text), target.hints));
+        ({ spec, vary } = await this.specOf(target.workspaceId, reading, target.hints));
       } catch (err) {
         invalid ??= err;
         continue;
@@ -351,9 +356,19 @@ export class DeliveryService {
     const source = await this.sources!.forDelivery(workspaceId, sourceName);
     const deps = this.sources!.originDeps;
     const requested = decodeDeliveryPath(target.path);
-    // Nothing to look up at an origin: the longest reading that parses.
-    const parsed = firstParsing(readings(requested));
-    const hinted = parsed ? withHints(parsed.spec, target.hints) : null;
+    // Nothing to look up at an origin: the longest reading that parses (the longest's error if none).
+    let parsed: { reading: Reading; spec: TransformSpec; vary: string[] } | undefined;
+    let invalid: unknown;
+    for (const reading of readings(requested)) {
+      try {
+        parsed = { reading, ...(await this.specOf(workspaceId, reading, target.hints)) };
+        break;
+      } catch (err) {
+        invalid ??= err;
+      }
+    }
+    if (!parsed && invalid) throw invalid;
+    const hinted = parsed ?? null;
     const tokens = hinted?.spec ?? null;
     const segments = parsed ? requested.segments.slice(parsed.reading.count) : requested.segments;
     if (segments.length === 0) throw notFound();

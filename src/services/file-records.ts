@@ -8,6 +8,7 @@ import { nowIso } from '../db/database.ts';
 import { FileRepository, type PlacedFile } from '../db/files.ts';
 import type { BlobRow, Database, FileRow, FolderRow } from '../db/schema.ts';
 import { errors } from '../errors.ts';
+import { isPresetToken } from '../media/presets.ts';
 import { parseTransform } from '../media/transform/parse.ts';
 import { isTokenSegment } from '../media/transform/tokens.ts';
 import { signTransformUrl } from '../crypto/transform-url.ts';
@@ -49,12 +50,15 @@ export function deliveryPath(folderPath: string, name: string): string {
   // Only a segment that starts like a token ("w_…") can read as one; the others skip the parse,
   // whose refusal (an exception with its stack) would otherwise cost every record of a page.
   if (segments.length > 1 && isTokenSegment(segments[0])) {
-    try {
-      parseTransform(segments[0]);
-      segments[0] = segments[0].replace('_', '%5F');
-    } catch {
-      // Not tokens ("my_photos"): delivery takes it as a folder, left as it is.
-    }
+    // "t_…" would be read as a preset reference, whichever presets exist now or later.
+    if (isPresetToken(segments[0])) segments[0] = segments[0].replace('_', '%5F');
+    else
+      try {
+        parseTransform(segments[0]);
+        segments[0] = segments[0].replace('_', '%5F');
+      } catch {
+        // Not tokens ("my_photos"): delivery takes it as a folder, left as it is.
+      }
   }
   return segments.join('/');
 }

@@ -8,6 +8,7 @@ import { WorkspaceRepository } from '../db/workspaces.ts';
 import { errors } from '../errors.ts';
 import type { DomainEvents } from '../events.ts';
 import { parseTransform } from '../media/transform/parse.ts';
+import type { PresetService } from './presets.ts';
 import type { BlobStore } from '../uploads/blob-store.ts';
 import { deliveryPath, type FileRecord, type FileRecords } from './file-records.ts';
 import { PageBoundaries } from './page-boundaries.ts';
@@ -64,6 +65,8 @@ export interface FileServiceDeps {
   records: FileRecords;
   /** `files.changed` after every change (delivery's caches forget the workspace's lookups). */
   events?: DomainEvents;
+  /** `t_{name}` in a signed URL's transform is checked against the workspace's presets. */
+  presets?: Pick<PresetService, 'expand'>;
 }
 
 /** Files API (docs/api/files-folders.md): list, get, rename, update, delete. */
@@ -76,10 +79,12 @@ export class FileService {
   private readonly workspaces: WorkspaceRepository;
   private readonly boundaries = new PageBoundaries();
   private readonly events?: DomainEvents;
+  private readonly presets?: Pick<PresetService, 'expand'>;
 
   constructor(deps: FileServiceDeps) {
     this.db = deps.db;
     this.events = deps.events;
+    this.presets = deps.presets;
     this.blobs = deps.blobs;
     this.records = deps.records;
     this.files = new FileRepository(deps.db.kysely);
@@ -291,7 +296,8 @@ export class FileService {
           .map((t) => t.trim())
           .join(',')
       : '';
-    if (tokens) parseTransform(tokens);
+    // Presets stay named in the URL (delivery expands them when it is used), but must exist now.
+    if (tokens) parseTransform(this.presets ? await this.presets.expand(workspaceId, tokens) : tokens);
     const path = (tokens ? `${tokens}/` : '') + deliveryPath(row.folder_path, row.name);
     return {
       url: this.records.deliveryUrl(workspaceId, path, true, expiresIn),
