@@ -179,6 +179,7 @@ describe('configuration', () => {
       driver: 's3',
       s3: {
         endpoint: 'http://127.0.0.1:9000',
+        publicEndpoint: undefined,
         region: 'us-east-1',
         bucket: 'media',
         accessKeyId: 'id',
