@@ -266,6 +266,10 @@ describe('signed transformations', () => {
     const rec = await add(ws(), 'odd.jpg', ['w_200']);
     assert.match(rec.url, /w%5F200/);
     assert.equal((await get(rec.url)).status, 200);
+    // Shaped like tokens without being any ("my_photos"): the gate reads shapes, so the URL escapes it too.
+    const shaped = await add(ws(), 'shaped.jpg', ['my_photos']);
+    assert.match(shaped.url, /my%5Fphotos\/shaped\.jpg$/);
+    assert.equal((await get(shaped.url)).status, 200);
     assert.equal((await get(`/${ws()}-web/photo.jpg`)).status, 200, "a source's original");
   });
 
