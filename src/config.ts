@@ -127,6 +127,8 @@ export interface RenderSettings {
   queue: number;
   /** libvips worker threads per render (sharp.concurrency). */
   threads: number;
+  /** The face finder's share of a render's budget (p_face, fo_face); past it, attention decides. */
+  faceTimeoutMs?: number;
 }
 
 /** The render bounds when nothing is configured: concurrency = cores, each render one libvips thread. */
@@ -292,6 +294,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     concurrency: integer('STOWAGE_RENDER_CONCURRENCY', renderFallback.concurrency, 1, 1024),
     queue: integer('STOWAGE_RENDER_QUEUE', renderFallback.queue, 0, 100_000),
     threads: integer('STOWAGE_RENDER_THREADS', renderFallback.threads, 1, 1024),
+    faceTimeoutMs: integer('STOWAGE_RENDER_FACE_TIMEOUT_MS', 1500, 1, 600_000),
   };
 
   let masterKey: Buffer | undefined;

@@ -25,7 +25,7 @@
 // assert what the browser then does either way; under CI=true Swift's CORS must be on.
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, afterEach, before, describe, test, type TestContext } from 'node:test';
@@ -38,15 +38,13 @@ import {
   ListObjectsV2Command,
   S3Client,
 } from '@aws-sdk/client-s3';
-import { type Browser, chromium, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
+import { chromiumSkip, launchChromium } from './helpers/browser.ts';
 import { ROOT, runCli, type ServerProcess, startServer } from './helpers/process.ts';
 import { closedPort, localServer } from './helpers/servers.ts';
 import { externalService, IN_CI } from './helpers/services.ts';
 
-const CHROMIUM = process.env.STOWAGE_TEST_CHROMIUM ?? '/usr/bin/chromium';
-const haveChromium = existsSync(CHROMIUM);
-if (!haveChromium && IN_CI)
-  test('Chromium is installed', () => assert.fail(`${CHROMIUM} is missing: .ci/run installs Debian's chromium`));
+const skipWithoutChromium = chromiumSkip();
 const s3 = externalService('STOWAGE_TEST_S3_ENDPOINT', 'an S3-compatible server (scripts/start-swift.sh)');
 
 const MiB = 1024 * 1024;
@@ -316,7 +314,7 @@ function examplePage(target: Target): string {
 // ---------------------------------------------------------------------------------------------
 
 describe('browser uploads from another origin (Chromium)', {
-  skip: haveChromium ? false : 'install chromium (or set STOWAGE_TEST_CHROMIUM) to run',
+  skip: skipWithoutChromium,
 }, () => {
   const targets: Partial<Record<Target['name'], Target>> = {};
   let bucket: Awaited<ReturnType<typeof freshBucket>> | undefined;
@@ -342,21 +340,7 @@ describe('browser uploads from another origin (Chromium)', {
     pageOrigin = site.url;
     const starting: Promise<unknown>[] = [
       startStowage('local', {}).then((t) => (targets.local = t)),
-      chromium
-        .launch({
-          executablePath: CHROMIUM,
-          args: [
-            '--headless',
-            '--no-sandbox',
-            '--disable-gpu',
-            '--disable-quic',
-            '--no-first-run',
-            '--disable-background-networking',
-            '--disable-component-update',
-            '--disable-sync',
-          ],
-        })
-        .then((b) => (browser = b)),
+      launchChromium().then((b) => (browser = b)),
     ];
     if (!s3.skip)
       starting.push(freshBucket().then(async (b) => ((bucket = b), (targets.s3 = await startStowage('s3', b.env)))));

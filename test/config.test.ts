@@ -121,6 +121,7 @@ describe('configuration', () => {
       concurrency: cores,
       queue: 8 * cores,
       threads: 1,
+      faceTimeoutMs: 1500,
     });
     const set = loadConfig({
       STOWAGE_DATA_DIR: tmp(),
@@ -130,8 +131,17 @@ describe('configuration', () => {
       STOWAGE_RENDER_CONCURRENCY: '3',
       STOWAGE_RENDER_QUEUE: '0',
       STOWAGE_RENDER_THREADS: '2',
+      STOWAGE_RENDER_FACE_TIMEOUT_MS: '300',
     }).render;
-    assert.deepEqual(set, { maxMegapixels: 40, maxSide: 4096, timeoutMs: 2500, concurrency: 3, queue: 0, threads: 2 });
+    assert.deepEqual(set, {
+      maxMegapixels: 40,
+      maxSide: 4096,
+      timeoutMs: 2500,
+      concurrency: 3,
+      queue: 0,
+      threads: 2,
+      faceTimeoutMs: 300,
+    });
     const p = problems({
       STOWAGE_RENDER_CONCURRENCY: '0',
       STOWAGE_RENDER_MAX_SIDE: '20000',
@@ -169,6 +179,7 @@ describe('configuration', () => {
       driver: 's3',
       s3: {
         endpoint: 'http://127.0.0.1:9000',
+        publicEndpoint: undefined,
         region: 'us-east-1',
         bucket: 'media',
         accessKeyId: 'id',

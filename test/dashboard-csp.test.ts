@@ -8,19 +8,16 @@
 // check that none runs, that the browser reports the violation, and that the pages still work.
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { pinScripts } from '../src/http/routes/dashboard.ts';
 import { runCli, type ServerProcess, startServer } from './helpers/process.ts';
-import { IN_CI } from './helpers/services.ts';
+import { chromiumSkip, launchChromium } from './helpers/browser.ts';
 
-const CHROMIUM = process.env.STOWAGE_TEST_CHROMIUM ?? '/usr/bin/chromium';
-const haveChromium = existsSync(CHROMIUM);
-if (!haveChromium && IN_CI)
-  test('Chromium is installed', () => assert.fail(`${CHROMIUM} is missing: .ci/run installs Debian's chromium`));
+const skipWithoutChromium = chromiumSkip();
 
 const sri = (body: string | Buffer) => `sha384-${createHash('sha384').update(body).digest('base64')}`;
 
@@ -200,25 +197,13 @@ describe('the pages pin their scripts by hash', () => {
 });
 
 describe('injected scripts do not run in Chromium', {
-  skip: haveChromium ? false : `install chromium (or set STOWAGE_TEST_CHROMIUM) to run`,
+  skip: skipWithoutChromium,
 }, () => {
   let browser: Browser;
   let appHash: string;
 
   before(async () => {
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-quic',
-        '--no-first-run',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-      ],
-    });
+    browser = await launchChromium();
     appHash = sri(await (await fetch(`${server.url}/dashboard/app.js`)).text());
   });
   after(async () => {

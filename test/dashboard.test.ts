@@ -2,23 +2,20 @@
 // upload a 30 MB image by multipart, see it with its thumbnail, build a transformation and
 // see its preview, rename, delete. Screenshots at 375 and 1440 px go to .test-artifacts/.
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { type Browser, chromium } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import sharp from 'sharp';
 import { ROOT, runCli, type ServerProcess, startServer } from './helpers/process.ts';
-import { IN_CI } from './helpers/services.ts';
+import { chromiumSkip, launchChromium } from './helpers/browser.ts';
 
-const CHROMIUM = process.env.STOWAGE_TEST_CHROMIUM ?? '/usr/bin/chromium';
-const haveChromium = existsSync(CHROMIUM);
-if (!haveChromium && IN_CI)
-  test('Chromium is installed', () => assert.fail(`${CHROMIUM} is missing: .ci/run installs Debian's chromium`));
+const skipWithoutChromium = chromiumSkip();
 const ARTIFACTS = join(ROOT, '.test-artifacts');
 
 describe('dashboard in Chromium', {
-  skip: haveChromium ? false : `install chromium (or set STOWAGE_TEST_CHROMIUM) to run`,
+  skip: skipWithoutChromium,
 }, () => {
   const dir = mkdtempSync(join(tmpdir(), 'stowage-ui-'));
   let server: ServerProcess;
@@ -58,19 +55,7 @@ describe('dashboard in Chromium', {
         .toBuffer(),
     );
     assert.ok(statSync(image).size > 30_000_000);
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-quic',
-        '--no-first-run',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-      ],
-    });
+    browser = await launchChromium();
   });
   after(async () => {
     await browser?.close();

@@ -149,8 +149,13 @@ describe('delivery', () => {
     const bottom = rgb((await render('w_100,h_50,c_fill,p_b')).stats);
     assert.ok(top[0] > 200 && top[2] < 50, `p_t keeps the red top (${top})`);
     assert.ok(bottom[2] > 200 && bottom[0] < 50, `p_b keeps the blue bottom (${bottom})`);
+    // The docs' order: the crop is placed first (p_t keeps the red top), then mirrored.
     const flipped = rgb((await render('w_100,h_50,c_fill,p_t,flip_v')).stats);
-    assert.ok(flipped[2] > 200, `flip_v puts blue on top (${flipped})`);
+    assert.ok(flipped[0] > 200 && flipped[2] < 50, `flip_v after the crop (${flipped})`);
+    const mirrored = (await get(at('w_100,h_100,flip_v,f_png/tokens/two-tone.png'))).body;
+    const top50 = await sharp(mirrored).extract({ left: 0, top: 0, width: 100, height: 50 }).png().toBuffer();
+    const topHalf = rgb(await sharp(top50).stats());
+    assert.ok(topHalf[2] > 200 && topHalf[0] < 50, `flip_v puts blue on top (${topHalf})`);
     const padded = await render('w_200,h_400,c_pad,bg_00ff00,f_png');
     assert.ok(rgb(padded.stats)[1] > 60, 'bg_ colours the padding');
     const grey = rgb((await render('e_grayscale,f_png')).stats);
@@ -183,12 +188,16 @@ describe('delivery', () => {
   });
 
   test('strict tokens: unknown or malformed is 400; tokens on a non-image is 400', async () => {
-    for (const tokens of ['w_abc', 'w_100,zz_1', 'w_100,w_200', 'f_bmp', 'q_0', 'e_blur', 'c_stretch']) {
+    for (const tokens of ['w_abc', 'w_100,zz_1', 'f_bmp', 'q_0', 'c_stretch', 'fo_car', 'l_text:Arial_20:hi']) {
       const res = await get(at(`${tokens}/gallery/photo.jpg`));
       assert.equal(res.status, 400, tokens);
       assert.equal(JSON.parse(res.body.toString()).success, false);
     }
     assert.equal((await get(at('w_100/notes.txt'))).status, 400);
+    // A token given twice is canonicalised, not refused: the later one wins.
+    const twice = await get(at('w_100,w_200/gallery/photo.jpg'));
+    assert.equal(twice.status, 200);
+    assert.equal((await sharp(twice.body).metadata()).width, 200);
   });
 
   test('a folder that looks like tokens is still a folder', async () => {

@@ -333,6 +333,9 @@ for (const dialect of DIALECTS) {
         assert.equal(await width(one.body), 120);
         const two = await get(`/${ws()}/t_thumb,t_gray/shop/photo.jpg`);
         assert.equal(two.status, 200, two.text);
+        const split = await get(`/${ws()}/t_thumb/t_gray/shop/photo.jpg`);
+        assert.equal(split.status, 200, `two presets in two segments: ${split.text}`);
+        assert.equal(await width(split.body), 120);
         // A stray tsig on such a URL changes nothing.
         assert.equal((await get(`/${ws()}/t_gray/shop/photo.jpg?tsig=forged`)).status, 200);
         assert.equal((await get(`/${ws()}-web/t_thumb/photo.jpg`)).status, 200, 'from a source too');
@@ -350,6 +353,9 @@ for (const dialect of DIALECTS) {
           // Three presets or more: a stranger could combine them into too many renditions.
           `/${ws()}/t_thumb,t_gray,t_thumb/shop/photo.jpg`,
           `/${ws()}/${Array.from({ length: 9 }, () => 't_gray').join(',')}/shop/photo.jpg`,
+          // Token segments are one list: a raw token in a later segment is a raw token all the same.
+          `/${ws()}/t_thumb/w_4000/shop/photo.jpg`,
+          `/${ws()}/t_thumb/t_gray/t_thumb/shop/photo.jpg`,
         ]) {
           const res = await get(path);
           assert.equal(res.status, 403, `${path}: ${res.text}`);

@@ -8,70 +8,22 @@
 // and test npm, not Stowage.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join, relative, resolve } from 'node:path';
+import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { ROOT, startServer } from './helpers/process.ts';
+import { installTarball, linkInstalled, packFromCopy, productionPackages } from './helpers/pack.ts';
+import { startServer } from './helpers/process.ts';
 
-const SKIP_IN_COPY = new Set(['node_modules', '.git', 'data', 'dist', '.test-artifacts']);
 // (@types/node is not among them: graphile-config and wkx list it as a dependency of their own.)
 const DEV_ONLY = ['tsx', 'typescript', 'esbuild'];
 
 const work = mkdtempSync(join(tmpdir(), 'stowage-pack-'));
 after(() => rmSync(work, { recursive: true, force: true }));
 
-/**
- * The production dependency closure as npm installs it (dependencies, installed optional ones,
- * required peers; not optional peers such as cosmiconfig's typescript), as paths relative to
- * node_modules, found by Node's lookup from each dependent's folder.
- */
-function productionPackages(): string[] {
-  const root = resolve(ROOT);
-  const modules = join(root, 'node_modules');
-  const found = new Set<string>();
-  const locate = (name: string, from: string): string | undefined => {
-    for (let dir = from; dir.startsWith(root); dir = dirname(dir)) {
-      const candidate = join(dir, 'node_modules', name);
-      if (existsSync(join(candidate, 'package.json'))) return candidate;
-      if (dir === root) break;
-    }
-    return undefined;
-  };
-  const visit = (dir: string) => {
-    const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8'));
-    const optionalPeers = pkg.peerDependenciesMeta ?? {};
-    const names = [
-      ...Object.keys(pkg.dependencies ?? {}),
-      ...Object.keys(pkg.optionalDependencies ?? {}),
-      ...Object.keys(pkg.peerDependencies ?? {}).filter((n) => !optionalPeers[n]?.optional),
-    ];
-    for (const name of names) {
-      const at = locate(name, dir);
-      if (!at || found.has(at)) continue;
-      found.add(at);
-      visit(at);
-    }
-  };
-  visit(root);
-  return [...found].map((p) => relative(modules, p));
-}
-
 test('npm pack, installed without dev dependencies, starts from dist/, serves an upload and runs the CLI', async () => {
   // 1. Pack from a temporary copy, so the checkout's own dist/ is not touched.
-  const copy = join(work, 'checkout');
-  cpSync(ROOT, copy, { recursive: true, filter: (src) => !SKIP_IN_COPY.has(relative(ROOT, src).split('/')[0]) });
-  symlinkSync(join(ROOT, 'node_modules'), join(copy, 'node_modules'));
-  const packed = execFileSync('npm', ['pack', '--silent', '--pack-destination', work], {
-    cwd: copy,
-    encoding: 'utf8',
-    stdio: ['ignore', 'pipe', 'inherit'],
-  })
-    .trim()
-    .split('\n')
-    .pop()!;
-  const tarball = join(work, packed);
-  const listing = execFileSync('tar', ['-tzf', tarball], { encoding: 'utf8' });
+  const { tarball, listing } = packFromCopy(work);
   assert.match(listing, /package\/dist\/src\/main\.js/);
   assert.match(listing, /package\/dist\/src\/browser\/dashboard-app\.js/);
   assert.match(listing, /package\/bin\/stowage-server\.js/);
@@ -81,16 +33,9 @@ test('npm pack, installed without dev dependencies, starts from dist/, serves an
   // 2. An empty project with the production dependencies and the package.
   const app = join(work, 'app');
   const modules = join(app, 'node_modules');
-  mkdirSync(modules, { recursive: true });
-  for (const pkg of productionPackages()) {
-    const target = join(modules, pkg);
-    if (existsSync(target)) continue;
-    mkdirSync(join(target, '..'), { recursive: true });
-    execFileSync('cp', ['-al', join(ROOT, 'node_modules', pkg), target]);
-  }
+  linkInstalled(app, productionPackages());
   for (const dev of DEV_ONLY) assert.ok(!existsSync(join(modules, dev)), `${dev} is not a production dependency`);
-  mkdirSync(join(modules, 'stowage'));
-  execFileSync('tar', ['-xzf', tarball, '-C', join(modules, 'stowage'), '--strip-components=1']);
+  installTarball(tarball, app, 'stowage');
   assert.ok(readdirSync(join(modules, 'stowage', 'dist')).includes('BUILD'));
 
   // 3. The server, from dist/.

@@ -291,7 +291,7 @@ for (const combo of UPLOAD_MATRIX) {
         }
         await refused({ file: some(), file_name: 'f.bin', random_prefix: 'yes' }, 400, 'VALIDATION_FAILED');
         await refused({ file: some(), file_name: 't.bin', transform: 'w_abc' }, 400, 'VALIDATION_FAILED');
-        await refused({ file: some(), file_name: 't.bin', transform: 'w_100,w_200' }, 400, 'VALIDATION_FAILED');
+        await refused({ file: some(), file_name: 't.bin', transform: 'w_100,c_stretch' }, 400, 'VALIDATION_FAILED');
         await refused({ file: some(), file_name: 't.bin', transform: 'w_100' }, 400, 'TRANSFORM_NOT_APPLICABLE');
         await refused({ file: some(), file_name: 'w.bin', webhook_url: 'ftp://x' }, 400, 'VALIDATION_FAILED');
       });

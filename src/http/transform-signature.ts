@@ -8,7 +8,7 @@ import type { DeliverySigner } from '../crypto/delivery-url.ts';
 import { verifyTransformSignature, withoutTransformSignature } from '../crypto/transform-url.ts';
 import { appError } from '../errors.ts';
 import { isPresetsOnly, MAX_UNSIGNED_PRESETS } from '../media/presets.ts';
-import { TOKENS_SHAPE } from '../services/delivery.ts';
+import { isTokenSegment, tokenSegmentCount } from '../media/transform/tokens.ts';
 import type { TransformPolicy } from '../services/workspaces.ts';
 
 const WORKSPACE_ID = /^[0-9A-Za-z]{10,16}$/;
@@ -20,13 +20,14 @@ export interface TransformGateDeps {
 }
 
 /**
- * Whether the path names a rendition as delivery would read it: a literal first segment (no
- * percent-escapes) shaped like tokens, with a path after it. Shape, not a full parse: a folder
- * literally named like tokens is gated too (record URLs escape such folders: "w%5F200").
+ * Whether the path names a rendition as delivery would read it: a first segment after the
+ * workspace shaped like tokens as requested (media/transform/tokens.ts, the rule delivery uses),
+ * with a path after it. Shape, not a full parse: a folder literally named like tokens is gated
+ * too (record URLs escape such folders: "w%5F200").
  */
 export function hasTokens(pathname: string): boolean {
   const parts = pathname.split('/').filter((s) => s !== '');
-  return parts.length > 2 && !parts[1].includes('%') && TOKENS_SHAPE.test(parts[1]);
+  return parts.length > 2 && isTokenSegment(parts[1]);
 }
 
 /** One value of a query parameter, or undefined when absent or repeated (which never verifies). */
@@ -50,10 +51,15 @@ export async function checkTransformSignature(
   nowSeconds: number,
 ): Promise<string | undefined> {
   if (!hasTokens(pathname)) return query;
-  // Presets only (`t_a`, `t_a,t_b`): the workspace's owner wrote every transformation such a URL
-  // can ask for, so it needs no signature (an unknown name is delivery's 400, whoever asks).
-  const segment = pathname.split('/').filter((s) => s !== '')[1];
-  if (isPresetsOnly(segment, MAX_UNSIGNED_PRESETS)) return withoutTransformSignature(query);
+  // Presets only (`t_a`, `t_a,t_b`), in every segment delivery could read as tokens (a shorter
+  // reading is a part of these): the workspace's owner wrote every transformation such a URL can
+  // ask for, so it needs no signature (an unknown name is delivery's 400, whoever asks).
+  const parts = pathname
+    .split('/')
+    .filter((s) => s !== '')
+    .slice(1);
+  const tokens = parts.slice(0, tokenSegmentCount(parts)).join(',');
+  if (isPresetsOnly(tokens, MAX_UNSIGNED_PRESETS)) return withoutTransformSignature(query);
   // The segment as the router decoded it, which is what delivery serves: read from the raw path,
   // "/%71Vb…/w_1/a.jpg" would name no workspace here and the workspace there.
   const dash = workspaceSegment.indexOf('-');

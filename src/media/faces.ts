@@ -196,6 +196,21 @@ export function preloadFaceDetector(): Promise<void> {
   return faceThread().warm();
 }
 
+/** Longest a call waits for the model to load the first time. */
+const MODEL_LOAD_BUDGET_MS = 10_000;
+
+async function warmWithin(ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([
+    faceThread().warm(),
+    new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, ms);
+      timer.unref();
+    }),
+  ]);
+  clearTimeout(timer);
+}
+
 /** How many detector threads this process has started (one, unless budgets ran out mid-detection). */
 export function faceDetectorStarts(): number {
   return thread?.starts ?? 0;
@@ -203,6 +218,10 @@ export function faceDetectorStarts(): number {
 
 /** Where the faces are, largest first; [] when there are none or the budget runs out. */
 export async function findFaces(input: string | Buffer, opts: FindFacesOptions): Promise<FaceBox[]> {
+  // The budget bounds detection, not the one-time model load: otherwise the first p_face of a
+  // process would always miss its budget, and its attention-cropped rendition would be cached
+  // for good. The load itself is bounded (a thread that never becomes ready is given up).
+  await warmWithin(MODEL_LOAD_BUDGET_MS);
   let timer: NodeJS.Timeout | undefined;
   let cancel = () => {};
   let expired = false;

@@ -102,7 +102,9 @@ export class DeliveryCache {
     if (!this.lookups || target.workspaceId.includes('-')) return undefined;
     const accept = target.accept ?? '';
     if (accept.length > MAX_ACCEPT) return undefined;
-    return `${target.workspaceId}\u0000${target.path}\u0000${accept}`;
+    // The client hints decide a rendition's default width and dpr_auto: requests that differ in
+    // them may get different answers (the hints' key is the width and ratio they come to).
+    return `${target.workspaceId}\u0000${target.path}\u0000${accept}\u0000${target.hints?.key ?? ''}`;
   }
 
   /**

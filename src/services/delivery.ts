@@ -2,27 +2,26 @@
 // `/{workspace_id}/{tokens}/{path}` a rendition made by sharp and cached in storage beside the
 // blob (`<blob key>.renditions/<canonical tokens>.<format>`), so a second identical request does
 // no image work. HTTP concerns (Range, conditional requests) stay in the route.
-import { createWriteStream } from 'node:fs';
-import { mkdir, rm } from 'node:fs/promises';
+import { rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { PassThrough, type Readable, Transform } from 'node:stream';
+import { PassThrough, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { randomUUID } from 'node:crypto';
 import sharp, { type Metadata } from 'sharp';
 import { type RenderSettings, renderDefaults } from '../config.ts';
 import { RenderQueue, type Slot } from '../media/render-queue.ts';
 import type { Db } from '../db/database.ts';
 import { FileRepository } from '../db/files.ts';
 import { AppError, appError, errors } from '../errors.ts';
-import {
-  buildPipeline,
-  type OutputFormat,
-  parseTransform,
-  planRendition,
-  preShrink,
-  type TransformSpec,
-} from '../media/transform.ts';
+import { parseTransform } from '../media/transform/parse.ts';
+import { planRendition } from '../media/transform/plan.ts';
+import { formatOfMime, renderImage } from '../media/transform/pipeline.ts';
+import { focusedPlan } from '../media/transform/render.ts';
+import { canonical, canonicalName } from '../media/transform/canonical.ts';
+import { type ClientHints, withHints } from '../media/transform/client-hints.ts';
+import { tokenSegmentCount } from '../media/transform/tokens.ts';
+import type { OutputFormat, TransformSpec } from '../media/transform/spec.ts';
+import { spoolLimit, spoolToFile } from '../media/spool.ts';
 import { guardSvgStream, isSvgType } from '../media/svg-guard.ts';
 import type { ByteRange, ObjectInfo, StorageDriver } from '../storage/driver.ts';
 import type { RenditionCache } from './rendition-cache.ts';
@@ -52,6 +51,8 @@ export interface DeliveryTarget {
    */
   path: string;
   accept: string | undefined;
+  /** The request's client hints (clientHints): the default width and dpr_auto of a rendition. */
+  hints?: ClientHints;
   /**
    * Called once the file is known and before a rendition of it is made or looked up; throws to
    * refuse (the route: a private file's URL without a valid signature), so that nobody can make
@@ -87,16 +88,14 @@ const MIME: Record<OutputFormat, string> = {
   jpg: 'image/jpeg',
   png: 'image/png',
   gif: 'image/gif',
+  tiff: 'image/tiff',
 };
 const DECODABLE = /^image\/(jpeg|png|webp|avif|gif|tiff|heic|heif|svg\+xml)$/;
-/** A first path segment shaped like transformation tokens (the gate in http/transform-signature.ts reads the same). */
-export const TOKENS_SHAPE = /^[a-z]+_[^,/]*(,[a-z]+_[^,/]*)*$/;
-
 /** A delivery path, each segment percent-decoded exactly once. */
 export interface DeliveryPath {
   segments: string[];
-  /** The first segment was written without percent-escapes: only then can it be tokens. */
-  literalFirst: boolean;
+  /** The same segments as requested, still percent-encoded: tokens are read there (media/transform/tokens.ts). */
+  raw: string[];
 }
 
 /**
@@ -115,38 +114,30 @@ export function decodeDeliveryPath(raw: string): DeliveryPath {
     throw appError('BAD_URL', 'The path is not valid percent-encoding');
   }
   if (segments.some((s) => s === '.' || s === '..' || s.includes('/'))) throw notFound();
-  return { segments, literalFirst: parts.length > 0 && !parts[0].includes('%') };
+  return { segments, raw: parts };
+}
+
+interface Reading {
+  /** The token segments as one comma-separated text, still percent-encoded. */
+  text: string;
+  /** How many leading segments they are. */
+  count: number;
 }
 
 /**
- * The first segment, when it is to be read as transformation tokens: shaped like tokens,
- * followed by a path, and spelled literally. Tokens never need escapes; record URLs escape
- * folder names that would read as tokens ("w_100,h_100" → "w_100%2Ch_100", "w_100" →
- * "w%5F100"), so those reach the folder.
+ * The ways to read leading segments as transformation tokens (media/transform/tokens.ts), the
+ * most segments first. Record URLs escape a first folder whose name would read as tokens
+ * ("w_100" → "w%5F100"), so that one is never read so.
  */
-function tokensOf(path: DeliveryPath): string | undefined {
-  const [first, ...rest] = path.segments;
-  return first !== undefined && rest.length > 0 && path.literalFirst && TOKENS_SHAPE.test(first) ? first : undefined;
+function readings(path: DeliveryPath): Reading[] {
+  const most = tokenSegmentCount(path.raw);
+  // Joined with commas: the segments are one list, and a preset counts once per URL, not per segment.
+  return Array.from({ length: most }, (_, i) => ({ text: path.raw.slice(0, most - i).join(','), count: most - i }));
 }
 
-/** A stable text for a spec: the cache key of its rendition. */
-export function canonical(spec: TransformSpec, format: OutputFormat): string {
-  const parts: string[] = [];
-  if (spec.width) parts.push(`w_${spec.width}`);
-  if (spec.height) parts.push(`h_${spec.height}`);
-  if (spec.aspectRatio) parts.push(`ar_${spec.aspectRatio.join('-')}`);
-  if (spec.crop) parts.push(`c_${spec.crop}`);
-  if (spec.position) parts.push(`p_${spec.position}`);
-  if (spec.quality !== undefined) parts.push(`q_${spec.quality}`);
-  if (spec.rotate) parts.push(`r_${spec.rotate}`);
-  if (spec.flip) parts.push(`flip_${spec.flip}`);
-  if (spec.background) parts.push(`bg_${spec.background.slice(1)}`);
-  if (spec.grayscale) parts.push('e_grayscale');
-  if (spec.blur) parts.push(`e_blur-${spec.blur}`);
-  if (spec.sharpen) parts.push(`e_sharpen-${spec.sharpen}`);
-  if (spec.enlarge) parts.push('el_1');
-  parts.push(`f_${format}`);
-  return parts.join(',');
+/** The rendition's name: its canonical tokens, safe as a storage key and an entity tag (commas become dots). */
+function renditionName(spec: TransformSpec, format: OutputFormat): string {
+  return canonicalName(canonical(spec, format)).replaceAll(',', '.');
 }
 
 /** f_auto: the best format the client says it accepts. */
@@ -190,7 +181,6 @@ export class DeliveryService {
   private readonly tmpDir: string;
   private readonly renditions?: RenditionCache;
   private readonly presets?: Pick<PresetService, 'expand'>;
-  private tmpReady?: Promise<unknown>;
   /** Counts renditions made (tests and metrics read it). */
   readonly stats = { renditionsMade: 0, renditionCacheHits: 0 };
 
@@ -209,6 +199,15 @@ export class DeliveryService {
 
   private expand(workspaceId: string, tokens: string): Promise<string> | string {
     return this.presets ? this.presets.expand(workspaceId, tokens) : tokens;
+  }
+
+  /** What a reading's tokens ask for: presets expanded, then parsed, then the client hints' defaults. */
+  private async specOf(
+    workspaceId: string,
+    reading: Reading,
+    hints?: ClientHints,
+  ): Promise<{ spec: TransformSpec; vary: string[] }> {
+    return withHints(parseTransform(await this.expand(workspaceId, reading.text)), hints);
   }
 
   /**
@@ -274,19 +273,25 @@ export class DeliveryService {
     }
     if (!/^[0-9A-Za-z]{10,16}$/.test(target.workspaceId)) throw notFound();
     const path = decodeDeliveryPath(target.path);
-    // Literal tokens name a rendition, unless they are not valid tokens or no file matches that
-    // reading, and the whole path is a file (a folder that merely looks like tokens).
-    const tokens = tokensOf(path);
+    // Leading token segments name a rendition, read longest first: fewer of them when the tokens
+    // do not parse or no file matches that reading (a folder that merely looks like tokens), and
+    // the whole path as a file last.
     let spec: TransformSpec | undefined;
+    let vary: string[] = [];
+    let file: Awaited<ReturnType<DeliveryService['file']>>;
     let invalid: unknown;
-    if (tokens) {
+    let parsed = false;
+    for (const reading of readings(path)) {
       try {
-        spec = parseTransform(await this.expand(target.workspaceId, tokens));
+        ({ spec, vary } = await this.specOf(target.workspaceId, reading, target.hints));
       } catch (err) {
-        invalid = err;
+        invalid ??= err;
+        continue;
       }
+      parsed = true;
+      file = await this.file(target.workspaceId, path.segments.slice(reading.count));
+      if (file) break;
     }
-    const file = spec ? await this.file(target.workspaceId, path.segments.slice(1)) : undefined;
     const whole = file ? undefined : await this.file(target.workspaceId, path.segments);
     if (whole) {
       return {
@@ -301,14 +306,15 @@ export class DeliveryService {
         ranges: true,
       };
     }
-    if (invalid) throw invalid;
+    // A parse error only when no reading parsed: else the tokens were fine and the file is missing.
+    if (!parsed && invalid) throw invalid;
     if (!spec || !file) throw notFound();
     target.mayRender?.(Boolean(file.is_private));
     if (!DECODABLE.test(file.mime_type)) throw appError('TRANSFORM_NOT_APPLICABLE', 'transformations apply to images');
     const format =
-      spec.format === 'auto' ? negotiate(target.accept, file.mime_type) : (spec.format ?? formatOf(file.mime_type));
-    // Storage keys take no commas: the canonical tokens are joined with dots there.
-    const key = `${renditionPrefix(file.storage_key)}${canonical(spec, format).replaceAll(',', '.')}.${format}`;
+      spec.format === 'auto' ? negotiate(target.accept, file.mime_type) : (spec.format ?? formatOfMime(file.mime_type));
+    const name = renditionName(spec, format);
+    const key = `${renditionPrefix(file.storage_key)}${name}.${format}`;
     let info = await this.storage.stat(key);
     this.events?.emit('rendition', Boolean(info));
     if (info) {
@@ -316,7 +322,7 @@ export class DeliveryService {
       this.renditions?.used(key);
     } else
       info = await this.make(key, (slot) =>
-        this.render(file.storage_key, { ...spec, format }, key, file.mime_type, slot, {
+        this.render(file.storage_key, { ...spec, format }, key, file.mime_type, target.workspaceId, slot, {
           workspaceId: target.workspaceId,
           sha256: file.sha256,
           storageKey: file.storage_key,
@@ -327,10 +333,11 @@ export class DeliveryService {
       open: (range) => this.storage.get(key, range),
       size,
       contentType: MIME[format],
-      etag: `"${file.sha256.slice(0, 32)}-${canonical(spec, format)}"`,
+      etag: `"${file.sha256.slice(0, 32)}-${name}"`,
       lastModified: new Date(file.updated_at),
       isRendition: true,
       varyAccept: spec.format === 'auto',
+      vary: vary.length > 0 ? vary : undefined,
       isPrivate: Boolean(file.is_private),
       ranges: true,
       renditionKey: key,
@@ -349,9 +356,21 @@ export class DeliveryService {
     const source = await this.sources!.forDelivery(workspaceId, sourceName);
     const deps = this.sources!.originDeps;
     const requested = decodeDeliveryPath(target.path);
-    const tokenText = tokensOf(requested);
-    const tokens = tokenText ? parseTransform(await this.expand(workspaceId, tokenText)) : null;
-    const segments = tokens ? requested.segments.slice(1) : requested.segments;
+    // Nothing to look up at an origin: the longest reading that parses (the longest's error if none).
+    let parsed: { reading: Reading; spec: TransformSpec; vary: string[] } | undefined;
+    let invalid: unknown;
+    for (const reading of readings(requested)) {
+      try {
+        parsed = { reading, ...(await this.specOf(workspaceId, reading, target.hints)) };
+        break;
+      } catch (err) {
+        invalid ??= err;
+      }
+    }
+    if (!parsed && invalid) throw invalid;
+    const hinted = parsed ?? null;
+    const tokens = hinted?.spec ?? null;
+    const segments = parsed ? requested.segments.slice(parsed.reading.count) : requested.segments;
     if (segments.length === 0) throw notFound();
     // Decoded once above; a web origin gets each segment re-encoded exactly once, a bucket the key.
     const web =
@@ -365,7 +384,9 @@ export class DeliveryService {
       web && (web.query !== undefined || web.keyed.length > 0)
         ? `${path}\u0000${JSON.stringify([web.query ?? null, web.keyed])}`
         : path;
-    const vary = web && web.vary.length > 0 ? web.vary : undefined;
+    const originVary = web && web.vary.length > 0 ? web.vary : [];
+    const varyAll = [...originVary, ...(hinted?.vary ?? [])];
+    const vary = varyAll.length > 0 ? varyAll : undefined;
     if (!tokens) {
       const origin = await openOrigin(source.type, source.config, path, deps, web);
       return {
@@ -386,7 +407,8 @@ export class DeliveryService {
     // The origin's type is unknown until it is fetched: without f_ a rendition is a JPEG.
     const format: OutputFormat =
       tokens.format === 'auto' ? negotiate(target.accept, 'image/jpeg') : (tokens.format ?? 'jpg');
-    const key = `${workspaceId}/origins/${source.id}/${pathHash}.renditions/${canonical(tokens, format).replaceAll(',', '.')}.${format}`;
+    const name = renditionName(tokens, format);
+    const key = `${workspaceId}/origins/${source.id}/${pathHash}.renditions/${name}.${format}`;
     let info = await this.storage.stat(key);
     const fresh = Boolean(info && Date.now() - info.lastModified.getTime() < ORIGIN_RENDITION_TTL_MS);
     this.events?.emit('rendition', fresh);
@@ -398,14 +420,14 @@ export class DeliveryService {
         const origin = await openOrigin(source.type, source.config, path, deps, web);
         // SVG guard (svg-guard.ts): an origin's SVG is checked like a stored one.
         const body = isSvgType(origin.contentType) ? await guardSvgStream(origin.body) : origin.body;
-        await this.renderStream(body, { ...tokens, format }, key, slot);
+        await this.renderStream(body, { ...tokens, format }, key, workspaceId, slot);
       });
     return {
       open: (range) => this.storage.get(key, range),
       size: info.size,
       ranges: true,
       contentType: MIME[format],
-      etag: `"${pathHash.slice(0, 24)}-${info.lastModified.getTime().toString(36)}-${canonical(tokens, format)}"`,
+      etag: `"${pathHash.slice(0, 24)}-${info.lastModified.getTime().toString(36)}-${name}"`,
       lastModified: info.lastModified,
       isRendition: true,
       varyAccept: tokens.format === 'auto',
@@ -421,6 +443,7 @@ export class DeliveryService {
     spec: TransformSpec,
     key: string,
     mimeType: string,
+    workspaceId: string,
     slot?: Slot,
     owner?: Owner,
   ): Promise<void> {
@@ -428,11 +451,34 @@ export class DeliveryService {
     // the blob directory; the checked bytes are rendered from memory (10 MiB at most).
     if (isSvgType(mimeType)) {
       const checked = await guardSvgStream(await this.storage.get(sourceKey));
-      return this.renderStream(checked, spec, key, slot, owner);
+      return this.renderStream(checked, spec, key, workspaceId, slot, owner);
     }
     // On local disk libvips reads the file itself; elsewhere the object is streamed in.
     const path = this.storage.localPath?.(sourceKey);
-    return this.renderStream(path ?? (await this.storage.get(sourceKey)), spec, key, slot, owner);
+    return this.renderStream(path ?? (await this.storage.get(sourceKey)), spec, key, workspaceId, slot, owner);
+  }
+
+  /**
+   * An image layer's source (`l_image:{path}`): a public image of the same workspace, read as any
+   * input is. A private file never shows through a public rendition.
+   */
+  private layerLoader(workspaceId: string): (path: string) => Promise<string | Buffer> {
+    return async (path) => {
+      const refuse = (why: string) => errors.validation(`transform: the image layer "${path.slice(0, 60)}" ${why}`);
+      const file = await this.file(
+        workspaceId,
+        path.split('/').filter((s) => s !== ''),
+      );
+      if (!file || file.is_private) throw refuse('names no public file of this workspace');
+      if (!DECODABLE.test(file.mime_type)) throw refuse('is not an image');
+      if (isSvgType(file.mime_type)) return guardSvgStream(await this.storage.get(file.storage_key));
+      const local = this.storage.localPath?.(file.storage_key);
+      if (local) return local;
+      if (Number(file.size) > LAYER_BYTES) throw refuse(`is larger than ${LAYER_BYTES >> 20} MiB`);
+      const chunks: Buffer[] = [];
+      for await (const chunk of await this.storage.get(file.storage_key)) chunks.push(chunk as Buffer);
+      return Buffer.concat(chunks);
+    };
   }
 
   /**
@@ -447,27 +493,31 @@ export class DeliveryService {
     source: Readable | string | Buffer,
     spec: TransformSpec,
     key: string,
+    workspaceId: string,
     slot?: Slot,
     owner?: Owner,
   ): Promise<void> {
-    const spooled = typeof source === 'string' || Buffer.isBuffer(source) ? undefined : await this.spool(source);
+    const spooled =
+      typeof source === 'string' || Buffer.isBuffer(source)
+        ? undefined
+        : await spoolToFile(source, this.tmpDir, spoolLimit(this.maxPixels));
     const path = spooled ?? (source as string | Buffer);
     const cleanup = () => (spooled ? rm(spooled, { force: true }) : Promise.resolve());
     let handed = false;
     try {
-      const plan = planRendition(spec, await this.dimensions(path), this.limits);
+      const size = await this.dimensions(path);
+      const checked = planRendition(spec, size, this.limits);
       const { timeoutMs } = this.limits;
       const seconds = Math.ceil(timeoutMs / 1000);
       const abort = new AbortController();
       const work = (async () => {
-        const input = plan.preShrink
-          ? await preShrink(path, plan.preShrink, { maxPixels: this.maxPixels, timeoutSeconds: seconds })
-          : path;
-        const { pipeline: img } = buildPipeline(
-          spec,
-          { autoFormat: 'webp', maxPixels: this.maxPixels, plan, timeoutSeconds: seconds },
-          input,
-        );
+        const plan = await focusedPlan(spec, checked, path, size, { limits: this.limits, maxPixels: this.maxPixels });
+        const img = await renderImage(spec, plan, path, {
+          format: spec.format as OutputFormat,
+          maxPixels: this.maxPixels,
+          timeoutSeconds: seconds,
+          loadImage: this.layerLoader(workspaceId),
+        });
         const out = new PassThrough();
         const running = pipeline(img, out).catch((err) => {
           out.destroy(err);
@@ -537,33 +587,10 @@ export class DeliveryService {
     if (meta.width * meta.height > this.maxPixels) throw appError('IMAGE_TOO_LARGE');
     return meta.autoOrient ?? { width: meta.width, height: meta.height };
   }
-
-  /**
-   * A source stream written to a file of its own. No image within the pixel limit needs more
-   * than 8 bytes a pixel even uncompressed (16-bit RGBA), so a longer one is refused as it comes.
-   */
-  private async spool(body: Readable): Promise<string> {
-    this.tmpReady ??= mkdir(this.tmpDir, { recursive: true });
-    await this.tmpReady;
-    const path = join(this.tmpDir, randomUUID());
-    const max = this.maxPixels * 8 + 1024 * 1024;
-    let seen = 0;
-    const bound = new Transform({
-      transform(chunk: Buffer, _enc, cb) {
-        seen += chunk.length;
-        cb(seen > max ? appError('IMAGE_TOO_LARGE') : null, chunk);
-      },
-    });
-    try {
-      await pipeline(body, bound, createWriteStream(path, { flags: 'wx' }));
-    } catch (err) {
-      await rm(path, { force: true });
-      if (err instanceof AppError) throw err;
-      throw appError('TRANSFORM_FAILED', 'the image could not be read');
-    }
-    return path;
-  }
 }
+
+/** An image layer read into memory (storage without local files) is at most this large. */
+const LAYER_BYTES = 32 * 1024 * 1024;
 
 /** The blob a rendition is made from. */
 interface Owner {
@@ -589,13 +616,5 @@ async function ledgerStep<T>(fn: () => Promise<T>): Promise<T> {
 
 /** The time budget ran out (a marker, never thrown out of this module). */
 const TIMED_OUT = new Error('render time budget');
-
-function formatOf(mime: string): OutputFormat {
-  if (mime === 'image/png') return 'png';
-  if (mime === 'image/webp') return 'webp';
-  if (mime === 'image/avif') return 'avif';
-  if (mime === 'image/gif') return 'gif';
-  return 'jpg';
-}
 
 const notFound = () => errors.nothingStored();

@@ -9,7 +9,8 @@ import { FileRepository, type PlacedFile } from '../db/files.ts';
 import type { BlobRow, Database, FileRow, FolderRow } from '../db/schema.ts';
 import { errors } from '../errors.ts';
 import { isPresetToken } from '../media/presets.ts';
-import { parseTransform } from '../media/transform.ts';
+import { parseTransform } from '../media/transform/parse.ts';
+import { isTokenSegment } from '../media/transform/tokens.ts';
 import { signTransformUrl } from '../crypto/transform-url.ts';
 import type { TransformPolicy } from './workspaces.ts';
 
@@ -39,16 +40,16 @@ export interface NewFile {
  * The delivery path of a file: the one encoder behind every record `url`, `thumbnail` and
  * signed URL. Each segment (folder names, then the file name) is percent-encoded exactly once,
  * which the delivery route undoes exactly once (`decodeDeliveryPath`), so "50% off.png" and a
- * name holding a literal "%20" or "%2F" come back as themselves. Delivery reads a first segment
- * as transformation tokens only when it is spelled without escapes, so a first folder whose
- * name reads as tokens ("w_100", "c_fill"; a comma or colon is escaped anyway) gets its
- * underscore escaped ("w%5F100"): the URL names the folder, never a rendition of a root file.
+ * name holding a literal "%20" or "%2F" come back as themselves. Delivery reads leading segments
+ * as transformation tokens when, as requested, they start with a token name and an unescaped
+ * underscore (media/transform/tokens.ts), so a first folder whose name parses as tokens ("w_100",
+ * "c_fill") gets its underscore escaped ("w%5F100"): the URL names the folder, never a rendition.
  */
 export function deliveryPath(folderPath: string, name: string): string {
   const segments = [...(folderPath ? folderPath.split('/') : []), name].map(encodeURIComponent);
   // Only a segment that starts like a token ("w_…") can read as one; the others skip the parse,
   // whose refusal (an exception with its stack) would otherwise cost every record of a page.
-  if (segments.length > 1 && !segments[0].includes('%') && /^[a-z]+_/.test(segments[0])) {
+  if (segments.length > 1 && isTokenSegment(segments[0])) {
     // "t_…" would be read as a preset reference, whichever presets exist now or later.
     if (isPresetToken(segments[0])) segments[0] = segments[0].replace('_', '%5F');
     else

@@ -7,7 +7,7 @@ import type { FileRow } from '../db/schema.ts';
 import { WorkspaceRepository } from '../db/workspaces.ts';
 import { errors } from '../errors.ts';
 import type { DomainEvents } from '../events.ts';
-import { parseTransform } from '../media/transform.ts';
+import { parseTransform } from '../media/transform/parse.ts';
 import type { PresetService } from './presets.ts';
 import type { BlobStore } from '../uploads/blob-store.ts';
 import { deliveryPath, type FileRecord, type FileRecords } from './file-records.ts';

@@ -9,7 +9,7 @@ import type { PresetRow } from '../db/schema.ts';
 import { AppError, appError, errors } from '../errors.ts';
 import type { DomainEvents } from '../events.ts';
 import { expandPresets, isPresetToken, normalizePresetText, PRESET_NAME } from '../media/presets.ts';
-import { parseTransform } from '../media/transform.ts';
+import { parseTransform } from '../media/transform/parse.ts';
 
 /** How long a node uses its copy of a workspace's presets: another node's change shows within it. */
 export const PRESET_TTL_MS = 5000;

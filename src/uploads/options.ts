@@ -2,7 +2,8 @@
 // fields or JSON values), checked and turned into the options the commit step uses.
 import type { UPLOAD_FORM_FIELDS } from '../contract/uploads.ts';
 import { errors } from '../errors.ts';
-import { parseTransform, type TransformSpec } from '../media/transform.ts';
+import { parseTransform } from '../media/transform/parse.ts';
+import type { TransformSpec } from '../media/transform/spec.ts';
 import { checkName, parseBooleanFlag, parseCustomId, parseFolderPath, parseMetadata, parseTags } from './names.ts';
 
 /**

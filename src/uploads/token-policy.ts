@@ -3,7 +3,7 @@
 // with the fields the policy lets the uploader override.
 import type { TokenPolicy as PublicTokenPolicy, TokenMintBody } from '../contract/uploads.ts';
 import { errors } from '../errors.ts';
-import { parseTransform } from '../media/transform.ts';
+import { parseTransform } from '../media/transform/parse.ts';
 import { checkName, parseBooleanFlag, parseCustomId, parseFolderPath, parseMetadata, parseTags } from './names.ts';
 import type { UploadOptions } from './options.ts';
 

@@ -6,7 +6,15 @@ import { pipeline } from 'node:stream/promises';
 import { AppError, appError, errors } from '../errors.ts';
 import { detect } from '../media/detect.ts';
 import { type RenderSettings, renderDefaults } from '../config.ts';
-import { buildPipeline, planRendition, type TransformSpec } from '../media/transform.ts';
+import { rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { withHints } from '../media/transform/client-hints.ts';
+import { focusedPlan } from '../media/transform/render.ts';
+import { formatOfMime, renderImage } from '../media/transform/pipeline.ts';
+import { planRendition } from '../media/transform/plan.ts';
+import type { TransformSpec } from '../media/transform/spec.ts';
+import { spoolLimit, spoolToFile } from '../media/spool.ts';
 import type { BlobStore } from './blob-store.ts';
 import type { StageLimits, Staged } from './staging.ts';
 
@@ -28,38 +36,43 @@ export async function transformStaged(
   const detected = await detect(staged.head, 'upload');
   if (!detected.mime_type.startsWith('image/') || detected.mime_type === 'image/svg+xml') throw errors.notAnImage();
   const render = deps.render ?? renderDefaults();
-  // On local disk libvips reads the staged file itself, in strips, instead of gathering it in memory.
-  const path = deps.blobs.storage.localPath?.(staged.key);
-  // The size from the header, EXIF orientation applied (libvips reads it where image-size could
-  // not); still unknown, only the pixel limit applies.
-  const size =
-    detected.width && detected.height
-      ? { width: detected.width, height: detected.height }
-      : path
-        ? await headerSize(path)
-        : undefined;
-  const plan = size ? planRendition(spec, size, render) : undefined;
-  const { pipeline: img, format } = buildPipeline(
-    spec,
-    {
-      autoFormat: 'webp',
-      maxPixels: deps.maxImagePixels,
-      plan,
-      timeoutSeconds: Math.ceil(render.timeoutMs / 1000),
-    },
-    path,
-  );
+  const seconds = Math.ceil(render.timeoutMs / 1000);
+  // On local disk libvips reads the staged file itself, in strips; elsewhere it is copied to a
+  // file first (sharp would gather a stream whole into memory).
+  const local = deps.blobs.storage.localPath?.(staged.key);
+  const path =
+    local ??
+    (await spoolToFile(
+      await deps.blobs.storage.get(staged.key),
+      join(tmpdir(), 'stowage-transforms'),
+      spoolLimit(deps.maxImagePixels),
+    ));
+  // No request here: dpr_auto is 1, and no default width.
+  const resolved = withHints(spec).spec;
+  const format =
+    resolved.format === 'auto'
+      ? 'webp'
+      : (resolved.format ?? (detected.mime_type === 'image/tiff' ? 'tiff' : formatOfMime(detected.mime_type)));
   const out = new PassThrough();
-  const running = (path ? pipeline(img, out) : pipeline(await deps.blobs.storage.get(staged.key), img, out)).catch(
-    (err) => {
-      out.destroy(err);
-    },
-  );
   let result: Staged;
   try {
+    // The size from the header, EXIF orientation applied (libvips reads it where image-size could not).
+    const size = (await headerSize(path)) ?? { width: detected.width ?? 0, height: detected.height ?? 0 };
+    if (!size.width || !size.height) throw appError('TRANSFORM_FAILED', 'the image could not be decoded for transform');
+    const checked = planRendition(resolved, size, render);
+    const plan = await focusedPlan(resolved, checked, path, size, { limits: render, maxPixels: deps.maxImagePixels });
+    const img = await renderImage(resolved, plan, path, {
+      format,
+      maxPixels: deps.maxImagePixels,
+      timeoutSeconds: seconds,
+    });
+    const running = pipeline(img, out).catch((err) => {
+      out.destroy(err);
+    });
     result = await deps.blobs.stage(staged.workspaceId, out, await deps.limits(staged.workspaceId));
     await running;
   } catch (err) {
+    out.destroy();
     if (err instanceof AppError) throw err;
     if (/^timeout\b/.test(String((err as Error).message)))
       throw errors.renderTimeout(render.timeoutMs, Math.max(1, Math.ceil(render.timeoutMs / 1000)));
@@ -69,9 +82,11 @@ export async function transformStaged(
         ? 'the image is larger than the pixel limit'
         : 'the image could not be decoded for transform',
     );
+  } finally {
+    if (!local) await rm(path, { force: true });
   }
   await deps.blobs.discard(staged);
-  return { staged: result, format };
+  return { staged: result, format: spec.format ? format : null };
 }
 
 async function headerSize(path: string): Promise<{ width: number; height: number } | undefined> {

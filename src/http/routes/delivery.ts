@@ -14,6 +14,7 @@ import type { Delivered, DeliveryService, DeliveryTarget } from '../../services/
 import type { CachedDelivery, DeliveryCache } from '../../services/delivery-cache.ts';
 import { type ByteRange, ObjectNotFoundError } from '../../storage/driver.ts';
 import { EXPOSED_HEADERS } from '../cors.ts';
+import { clientHints } from '../../media/transform/client-hints.ts';
 import { checkTransformSignature, hasTokens, type TransformGateDeps } from '../transform-signature.ts';
 
 /** User files are served as data, never as active content on the service's origin. */
@@ -233,7 +234,12 @@ function fastServe(
     if (slash === -1) return false;
     const workspaceId = pathname.slice(1, slash);
     if (!OWN_WORKSPACE.test(workspaceId)) return false;
-    const target: DeliveryTarget = { workspaceId, path: pathname.slice(slash + 1), accept: req.headers.accept };
+    const target: DeliveryTarget = {
+      workspaceId,
+      path: pathname.slice(slash + 1),
+      accept: req.headers.accept,
+      hints: clientHints(req.headers),
+    };
     const held = cache.peek(target);
     if (!held || held.delivered.isPrivate) return false;
     const d = held.delivered;
@@ -346,6 +352,7 @@ export async function deliveryRoutes(
         path,
         query,
         accept: request.headers.accept,
+        hints: clientHints(request.headers),
         headers: request.headers,
       };
       // Twice at most: a rendition whose bytes are found gone (evicted by the rendition cache, on
