@@ -123,7 +123,7 @@ const delivery = {
         {
           errorCode: 'VALIDATION_FAILED',
           error: 'Validation failed',
-          message: 'w_20000: width must be 1 to 10000',
+          message: 'transform: "w_20000" needs a whole number from 1 to 10000',
         },
       ),
       403: errorResponse(
