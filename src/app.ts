@@ -27,7 +27,7 @@ import { dashboardRoutes } from './http/routes/dashboard.ts';
 import { tokenRoutes } from './http/routes/tokens.ts';
 import { workspaceRoutes } from './http/routes/workspace.ts';
 import type { Services } from './services/container.ts';
-import { OPENAPI_HEAD, SHARED_SCHEMAS } from './contract/openapi.ts';
+import { SHARED_SCHEMAS, swaggerOptions } from './contract/openapi.ts';
 
 /** Header and body paths that must never reach a log line. */
 export const REDACT_PATHS = [
@@ -123,7 +123,7 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
   for (const schema of SHARED_SCHEMAS) app.addSchema(schema);
 
   await app.register(swagger, {
-    openapi: OPENAPI_HEAD,
+    ...swaggerOptions(config.publicUrl),
     refResolver: { buildLocalReference: (json, _base, _fragment, i) => String(json.$id ?? `def-${i}`) },
   });
   await app.register(swaggerUi, { routePrefix: '/docs' });

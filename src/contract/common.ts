@@ -15,4 +15,4 @@ export const TagsInput = () => Type.Union([Type.Array(Type.String()), Type.Strin
 export const PAGE = () => Type.Integer({ minimum: 1, maximum: 10_000_000, default: 1 });
 
 /** `{success: true}` and nothing else. */
-export const Ok = Type.Object({ success: Type.Literal(true) });
+export const Ok = Type.Object({ success: Type.Literal(true) }, { examples: [{ success: true }] });

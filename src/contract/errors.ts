@@ -11,7 +11,19 @@ export const ErrorBody = Type.Object(
     message: Type.Optional(Type.String()),
     retryAfterSeconds: Type.Optional(Type.Number()),
   },
-  { $id: 'ErrorBody', description: 'Every error: docs/api.md#errors' },
+  {
+    $id: 'ErrorBody',
+    description: 'Every error: docs/api.md#errors',
+    examples: [
+      {
+        success: false,
+        error: 'File not found',
+        errorCode: 'FILE_NOT_FOUND',
+        code: 'FILE_NOT_FOUND',
+        message: 'No file with this file_no in this workspace',
+      },
+    ],
+  },
 );
 export type ErrorBody = Static<typeof ErrorBody>;
 

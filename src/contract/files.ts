@@ -1,7 +1,8 @@
 // Files: the record every upload and listing answers with (docs/api/uploads.md#the-file-record), its details, and
 // the requests of /api/v1/files.
-import { type Static, Type } from 'typebox';
+import { type Static, type TSchema, Type } from 'typebox';
 import { AnyObject, nullable, PAGE, TagsInput } from './common.ts';
+import { EXAMPLE_FILE, EXAMPLE_FILE_DETAILS, EXAMPLE_SIGNED_URL } from './examples.ts';
 
 /** docs/api/uploads.md#the-file-record: every field present, null where unknown. */
 export const FileRecord = Type.Object(
@@ -37,7 +38,7 @@ export const FileRecord = Type.Object(
     meta_data: AnyObject('The same as metadata'),
     folder_id: nullable(Type.String({ description: "The folder's id; null at the root" })),
   },
-  { $id: 'FileRecord' },
+  { $id: 'FileRecord', examples: [EXAMPLE_FILE] },
 );
 export type FileRecord = Static<typeof FileRecord>;
 
@@ -59,16 +60,26 @@ export const FileDetails = Type.Object(
     asset_key: Type.String({ description: 'The file_no' }),
     asset_url: Type.String({ description: 'The same as url' }),
   },
-  { $id: 'FileDetails' },
+  { $id: 'FileDetails', examples: [EXAMPLE_FILE_DETAILS] },
 );
 export type FileDetails = Static<typeof FileDetails>;
 
-/** A file record as upload answers give it: both documented shapes at once (docs/api/uploads.md). */
+/** The record's properties, each with its value in the example record. */
+const exampleProperties = <P extends Record<string, TSchema>>(properties: P, example: Record<string, unknown>): P =>
+  Object.fromEntries(
+    Object.entries(properties).map(([key, schema]) => [key, { ...schema, examples: [example[key]] }]),
+  ) as unknown as P;
+
+/**
+ * A file record as upload answers give it: both documented shapes at once (docs/api/uploads.md).
+ * Its example is given field by field: one example object holding the record twice trips JSON
+ * Schema validators that read an `id` member as a schema id (draft 4, as OpenAPI 3.0 linters use).
+ */
 export const UploadAnswer = Type.Object(
   {
     success: Type.Literal(true),
-    ...FileRecord.properties,
-    data: Type.Object(FileRecord.properties),
+    ...exampleProperties(FileRecord.properties, EXAMPLE_FILE),
+    data: Type.Object(FileRecord.properties, { examples: [EXAMPLE_FILE] }),
   },
   {
     $id: 'UploadAnswer',
@@ -130,64 +141,110 @@ export type FileListQuery = Static<typeof FileListQuery>;
 const Record = Type.Ref('FileRecord');
 
 /** A page of files, in the names of every hosted SDK generation at once. */
-export const FilePage = Type.Object({
-  files: Type.Array(Record),
-  meta: Type.Object({
+export const FilePage = Type.Object(
+  {
+    files: Type.Array(Record),
+    meta: Type.Object({
+      page: Type.Integer(),
+      limit: Type.Integer(),
+      total: Type.Integer(),
+      totalEstimated: Type.Boolean({
+        description:
+          'True when total is an estimate: a filtered list matched more than 1,000 files (10,000 for a single tag)',
+      }),
+      hasNext: Type.Boolean(),
+      hasPrev: Type.Boolean(),
+      nextCursor: Type.Union([Type.String(), Type.Null()], {
+        description: 'Send as cursor for the next page; null on the last page',
+      }),
+    }),
+    next_cursor: Type.Union([Type.String(), Type.Null()], { description: 'The same as meta.nextCursor' }),
+    // The same page in the names the hosted SDKs read.
+    items: Type.Array(Record, { description: 'The same as files' }),
     page: Type.Integer(),
     limit: Type.Integer(),
-    total: Type.Integer(),
-    totalEstimated: Type.Boolean({
-      description:
-        'True when total is an estimate: a filtered list matched more than 1,000 files (10,000 for a single tag)',
-    }),
-    hasNext: Type.Boolean(),
-    hasPrev: Type.Boolean(),
-    nextCursor: Type.Union([Type.String(), Type.Null()], {
-      description: 'Send as cursor for the next page; null on the last page',
-    }),
-  }),
-  next_cursor: Type.Union([Type.String(), Type.Null()], { description: 'The same as meta.nextCursor' }),
-  // The same page in the names the hosted SDKs read.
-  items: Type.Array(Record, { description: 'The same as files' }),
-  page: Type.Integer(),
-  limit: Type.Integer(),
-  total_count: Type.Integer({ description: 'The same as meta.total' }),
-  total_pages: Type.Integer(),
-  is_page_next: Type.Boolean({ description: 'The same as meta.hasNext' }),
-  // And in the names later hosted SDK versions page by (Node 0.3, Ruby).
-  data: Type.Array(Record, { description: 'The same as files' }),
-  current_page: Type.Integer(),
-  total_results: Type.Integer(),
-  has_next: Type.Boolean(),
-  has_next_page: Type.Boolean(),
-});
+    total_count: Type.Integer({ description: 'The same as meta.total' }),
+    total_pages: Type.Integer(),
+    is_page_next: Type.Boolean({ description: 'The same as meta.hasNext' }),
+    // And in the names later hosted SDK versions page by (Node 0.3, Ruby).
+    data: Type.Array(Record, { description: 'The same as files' }),
+    current_page: Type.Integer(),
+    total_results: Type.Integer(),
+    has_next: Type.Boolean(),
+    has_next_page: Type.Boolean(),
+  },
+  {
+    examples: [
+      {
+        files: [EXAMPLE_FILE],
+        meta: { page: 1, limit: 20, total: 1, totalEstimated: false, hasNext: false, hasPrev: false, nextCursor: null },
+        next_cursor: null,
+        items: [EXAMPLE_FILE],
+        page: 1,
+        limit: 20,
+        total_count: 1,
+        total_pages: 1,
+        is_page_next: false,
+        data: [EXAMPLE_FILE],
+        current_page: 1,
+        total_results: 1,
+        has_next: false,
+        has_next_page: false,
+      },
+    ],
+  },
+);
 export type FilePage = Static<typeof FilePage>;
 
 export const FileDetailsAnswer = Type.Object({ success: Type.Literal(true), data: Type.Ref('FileDetails') });
 
 /** Rename (files and folders): the new name. */
-export const NameBody = Type.Object({ name: Type.String({ minLength: 1, maxLength: 1024 }) });
+export const NameBody = Type.Object(
+  { name: Type.String({ minLength: 1, maxLength: 1024 }) },
+  { examples: [{ name: 'summer-2026' }] },
+);
 export type NameBody = Static<typeof NameBody>;
 
-export const FileUpdateBody = Type.Object({
-  add_tags: Type.Optional(TagsInput()),
-  remove_tags: Type.Optional(TagsInput()),
-  metadata: Type.Optional(AnyObject()),
-  custom_id: Type.Optional(Type.Union([Type.String(), Type.Null()])),
-  folder_no: Type.Optional(Type.Union([Type.String(), Type.Null()])),
-  is_private: Type.Optional(Type.Boolean()),
-});
+export const FileUpdateBody = Type.Object(
+  {
+    add_tags: Type.Optional(TagsInput()),
+    remove_tags: Type.Optional(TagsInput()),
+    metadata: Type.Optional(AnyObject()),
+    custom_id: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+    folder_no: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+    is_private: Type.Optional(Type.Boolean()),
+  },
+  {
+    examples: [
+      {
+        add_tags: ['clearance'],
+        remove_tags: ['summer'],
+        metadata: { sku: 'SH-1042', colour: 'red' },
+        is_private: false,
+      },
+    ],
+  },
+);
 export type FileUpdateBody = Static<typeof FileUpdateBody>;
 
-export const SignedUrlBody = Type.Object({
-  expires_in: Type.Optional(Type.Integer({ minimum: 1, maximum: 7 * 24 * 3600, default: 3600 })),
-  transform: Type.Optional(Type.String({ maxLength: 512 })),
-});
+export const SignedUrlBody = Type.Object(
+  {
+    expires_in: Type.Optional(Type.Integer({ minimum: 1, maximum: 7 * 24 * 3600, default: 3600 })),
+    transform: Type.Optional(Type.String({ maxLength: 512 })),
+  },
+  { examples: [{ expires_in: 3600, transform: 'w_800' }] },
+);
 export type SignedUrlBody = Static<typeof SignedUrlBody>;
 
-export const SignedUrl = Type.Object({ url: Type.String(), expires_at: Type.Integer() });
+export const SignedUrl = Type.Object(
+  { url: Type.String(), expires_at: Type.Integer() },
+  { examples: [EXAMPLE_SIGNED_URL] },
+);
 export type SignedUrl = Static<typeof SignedUrl>;
 export const SignedUrlAnswer = Type.Object({ success: Type.Literal(true), data: SignedUrl });
 
 /** File and folder deletes. */
-export const Deleted = Type.Object({ success: Type.Literal(true), message: Type.String() });
+export const Deleted = Type.Object(
+  { success: Type.Literal(true), message: Type.String() },
+  { examples: [{ success: true, message: 'file deleted successfully' }] },
+);

@@ -1,22 +1,26 @@
 // Transformation presets (/api/v1/presets): a workspace's named transformations, used in
 // delivery URLs as `t_{name}` (docs/api/presets.md).
 import { type Static, Type } from 'typebox';
+import { EXAMPLE_PRESET } from './examples.ts';
 
 const NAME_PATTERN = '^[a-z0-9][a-z0-9_-]{0,63}$';
 
-export const Preset = Type.Object({
-  name: Type.String({ pattern: NAME_PATTERN, description: 'Used in delivery URLs as t_{name}' }),
-  transformation: Type.String({ description: 'Comma-separated tokens, as stored (each token trimmed)' }),
-  created_at: Type.String({ format: 'date-time' }),
-  updated_at: Type.String({ format: 'date-time' }),
-});
+export const Preset = Type.Object(
+  {
+    name: Type.String({ pattern: NAME_PATTERN, description: 'Used in delivery URLs as t_{name}' }),
+    transformation: Type.String({ description: 'Comma-separated tokens, as stored (each token trimmed)' }),
+    created_at: Type.String({ format: 'date-time' }),
+    updated_at: Type.String({ format: 'date-time' }),
+  },
+  { examples: [EXAMPLE_PRESET] },
+);
 export type Preset = Static<typeof Preset>;
 
 export const PresetAnswer = Type.Object({ success: Type.Literal(true), data: Preset });
 
 export const PresetListData = Type.Object({
   presets: Type.Array(Preset, { description: 'By name' }),
-  max_presets: Type.Integer({ description: 'How many presets a workspace may have' }),
+  max_presets: Type.Integer({ description: 'How many presets a workspace may have', examples: [100] }),
 });
 export type PresetListData = Static<typeof PresetListData>;
 
@@ -38,6 +42,6 @@ export const PresetPutBody = Type.Object(
         'Comma-separated transformation tokens (w_400,h_400,c_fill), checked as delivery would read them; no t_ tokens; at most 1,024 characters once each token is trimmed',
     }),
   },
-  { additionalProperties: false },
+  { additionalProperties: false, examples: [{ transformation: EXAMPLE_PRESET.transformation }] },
 );
 export type PresetPutBody = Static<typeof PresetPutBody>;

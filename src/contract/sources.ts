@@ -1,6 +1,7 @@
 // Sources (origins delivery reads through): the source as shown, and the requests of /api/v1/sources.
 import { type Static, Type } from 'typebox';
 import { PAGE } from './common.ts';
+import { EXAMPLE_SOURCE } from './examples.ts';
 
 export const SourceType = Type.Union(
   [Type.Literal('s3'), Type.Literal('azure'), Type.Literal('google_cloud'), Type.Literal('image_source')],
@@ -40,7 +41,7 @@ export const Source = Type.Object(
     created_at: Type.String({ format: 'date-time' }),
     updated_at: Type.String({ format: 'date-time' }),
   },
-  { $id: 'Source' },
+  { $id: 'Source', examples: [EXAMPLE_SOURCE] },
 );
 export type Source = Static<typeof Source>;
 
@@ -52,14 +53,34 @@ const NAME = Type.String({
   description: 'Letters, digits, underscores, hyphens; unique per workspace',
 });
 
-export const SourceCreateBody = Type.Object({ name: NAME, type: SourceType, configuration: ConfigurationInput });
+export const SourceCreateBody = Type.Object(
+  { name: NAME, type: SourceType, configuration: ConfigurationInput },
+  {
+    examples: [
+      { name: 'catalogue', type: 'image_source', configuration: { base_url: 'https://images.example.com' } },
+      {
+        name: 'archive',
+        type: 's3',
+        configuration: {
+          access_key: 'AKIAIOSFODNN7EXAMPLE',
+          secret_key: 'wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY',
+          region: 'eu-west-1',
+          bucket: 'shop-archive',
+        },
+      },
+    ],
+  },
+);
 export type SourceCreateBody = Static<typeof SourceCreateBody>;
 
-export const SourceUpdateBody = Type.Object({
-  name: Type.Optional(NAME),
-  configuration: Type.Optional(ConfigurationInput),
-  is_active: Type.Optional(Type.Boolean()),
-});
+export const SourceUpdateBody = Type.Object(
+  {
+    name: Type.Optional(NAME),
+    configuration: Type.Optional(ConfigurationInput),
+    is_active: Type.Optional(Type.Boolean()),
+  },
+  { examples: [{ is_active: false }] },
+);
 export type SourceUpdateBody = Static<typeof SourceUpdateBody>;
 
 export const SourceListQuery = Type.Object({
@@ -72,18 +93,24 @@ export type SourceListQuery = Static<typeof SourceListQuery>;
 
 export const SourcePage = Type.Object({
   sources: Type.Array(Type.Ref('Source')),
-  meta: Type.Object({
-    page: Type.Integer(),
-    limit: Type.Integer(),
-    total: Type.Integer(),
-    hasMore: Type.Boolean(),
-  }),
+  meta: Type.Object(
+    {
+      page: Type.Integer(),
+      limit: Type.Integer(),
+      total: Type.Integer(),
+      hasMore: Type.Boolean(),
+    },
+    { examples: [{ page: 1, limit: 10, total: 1, hasMore: false }] },
+  ),
 });
 
-export const SourceTest = Type.Object({
-  ok: Type.Boolean(),
-  latency_ms: Type.Integer(),
-  error: Type.Optional(Type.String()),
-});
+export const SourceTest = Type.Object(
+  {
+    ok: Type.Boolean(),
+    latency_ms: Type.Integer(),
+    error: Type.Optional(Type.String()),
+  },
+  { examples: [{ ok: true, latency_ms: 84 }] },
+);
 export type SourceTest = Static<typeof SourceTest>;
 export const SourceTestAnswer = Type.Object({ success: Type.Literal(true), data: SourceTest });
