@@ -78,6 +78,8 @@ export interface Delivered {
   isPrivate: boolean;
   /** A rendition's storage key: hits answered from memory are reported to the rendition cache with it. */
   renditionKey?: string;
+  /** The stored bytes as a file of this machine (storage with `localPath`), for X-Accel-Redirect. */
+  localFile?: string;
 }
 
 const MIME: Record<OutputFormat, string> = {
@@ -290,6 +292,7 @@ export class DeliveryService {
         varyAccept: false,
         isPrivate: Boolean(whole.is_private),
         ranges: true,
+        localFile: this.storage.localPath?.(whole.storage_key),
       };
     }
     if (invalid) throw invalid;
@@ -325,6 +328,7 @@ export class DeliveryService {
       isPrivate: Boolean(file.is_private),
       ranges: true,
       renditionKey: key,
+      localFile: this.storage.localPath?.(key),
     };
   }
 
@@ -404,6 +408,7 @@ export class DeliveryService {
       isPrivate: false,
       canonical: canonicalLink,
       renditionKey: key,
+      localFile: this.storage.localPath?.(key),
     };
   }
 
