@@ -107,6 +107,8 @@ for (const dialect of DIALECTS) {
         assert.match(target, /^\/_stowage_internal\/storage\/objects\/[A-Za-z0-9]+\/blobs\/[^/]+$/);
         assert.equal(sha(readFileSync(join(h.config.dataDir, target.slice(PREFIX.length)))), sha(photo));
         assert.equal(raw.headers.get('etag'), `"${record.hash}"`);
+        for (const name of ['vary', 'cache-control', 'content-type', 'content-security-policy', 'last-modified'])
+          assert.equal(res.headers.get(name), raw.headers.get(name), `${name} as Stowage gave it`);
         // The second is answered from memory before Fastify (deliveryFastPath), redirected all the same.
         if (i === 1) assert.match(raw.headers.get('x-request-id') ?? '', /^dfp-/);
       }
