@@ -8,21 +8,24 @@
 // Each server runs in its own process: Stowage as `npm start` runs it (bench/scale/server.ts),
 // nginx (Debian package) as a foreground child with a temporary configuration and one worker
 // (Stowage is one process with one JavaScript thread: one nginx worker is the like-for-like
-// comparison), @fastify/static from bench/delivery-static-server.mjs.
+// comparison), @fastify/static from bench/delivery-static-server.mjs. The original is also
+// asked of a second Stowage with STOWAGE_ACCEL_REDIRECT behind nginx as docs/deploy.md
+// configures it (its block read from the page): Stowage checks and heads, nginx sends.
 //
 // Targets (issue 19): cached 50 KB rendition >= 0.25x nginx's req/s and >= 2x @fastify/static's;
 // 3 MB original >= 0.8x nginx's throughput; first render within 1.15x of sharp alone.
 // Issue 20: a typical chain (resize + 3 effects + a text layer) within 1.2x of sharp doing the same.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import sharp from 'sharp';
+import { documentedStowageServer, type Nginx, startNginx } from '../test/helpers/nginx.ts';
 import { Stowage } from './scale/server.ts';
-import { fmt, freePort, startProcess } from './lib.ts';
+import { fmt, startProcess } from './lib.ts';
 
 const DURATION = Number(process.env.BENCH_DURATION_S ?? 10);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50);
@@ -33,6 +36,12 @@ const CHAIN =
 /** Interleaved load rounds per server and file; each server's best round is printed. */
 const LOAD_ROUNDS = Number(process.env.BENCH_LOAD_ROUNDS ?? 2);
 const NGINX = process.env.BENCH_NGINX ?? '/usr/sbin/nginx';
+/** The same for both nginx servers: the plain one, and the one in front of Stowage. */
+const NGINX_HTTP = `  sendfile on;
+  tcp_nopush on;
+  tcp_nodelay on;
+  keepalive_requests 1000000;
+  open_file_cache max=100 inactive=60s;`;
 const SCRIPT = fileURLToPath(new URL('delivery-wrk.lua', import.meta.url));
 /** About 50 KB from the 3 MB photo below. */
 const TOKENS = 'w_640,f_webp';
@@ -64,53 +73,6 @@ async function wrk(url: string): Promise<Load> {
   };
 }
 
-async function startNginx(root: string, dir: string): Promise<{ base: string; child: ChildProcess }> {
-  const port = await freePort();
-  for (const d of ['client', 'proxy', 'fastcgi', 'uwsgi', 'scgi']) mkdirSync(join(dir, d), { recursive: true });
-  const conf = join(dir, 'nginx.conf');
-  writeFileSync(
-    conf,
-    `worker_processes 1;
-pid ${dir}/nginx.pid;
-error_log ${dir}/error.log warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  sendfile on;
-  tcp_nopush on;
-  tcp_nodelay on;
-  keepalive_requests 1000000;
-  open_file_cache max=100 inactive=60s;
-  client_body_temp_path ${dir}/client;
-  proxy_temp_path ${dir}/proxy;
-  fastcgi_temp_path ${dir}/fastcgi;
-  uwsgi_temp_path ${dir}/uwsgi;
-  scgi_temp_path ${dir}/scgi;
-  types { image/webp webp; image/jpeg jpg; }
-  server { listen 127.0.0.1:${port}; root ${root}; }
-}
-`,
-  );
-  const child = spawn(NGINX, ['-p', dir, '-c', conf, '-e', join(dir, 'error.log'), '-g', 'daemon off;'], {
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  let err = '';
-  child.stderr!.on('data', (d: Buffer) => (err += d));
-  const base = `http://127.0.0.1:${port}`;
-  for (let i = 0; i < 100; i++) {
-    if (child.exitCode !== null) throw new Error(`nginx exited ${child.exitCode}: ${err}`);
-    if (
-      await fetch(`${base}/rendition.webp`).then(
-        (r) => r.ok,
-        () => false,
-      )
-    )
-      return { base, child };
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`nginx did not answer: ${err} ${readFileSync(join(dir, 'error.log'), 'utf8')}`);
-}
-
 async function upload(base: string, key: string, name: string, bytes: Buffer): Promise<void> {
   const form = new FormData();
   form.set('file_name', name);
@@ -130,8 +92,6 @@ const line = (name: string, l: Load) =>
 
 async function main() {
   const dir = mkdtempSync(join(tmpdir(), 'bench-delivery-'));
-  // nginx started by root serves as "nobody": the files must be readable by others.
-  chmodSync(dir, 0o755);
   const staticDir = join(dir, 'static');
   mkdirSync(staticDir);
   // A photo-like JPEG: noise compresses (and decodes) like a real photo, not like a flat fill.
@@ -150,7 +110,10 @@ async function main() {
   writeFileSync(photoPath, photo);
 
   const stowage = new Stowage({ dataDir: join(dir, 'data') });
+  const accelDir = join(dir, 'accel-data');
+  const accelStowage = new Stowage({ dataDir: accelDir }, { STOWAGE_ACCEL_REDIRECT: '/_stowage_internal/' });
   const children: ChildProcess[] = [];
+  const nginxes: Nginx[] = [];
   try {
     await stowage.start();
     const first = JSON.parse(readFileSync(join(dir, 'data', 'first-workspace.json'), 'utf8')) as {
@@ -227,8 +190,34 @@ async function main() {
     writeFileSync(join(staticDir, 'rendition.webp'), rendition);
     writeFileSync(join(staticDir, 'photo.jpg'), photo);
 
-    const nginx = await startNginx(staticDir, join(dir, 'nginx'));
-    children.push(nginx.child);
+    const nginx = await startNginx(
+      join(dir, 'nginx'),
+      (port) => `${NGINX_HTTP}
+  types { image/webp webp; image/jpeg jpg; }
+  server { listen 127.0.0.1:${port}; root ${staticDir}; }`,
+      NGINX,
+    );
+    nginxes.push(nginx);
+
+    // Stowage behind nginx, X-Accel-Redirect: its own data, the photo uploaded there.
+    await accelStowage.start();
+    const accelFirst = JSON.parse(readFileSync(join(accelDir, 'first-workspace.json'), 'utf8')) as {
+      workspace_id: string;
+      private_key: string;
+    };
+    await upload(accelStowage.base, accelFirst.private_key, 'photo.jpg', photo);
+    const accelNginx = await startNginx(
+      join(dir, 'nginx-accel'),
+      (port) => `${NGINX_HTTP}
+${documentedStowageServer(port, Number(new URL(accelStowage.base).port), accelDir)}`,
+      NGINX,
+    );
+    nginxes.push(accelNginx);
+    const accelUrl = `${accelNginx.base}/${accelFirst.workspace_id}/photo.jpg`;
+    if (!(await bytesOf(accelUrl)).equals(photo)) throw new Error('the original came back different through nginx');
+    const redirected = await fetch(`${accelStowage.base}/${accelFirst.workspace_id}/photo.jpg`);
+    await redirected.arrayBuffer();
+    if (!redirected.headers.get('x-accel-redirect')) throw new Error('Stowage did not answer with X-Accel-Redirect');
     const fst = await startProcess(['bench/delivery-static-server.mjs'], { BENCH_DIR: staticDir }, /listening (\d+)/);
     children.push(fst.child);
     const fstBase = `http://127.0.0.1:${fst.match[1]}`;
@@ -238,10 +227,11 @@ async function main() {
     // Interleaved rounds, the best of each kept: on a shared machine a round can be disturbed,
     // and taking each server's best in turns disturbs none of them more than the others.
     const best = (a: Load | undefined, b: Load) => (a && a.rps >= b.rps ? a : b);
-    const r: Record<'nginx' | 'stowage' | 'fastifyStatic', Load | undefined> = {
+    const r: Record<'nginx' | 'stowage' | 'fastifyStatic' | 'accel', Load | undefined> = {
       nginx: undefined,
       stowage: undefined,
       fastifyStatic: undefined,
+      accel: undefined,
     };
     const o = { ...r };
     for (let round = 0; round < LOAD_ROUNDS; round++) {
@@ -251,10 +241,17 @@ async function main() {
       o.nginx = best(o.nginx, await wrk(`${nginx.base}/photo.jpg`));
       o.stowage = best(o.stowage, await wrk(`${ws}/photo.jpg`));
       o.fastifyStatic = best(o.fastifyStatic, await wrk(`${fstBase}/photo.jpg`));
+      o.accel = best(o.accel, await wrk(accelUrl));
     }
-    const [rn, rs, rf, on, os, of] = [r.nginx, r.stowage, r.fastifyStatic, o.nginx, o.stowage, o.fastifyStatic].map(
-      (l) => l!,
-    );
+    const [rn, rs, rf, on, os, of, oa] = [
+      r.nginx,
+      r.stowage,
+      r.fastifyStatic,
+      o.nginx,
+      o.stowage,
+      o.fastifyStatic,
+      o.accel,
+    ].map((l) => l!);
 
     const out: string[] = [];
     out.push(
@@ -273,6 +270,8 @@ async function main() {
       line('  Stowage', os),
       line('  @fastify/static', of),
       `  Stowage/nginx ${fmt(os.bps / on.bps, 2)}x throughput (target >= 0.8)   Stowage/@fastify/static ${fmt(os.bps / of.bps, 2)}x`,
+      line('  Stowage behind nginx (X-Accel-Redirect)', oa),
+      `  Stowage behind nginx/nginx ${fmt(oa.bps / on.bps, 2)}x throughput (target >= 0.8)`,
       '',
       `first request of a rendition (w_800,f_webp, best of ${ROUNDS})  ${fmt(firstMs, 1)} ms; sharp alone ${fmt(sharpMs, 1)} ms; ratio ${fmt(firstMs / sharpMs, 2)} (target <= 1.15)`,
       `first request of a typical chain (${CHAIN}, best of ${ROUNDS})  ${fmt(chainMs, 1)} ms; sharp doing the same ${fmt(chainSharpMs, 1)} ms; ratio ${fmt(chainMs / chainSharpMs, 2)} (target <= 1.2)`,
@@ -280,7 +279,9 @@ async function main() {
     console.log(['```', ...out, '```'].join('\n'));
   } finally {
     for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
+    for (const n of nginxes) await n.stop();
     await stowage.stop(true);
+    await accelStowage.stop(true);
     rmSync(dir, { recursive: true, force: true });
   }
 }

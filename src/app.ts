@@ -59,6 +59,11 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
     policy: (id: string) => services.workspaces.transformPolicy(id),
     signer: services.deliverySigner,
   };
+  // STOWAGE_ACCEL_REDIRECT: nginx sends files that are on this machine's disk (docs/deploy.md).
+  const accel =
+    config.accelRedirect && services.storage.localPath
+      ? { prefix: config.accelRedirect, root: config.dataDir }
+      : undefined;
   const fastPath = deliveryFastPath(
     services.deliveryCache,
     {
@@ -69,6 +74,7 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
       },
     },
     transformGate,
+    accel,
   );
   const httpOptions: http.ServerOptions = {
     requestTimeout: 0,
@@ -188,6 +194,7 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
     signer: services.deliverySigner,
     cache: services.deliveryCache,
     transformGate,
+    accel,
   });
 
   return app;

@@ -112,6 +112,12 @@ export interface Config {
   maxConcurrentUploads: number;
   /** Bounds on making renditions (docs/api/delivery.md#limits). */
   render: RenderSettings;
+  /**
+   * nginx's internal location for files on local disk (e.g. `/_stowage_internal/`): delivery then
+   * answers an authorised GET with `X-Accel-Redirect` and no body, and nginx sends the file
+   * (docs/deploy.md). Unset = Stowage sends the bytes itself.
+   */
+  accelRedirect?: string;
 }
 
 export interface RenderSettings {
@@ -297,6 +303,14 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     faceTimeoutMs: integer('STOWAGE_RENDER_FACE_TIMEOUT_MS', 1500, 1, 600_000),
   };
 
+  // Only a plain path: nginx decodes the header and matches it against its locations, so no
+  // escapes, query, empty segments or segments starting with "." (no "." or "..").
+  const accelRedirect = read('STOWAGE_ACCEL_REDIRECT');
+  if (accelRedirect !== undefined && !/^\/([A-Za-z0-9_~-][A-Za-z0-9._~-]*\/)+$/.test(accelRedirect))
+    problems.push(
+      `STOWAGE_ACCEL_REDIRECT must be a location prefix such as /_stowage_internal/: starting and ending with "/", letters, digits and . _ ~ - only (got "${accelRedirect}")`,
+    );
+
   let masterKey: Buffer | undefined;
   const masterRaw = read('STOWAGE_MASTER_KEY');
   if (masterRaw !== undefined) {
@@ -345,6 +359,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     keepAliveTimeoutMs,
     maxConcurrentUploads,
     render,
+    accelRedirect,
     remoteTimeoutMs,
     privateUrlTtl,
     webhookRetrySchedule,

@@ -53,6 +53,29 @@ describe('configuration', () => {
     assert.match(problems({ STOWAGE_RENDITION_CACHE_BYTES: '10G' }).join('\n'), /STOWAGE_RENDITION_CACHE_BYTES/);
   });
 
+  test('the X-Accel-Redirect prefix: off by default, a plain location prefix, anything else named', () => {
+    assert.equal(loadConfig({ STOWAGE_DATA_DIR: tmp() }).accelRedirect, undefined);
+    assert.equal(
+      loadConfig({ STOWAGE_DATA_DIR: tmp(), STOWAGE_ACCEL_REDIRECT: '/_stowage_internal/' }).accelRedirect,
+      '/_stowage_internal/',
+    );
+    assert.equal(loadConfig({ STOWAGE_DATA_DIR: tmp(), STOWAGE_ACCEL_REDIRECT: '/a/b.c/' }).accelRedirect, '/a/b.c/');
+    for (const bad of [
+      '_stowage/',
+      '/_stowage',
+      '/',
+      '//x/',
+      '/../x/',
+      '/x/../',
+      '/./',
+      '/a%2F/',
+      '/a?b/',
+      '@named',
+      '/a b/',
+    ])
+      assert.match(problems({ STOWAGE_ACCEL_REDIRECT: bad }).join('\n'), /STOWAGE_ACCEL_REDIRECT must be/, bad);
+  });
+
   test('a master key readable by others stops the start with the fix in the message', () => {
     const dir = tmp();
     loadConfig({ STOWAGE_DATA_DIR: dir });

@@ -18,7 +18,11 @@ export class Stowage {
   private output = '';
   base = '';
 
-  constructor(private readonly db: Target) {}
+  /** `env`: settings on top of the bench's (bench/delivery sets STOWAGE_ACCEL_REDIRECT). */
+  constructor(
+    private readonly db: Target,
+    private readonly env: Record<string, string> = {},
+  ) {}
 
   get pid(): number {
     return this.child?.pid ?? 0;
@@ -40,6 +44,7 @@ export class Stowage {
         STOWAGE_RATE_LIMIT_UPLOAD: 'off',
         STOWAGE_MAX_CONCURRENT_UPLOADS: '0',
         AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
+        ...this.env,
       },
       stdio: ['ignore', 'ignore', 'pipe'],
     });

@@ -80,6 +80,8 @@ export interface Delivered {
   isPrivate: boolean;
   /** A rendition's storage key: hits answered from memory are reported to the rendition cache with it. */
   renditionKey?: string;
+  /** The stored bytes as a file of this machine (storage with `localPath`), for X-Accel-Redirect. */
+  localFile?: string;
 }
 
 const MIME: Record<OutputFormat, string> = {
@@ -304,6 +306,7 @@ export class DeliveryService {
         varyAccept: false,
         isPrivate: Boolean(whole.is_private),
         ranges: true,
+        localFile: this.storage.localPath?.(whole.storage_key),
       };
     }
     // A parse error only when no reading parsed: else the tokens were fine and the file is missing.
@@ -341,6 +344,7 @@ export class DeliveryService {
       isPrivate: Boolean(file.is_private),
       ranges: true,
       renditionKey: key,
+      localFile: this.storage.localPath?.(key),
     };
   }
 
@@ -435,6 +439,7 @@ export class DeliveryService {
       isPrivate: false,
       canonical: canonicalLink,
       renditionKey: key,
+      localFile: this.storage.localPath?.(key),
     };
   }
 

@@ -4,7 +4,9 @@
 // file is held in memory (DeliveryCache) straight from the HTTP server, before Fastify's routing
 // and hooks, as a static file server would. Everything else (misses, private files, errors,
 // sources) takes the route.
+import { access } from 'node:fs/promises';
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import { isAbsolute, relative, sep } from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { FastifyInstance } from 'fastify';
@@ -157,6 +159,41 @@ export function answer(headers: IncomingHttpHeaders, d: Delivered, immutable: bo
   return { status: 200, headers: h };
 }
 
+/** STOWAGE_ACCEL_REDIRECT: nginx's internal location, and the directory its paths are relative to (the data dir). */
+export interface AccelRedirect {
+  prefix: string;
+  root: string;
+}
+
+/**
+ * A 200 or 206 of `d` as nginx is to send it (docs/deploy.md, "Serving files through nginx"):
+ * the same headers, no body, and `X-Accel-Redirect` naming the file under the internal location.
+ * Always a 200 without length or range: nginx sends the file and applies Range and If-Range
+ * itself, against the ETag and Last-Modified its location takes back from this answer.
+ * Undefined (Stowage sends the bytes) when the file is not on this machine's disk.
+ */
+export function accelerated(a: Answer, d: Delivered, accel: AccelRedirect | undefined): Answer | undefined {
+  if (!accel || !d.localFile || (a.status !== 200 && a.status !== 206)) return undefined;
+  const path = relative(accel.root, d.localFile);
+  // Storage keys never hold dot segments (assertKey); this keeps even a misconfigured root from
+  // naming anything outside it.
+  if (isAbsolute(path) || path.split(sep).some((s) => s === '' || s === '.' || s === '..')) return undefined;
+  // nginx adds its own Accept-Ranges to the upstream's: one is enough.
+  const { 'content-length': _length, 'content-range': _range, 'accept-ranges': _ranges, ...headers } = a.headers;
+  headers['x-accel-redirect'] = accel.prefix + path.split(sep).map(encodeURIComponent).join('/');
+  headers['content-length'] = 0;
+  return { status: 200, headers };
+}
+
+/** Throws ObjectNotFoundError when the file behind a remembered lookup has gone, as `open()` would. */
+async function stillThere(file: string): Promise<void> {
+  try {
+    await access(file);
+  } catch {
+    throw new ObjectNotFoundError(file);
+  }
+}
+
 function headerText(v: string | string[] | undefined): string | undefined {
   return Array.isArray(v) ? v.join(', ') : v;
 }
@@ -195,10 +232,11 @@ export function deliveryFastPath(
   cache: DeliveryCache,
   metrics?: FastPathMetrics,
   transformGate?: TransformGateDeps,
+  accel?: AccelRedirect,
 ): (req: IncomingMessage, res: ServerResponse, fallback: () => void) => boolean {
   const expose = EXPOSED_HEADERS.join(', ');
   let served = 0;
-  const serve = fastServe(cache, metrics, expose, () => ++served);
+  const serve = fastServe(cache, metrics, expose, () => ++served, accel);
   return (req, res, fallback) => {
     const url = req.url ?? '';
     const pathname = rawPath(url);
@@ -224,6 +262,7 @@ function fastServe(
   metrics: FastPathMetrics | undefined,
   expose: string,
   nextId: () => number,
+  accel: AccelRedirect | undefined,
 ): (req: IncomingMessage, res: ServerResponse, fallback: () => void) => boolean {
   return (req, res, fallback) => {
     const method = req.method;
@@ -255,14 +294,29 @@ function fastServe(
     // What the CORS hook leaves when the answer names no Vary of its own.
     a.headers.vary ??= 'Origin';
     const done = () => metrics?.count(method, a.status, (performance.now() - started) / 1000);
-    const head = (): boolean => {
+    const head = (answer = a): boolean => {
       try {
-        res.writeHead(a.status, a.headers);
+        res.writeHead(answer.status, answer.headers);
         return true;
       } catch {
         return false;
       }
     };
+    const redirect = method === 'GET' ? accelerated(a, d, accel) : undefined;
+    if (redirect) {
+      stillThere(d.localFile!).then(
+        () => {
+          if (!head(redirect)) return fallback();
+          res.end();
+          done();
+        },
+        () => {
+          cache.drop(target);
+          fallback();
+        },
+      );
+      return true;
+    }
     if (held.body || a.status === 304 || method === 'HEAD') {
       // A header Node will not send (nothing is written yet): the route answers instead.
       if (!head()) return false;
@@ -292,7 +346,13 @@ function fastServe(
 
 export async function deliveryRoutes(
   app: FastifyInstance,
-  opts: { delivery: DeliveryService; signer: DeliverySigner; cache?: DeliveryCache; transformGate?: TransformGateDeps },
+  opts: {
+    delivery: DeliveryService;
+    signer: DeliverySigner;
+    cache?: DeliveryCache;
+    transformGate?: TransformGateDeps;
+    accel?: AccelRedirect;
+  },
 ): Promise<void> {
   const { delivery, signer, cache } = opts;
   const resolve = (t: DeliveryTarget) => delivery.resolve(t);
@@ -367,10 +427,13 @@ export async function deliveryRoutes(
           reply.headers(a.headers);
           throw appError('RANGE_NOT_SATISFIABLE', `The file is ${d.size} bytes long`);
         }
-        if (body) return reply.headers(a.headers).code(a.status).send(slice(body, a));
-        let stream: Readable;
+        // Checked and headed like any answer; nginx sends the bytes (accelerated()).
+        const redirect = request.method === 'GET' ? accelerated(a, d, opts.accel) : undefined;
+        if (body && !redirect) return reply.headers(a.headers).code(a.status).send(slice(body, a));
+        let stream: Readable | undefined;
         try {
-          stream = await d.open(a.range);
+          if (redirect) await stillThere(d.localFile!);
+          else stream = await d.open(a.range);
         } catch (err) {
           // The lookup was remembered and the bytes have gone since (deleted, or a rendition evicted).
           if (err instanceof ObjectNotFoundError) {
@@ -380,6 +443,7 @@ export async function deliveryRoutes(
           }
           throw err;
         }
+        if (redirect) return reply.headers(redirect.headers).code(200).send();
         return reply.headers(a.headers).code(a.status).send(stream);
       }
     },
