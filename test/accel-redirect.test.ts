@@ -206,7 +206,7 @@ for (const dialect of DIALECTS) {
       const again = await viaNginx(path);
       assert.ok(again.body.equals(first.body));
       assert.equal(h.services.delivery.stats.renditionsMade, made, 'from the cache');
-      assert.match(again.headers.get('etag') ?? '', /-w_50,f_png"$/);
+      assert.match(again.headers.get('etag') ?? '', /-w_50[.,]f_png"$/);
       assert.equal(again.headers.get('content-type'), 'image/png');
       const target = (await direct(path)).headers.get('x-accel-redirect') ?? '';
       assert.match(target, /\.renditions\/w_50\.f_png\.png$/);
