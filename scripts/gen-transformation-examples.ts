@@ -16,6 +16,12 @@ const out = join(docs, 'transformations', 'examples');
 const source = join(root, 'test', 'fixtures', 'golden', 'source.jpg');
 const limits = { maxMegapixels: 25, maxSide: 8192, timeoutMs: 10_000, faceTimeoutMs: 1000 };
 const MARKER = /^<!-- example: (.+?) -->$/;
+/** Image layers in the examples name the golden logo (a 200x100 PNG with alpha). */
+const logo = join(root, 'test', 'fixtures', 'golden', 'logo.png');
+const loadImage = async (path: string) => {
+  if (path === 'logo.png') return logo;
+  throw new Error(`the examples have no image "${path}"`);
+};
 const WIDTH = 320;
 
 const slug = (tokens: string) =>
@@ -27,7 +33,7 @@ const slug = (tokens: string) =>
 
 /** The example for `tokens`, shrunk to WIDTH when wider (the docs show it small). */
 async function example(tokens: string): Promise<Buffer> {
-  const { data } = await renderTransform(tokens, source, { limits, maxPixels: 1e8, format: 'png' });
+  const { data } = await renderTransform(tokens, source, { limits, maxPixels: 1e8, format: 'png', loadImage });
   const img = sharp(data);
   const { width = 0 } = await img.metadata();
   return (width > WIDTH ? img.resize({ width: WIDTH }) : img).webp({ quality: 75, alphaQuality: 90 }).toBuffer();

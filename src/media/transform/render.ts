@@ -1,3 +1,4 @@
+import type { LayerContext } from './layers.ts';
 // The steps every render takes between a parsed spec and its pipeline, in one place for delivery,
 // upload transforms, the tests and the docs' example images: the checked plan, the smart position
 // it may need (focus.ts), the plan again around that point.
@@ -35,7 +36,7 @@ export async function focusedPlan(
 export async function renderTransform(
   text: string,
   input: string | Buffer,
-  opts: { limits: Limits; maxPixels: number; format?: OutputFormat },
+  opts: { limits: Limits; maxPixels: number; format?: OutputFormat; loadImage?: LayerContext['loadImage'] },
 ): Promise<{ data: Buffer; plan: RenderPlan; format: OutputFormat }> {
   const { spec } = withHints(parseTransform(text));
   const meta = await sharp(input).metadata();
@@ -47,6 +48,7 @@ export async function renderTransform(
     format,
     maxPixels: opts.maxPixels,
     timeoutSeconds: Math.ceil(opts.limits.timeoutMs / 1000),
+    loadImage: opts.loadImage,
   });
   return { data: await img.toBuffer(), plan, format };
 }
