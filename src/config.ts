@@ -5,6 +5,7 @@ import { availableParallelism } from 'node:os';
 import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { isAbsolute, join, resolve } from 'node:path';
 
+import { type VideoSettings, videoDefaults } from './media/video/engine.ts';
 import type { AzureSettings } from './storage/azure.ts';
 import type { GcsSettings } from './storage/gcs.ts';
 import type { S3Settings } from './storage/s3.ts';
@@ -112,6 +113,8 @@ export interface Config {
   maxConcurrentUploads: number;
   /** Bounds on making renditions (docs/api/delivery.md#limits). */
   render: RenderSettings;
+  /** ffmpeg/ffprobe and the bounds on every run of them (src/media/video/). */
+  video: VideoSettings;
 }
 
 export interface RenderSettings {
@@ -294,6 +297,23 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     threads: integer('STOWAGE_RENDER_THREADS', renderFallback.threads, 1, 1024),
   };
 
+  const videoFallback = videoDefaults();
+  const binary = (name: string): string | undefined => {
+    const raw = read(name);
+    if (raw !== undefined && (!isAbsolute(raw) || raw.includes('\0')))
+      problems.push(`${name} must be an absolute path to the binary (got "${raw}")`);
+    return raw;
+  };
+  const video: VideoSettings = {
+    ffmpegPath: binary('STOWAGE_FFMPEG_PATH'),
+    ffprobePath: binary('STOWAGE_FFPROBE_PATH'),
+    searchPath: env.PATH,
+    probeTimeoutMs: integer('STOWAGE_PROBE_TIMEOUT_MS', videoFallback.probeTimeoutMs, 100, 600_000),
+    maxPixels: integer('STOWAGE_VIDEO_MAX_PIXELS', videoFallback.maxPixels, 1, 1_000_000_000),
+    maxStreams: integer('STOWAGE_VIDEO_MAX_STREAMS', videoFallback.maxStreams, 1, 1000),
+    maxDurationSeconds: integer('STOWAGE_VIDEO_MAX_DURATION', videoFallback.maxDurationSeconds, 1, 30 * 24 * 3600),
+  };
+
   let masterKey: Buffer | undefined;
   const masterRaw = read('STOWAGE_MASTER_KEY');
   if (masterRaw !== undefined) {
@@ -342,6 +362,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     keepAliveTimeoutMs,
     maxConcurrentUploads,
     render,
+    video,
     remoteTimeoutMs,
     privateUrlTtl,
     webhookRetrySchedule,

@@ -9,6 +9,7 @@ import { FileRepository, type PlacedFile } from '../db/files.ts';
 import type { BlobRow, Database, FileRow, FolderRow } from '../db/schema.ts';
 import { errors } from '../errors.ts';
 import { isPresetToken } from '../media/presets.ts';
+import type { MediaDetails } from '../media/video/probe.ts';
 import { parseTransform } from '../media/transform.ts';
 import { signTransformUrl } from '../crypto/transform-url.ts';
 import type { TransformPolicy } from './workspaces.ts';
@@ -27,6 +28,9 @@ export interface NewFile {
   format: string | null;
   width: number | null;
   height: number | null;
+  /** Video and audio: seconds and the probe's details (media/video/probe.ts); null otherwise. */
+  duration: number | null;
+  media: MediaDetails | null;
   tags: string[];
   metadata: Record<string, unknown>;
   custom_id: string | null;
@@ -121,6 +125,8 @@ export class FileRecords {
       format: f.format,
       width: f.width,
       height: f.height,
+      duration: f.duration,
+      media: f.media ? JSON.stringify(f.media) : null,
       tags: JSON.stringify(f.tags),
       metadata: JSON.stringify(f.metadata),
       custom_id: f.custom_id,
@@ -182,6 +188,8 @@ export class FileRecords {
       url: this.deliveryUrl(row.workspace_id, path, Boolean(row.is_private)),
       width: row.width,
       height: row.height,
+      duration: row.duration === null ? null : Number(row.duration),
+      media: row.media ? (JSON.parse(row.media) as MediaDetails) : null,
       size: Number(row.size),
       mime_type: row.mime_type,
       tags: JSON.parse(row.tags) as string[],
