@@ -71,7 +71,7 @@ export async function commitUpload(
     }
     const detected = await detect(current.head, name);
     // Bounded by the probe budget; a failed probe leaves the media fields null, nothing more.
-    const probed = deps.media ? await probeStored(deps.media, current.key, detected.mime_type) : null;
+    const probed = deps.media ? await probeStored(deps.media, current.key, detected.mime_type, current.size) : null;
     const quotaBytes = await deps.repo.quotaBytes(current.workspaceId);
     let released: string | null = null;
     let duplicate = false;

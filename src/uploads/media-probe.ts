@@ -12,7 +12,7 @@
 import type { Readable } from 'node:stream';
 import { demuxerFor, isTimedMedia } from '../media/video/containers.ts';
 import type { VideoEngine } from '../media/video/engine.ts';
-import { type MediaInput, type ProbeResult, probeMedia } from '../media/video/probe.ts';
+import { type MediaInput, measureDuration, type ProbeResult, probeMedia } from '../media/video/probe.ts';
 import type { StorageDriver } from '../storage/driver.ts';
 
 export interface MediaProbeDeps {
@@ -23,7 +23,13 @@ export interface MediaProbeDeps {
 }
 
 /** The probe of a stored object, or null: not media, no ffprobe, refused, failed or timed out. */
-export async function probeStored(deps: MediaProbeDeps, key: string, mimeType: string): Promise<ProbeResult | null> {
+export async function probeStored(
+  deps: MediaProbeDeps,
+  key: string,
+  mimeType: string,
+  /** The object's size, for estimates ffprobe cannot make on a pipe. */
+  size?: number,
+): Promise<ProbeResult | null> {
   const baseType = mimeType.split(';')[0].trim().toLowerCase();
   if (!isTimedMedia(baseType) || !deps.engine.ffprobe) return null;
   const demuxer = demuxerFor(baseType);
@@ -39,11 +45,22 @@ export async function probeStored(deps: MediaProbeDeps, key: string, mimeType: s
       if (localPath) input = { path: localPath };
       else {
         stream = await deps.storage.get(key);
-        input = { stream };
+        input = { stream, size };
       }
       // Opening the object took part of the budget.
-      const left = Math.max(1, timeoutMs - (Date.now() - started));
-      return probeMedia(deps.engine, input, { demuxer, timeoutMs: left });
+      const left = () => Math.max(1, timeoutMs - (Date.now() - started));
+      const result = await probeMedia(deps.engine, input, { demuxer, timeoutMs: left() });
+      if (result.duration === null && !localPath && deps.engine.ffmpeg) {
+        // A pipe cannot seek to where some formats keep their length: read it through once more.
+        stream?.destroy();
+        stream = await deps.storage.get(key);
+        const duration = await measureDuration(deps.engine, stream, { demuxer, timeoutMs: left() });
+        if (duration !== null) {
+          result.duration = duration;
+          result.media.duration = duration;
+        }
+      }
+      return result;
     })();
     // The storage read itself is bounded too (an object store that does not answer).
     const expired = new Promise<never>((_, reject) => {

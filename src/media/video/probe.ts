@@ -7,7 +7,7 @@ import type { VideoEngine } from './engine.ts';
 import { runBounded } from './spawn.ts';
 
 /** Where the bytes are: a local file (seekable: ffprobe reads only what it needs) or a stream piped to stdin. */
-export type MediaInput = { path: string } | { stream: Readable };
+export type MediaInput = { path: string } | { stream: Readable; size?: number };
 
 /** The record's `media` object: what the file is beyond its displayed size and duration. */
 export interface MediaDetails {
@@ -101,7 +101,7 @@ export async function probeMedia(engine: VideoEngine, input: MediaInput, opts: P
   } catch {
     throw appError('VIDEO_REFUSED', 'the probe answer was not JSON');
   }
-  return readProbe(json, engine.settings);
+  return readProbe(json, engine.settings, 'stream' in input ? input.size : undefined);
 }
 
 type Json = Record<string, unknown>;
@@ -139,6 +139,8 @@ function rotationOf(stream: Json): number {
 export function readProbe(
   json: unknown,
   limits: { maxPixels: number; maxStreams: number; maxDurationSeconds: number },
+  /** The byte size of a piped input: ffprobe cannot know it, and without an index (MP3) it gives no duration. */
+  pipedSize?: number,
 ): ProbeResult {
   if (!isObj(json) || !isObj(json.format) || !Array.isArray(json.streams))
     throw appError('VIDEO_REFUSED', 'the probe found no streams');
@@ -152,12 +154,20 @@ export function readProbe(
   const audio = streams.find((s) => s.codec_type === 'audio');
   if (!video && !audio) throw appError('VIDEO_REFUSED', 'no video or audio stream');
   const format = json.format;
-  const durationRaw = num(format.duration) ?? num(video?.duration) ?? num(audio?.duration);
+  let durationRaw = num(format.duration) ?? num(video?.duration) ?? num(audio?.duration);
+  if (durationRaw === null && pipedSize) {
+    // What ffprobe itself does for a file of known size: bytes over the streams' bit rates.
+    const bits = (posInt(video?.bit_rate) ?? 0) + (posInt(audio?.bit_rate) ?? 0);
+    if (bits > 0) durationRaw = (pipedSize * 8) / bits;
+  }
   const duration = durationRaw !== null && durationRaw >= 0 ? Math.round(durationRaw * 1000) / 1000 : null;
   if (duration !== null && duration > limits.maxDurationSeconds)
     throw appError('VIDEO_REFUSED', `longer than ${limits.maxDurationSeconds} s`);
   const codedWidth = video ? posInt(video.width) : null;
   const codedHeight = video ? posInt(video.height) : null;
+  // A picture stream whose size is unknown was refused by its decoder (max_pixels) or is broken.
+  if (video && (codedWidth === null || codedHeight === null))
+    throw appError('VIDEO_REFUSED', 'the video stream has no valid frame size');
   if (codedWidth !== null && codedHeight !== null && codedWidth * codedHeight > limits.maxPixels)
     throw appError(
       'VIDEO_REFUSED',
@@ -189,4 +199,53 @@ export function readProbe(
       streams: streams.length,
     },
   };
+}
+
+/**
+ * The duration of a piped input that ffprobe could not tell (an Ogg or VBR MP3 has it only at
+ * its end, which a pipe cannot seek to): ffmpeg reads the packets through, copying them to
+ * nothing (no decoding), and the last timestamp it reached is the answer. Same input rules as
+ * the probe. Null when it cannot say.
+ */
+export async function measureDuration(
+  engine: VideoEngine,
+  stream: Readable,
+  opts: ProbeOptions,
+): Promise<number | null> {
+  const ffmpeg = engine.require('ffmpeg');
+  const run = await runBounded(
+    ffmpeg,
+    [
+      '-nostdin',
+      '-v',
+      'error',
+      '-hide_banner',
+      '-protocol_whitelist',
+      'pipe',
+      '-f',
+      opts.demuxer,
+      '-format_whitelist',
+      opts.demuxer,
+      '-max_streams',
+      String(engine.settings.maxStreams),
+      '-i',
+      'pipe:0',
+      '-map',
+      '0',
+      '-c',
+      'copy',
+      '-f',
+      'null',
+      '-nostats',
+      '-progress',
+      'pipe:1',
+      '-',
+    ],
+    { timeoutMs: opts.timeoutMs, maxStdout: 4 * 1024 * 1024, stdin: stream },
+  );
+  if (run.timedOut || run.overflow || run.code !== 0) return null;
+  const times = [...run.stdout.toString('utf8').matchAll(/^out_time_us=(\d+)$/gm)];
+  const last = times.length > 0 ? Number(times[times.length - 1][1]) / 1e6 : null;
+  if (last === null || !Number.isFinite(last) || last <= 0 || last > engine.settings.maxDurationSeconds) return null;
+  return Math.round(last * 1000) / 1000;
 }
