@@ -18,10 +18,13 @@ import { extractPoster } from '../src/media/video/poster.ts';
 import { type MediaInput, measureDuration, probeArgs, probeMedia } from '../src/media/video/probe.ts';
 import { runBounded } from '../src/media/video/spawn.ts';
 import { type Harness, makeHarness } from './helpers/harness.ts';
+import { IN_CI } from './helpers/services.ts';
 import { freshS3Storage, UPLOAD_MATRIX } from './helpers/storage.ts';
 
 const hasFfmpeg = spawnSync('ffmpeg', ['-version']).status === 0 && spawnSync('ffprobe', ['-version']).status === 0;
 const skip = hasFfmpeg ? false : 'ffmpeg and ffprobe are not installed (apt-get install ffmpeg)';
+if (!hasFfmpeg && IN_CI)
+  test('ffmpeg is installed', () => assert.fail("ffmpeg/ffprobe are missing: .ci/run installs Debian's ffmpeg"));
 
 const dir = mkdtempSync(join(tmpdir(), 'stowage-video-'));
 const at = (name: string) => join(dir, name);
