@@ -11,13 +11,15 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import sharp from 'sharp';
-import { Stowage } from '../sdk/src/index.ts';
+import { Stowage, uploadWithToken } from '../sdk/src/index.ts';
+import { ConfigError, loadConfig } from '../src/config.ts';
 import { AppError } from '../src/errors.ts';
 import { locateVideoEngine, type VideoEngine, videoDefaults } from '../src/media/video/engine.ts';
 import { extractPoster } from '../src/media/video/poster.ts';
 import { type MediaInput, measureDuration, probeArgs, probeMedia } from '../src/media/video/probe.ts';
 import { runBounded } from '../src/media/video/spawn.ts';
 import { type Harness, makeHarness } from './helpers/harness.ts';
+import { localServer } from './helpers/servers.ts';
 import { IN_CI } from './helpers/services.ts';
 import { freshS3Storage, UPLOAD_MATRIX } from './helpers/storage.ts';
 
@@ -145,6 +147,33 @@ describe('video engine', { skip }, () => {
     // A file that is there but not executable is not an engine either.
     writeFileSync(at('not-exec'), '#!/bin/sh\n');
     assert.equal(engineWith({ ffmpegPath: at('not-exec') }, { warn() {} }).ffmpeg, null);
+  });
+
+  test('settings: binaries as absolute paths, the probe budget and the caps, checked at start', () => {
+    const data = mkdtempSync(join(tmpdir(), 'stowage-cfg-'));
+    try {
+      const c = loadConfig({
+        STOWAGE_DATA_DIR: data,
+        PATH: '/opt/x/bin:/usr/bin',
+        STOWAGE_FFMPEG_PATH: '/opt/ff/ffmpeg',
+        STOWAGE_PROBE_TIMEOUT_MS: '2500',
+        STOWAGE_VIDEO_MAX_STREAMS: '8',
+      }).video;
+      assert.deepEqual(
+        [c.ffmpegPath, c.ffprobePath, c.searchPath, c.probeTimeoutMs, c.maxStreams, c.maxPixels],
+        ['/opt/ff/ffmpeg', undefined, '/opt/x/bin:/usr/bin', 2500, 8, 8192 * 8192],
+      );
+      assert.throws(
+        () =>
+          loadConfig({ STOWAGE_DATA_DIR: data, STOWAGE_FFPROBE_PATH: 'bin/ffprobe', STOWAGE_PROBE_TIMEOUT_MS: '5' }),
+        (e: unknown) =>
+          e instanceof ConfigError &&
+          /STOWAGE_FFPROBE_PATH must be an absolute path/.test(e.message) &&
+          /STOWAGE_PROBE_TIMEOUT_MS must be a whole number from 100/.test(e.message),
+      );
+    } finally {
+      rmSync(data, { recursive: true, force: true });
+    }
   });
 
   test('H.264 + AAC in MP4: size, duration, codecs, rate, channels', async () => {
@@ -450,7 +479,7 @@ for (const combo of UPLOAD_MATRIX) {
     before(async () => {
       makeCorpus();
       const storage = combo.storage === 's3' ? await freshS3Storage() : { driver: 'local' as const, fsync: true };
-      hx = await makeHarness(combo.dialect, { config: { storage } });
+      hx = await makeHarness(combo.dialect, { config: { storage, outboundAllow: ['127.0.0.1'] } });
       base = await hx.app.listen({ host: '127.0.0.1', port: 0 });
       (hx.services.multipart as any).settings.publicUrl = base;
       client = new Stowage({ baseUrl: base, apiKey: hx.ws.private_key });
@@ -508,6 +537,24 @@ for (const combo of UPLOAD_MATRIX) {
       assert.equal(again.file_no, r.file_no);
       assert.equal(again.media?.video_codec, 'vp9');
       assert.equal(again.media?.rotation, 0);
+    });
+
+    test('remote and token uploads are probed too', async () => {
+      const origin = await localServer((_req, res) => {
+        res.setHeader('content-type', 'video/webm');
+        res.end(readFileSync(at('clip.webm')));
+      });
+      try {
+        const remote = await client.uploadFromUrl(`${origin.url}/clip.webm`, { fileName: 'remote.webm' });
+        assert.equal(remote.upload_source, 'remote');
+        assert.deepEqual([remote.width, remote.height, remote.media?.video_codec], [320, 240, 'vp9']);
+      } finally {
+        await origin.close();
+      }
+      const t = await client.generateToken({ fileName: 'token.mp3', ttlSeconds: 60 });
+      const r = await uploadWithToken(base + new URL(t.upload_url).pathname, clip('tone.mp3'));
+      assert.equal(r.media?.audio_codec, 'mp3');
+      assert.ok(r.duration !== null && Math.abs(r.duration - 1) < 0.1);
     });
 
     test('hostile files upload as plain files: a playlist named .mp4, an ffconcat list, a truncated MP4, a huge frame', async () => {
