@@ -309,6 +309,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     ffprobePath: binary('STOWAGE_FFPROBE_PATH'),
     searchPath: env.PATH,
     probeTimeoutMs: integer('STOWAGE_PROBE_TIMEOUT_MS', videoFallback.probeTimeoutMs, 100, 600_000),
+    probeConcurrency: integer('STOWAGE_PROBE_CONCURRENCY', videoFallback.probeConcurrency, 1, 1024),
     maxPixels: integer('STOWAGE_VIDEO_MAX_PIXELS', videoFallback.maxPixels, 1, 1_000_000_000),
     maxStreams: integer('STOWAGE_VIDEO_MAX_STREAMS', videoFallback.maxStreams, 1, 1000),
     maxDurationSeconds: integer('STOWAGE_VIDEO_MAX_DURATION', videoFallback.maxDurationSeconds, 1, 30 * 24 * 3600),

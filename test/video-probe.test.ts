@@ -18,6 +18,7 @@ import { locateVideoEngine, type VideoEngine, videoDefaults } from '../src/media
 import { extractPoster } from '../src/media/video/poster.ts';
 import { type MediaInput, measureDuration, probeArgs, probeMedia } from '../src/media/video/probe.ts';
 import { runBounded } from '../src/media/video/spawn.ts';
+import { ProbeSlots } from '../src/uploads/media-probe.ts';
 import { type Harness, makeHarness } from './helpers/harness.ts';
 import { localServer } from './helpers/servers.ts';
 import { IN_CI } from './helpers/services.ts';
@@ -276,6 +277,23 @@ describe('video engine', { skip }, () => {
       extractPoster(engine, { path: at('h264.mp4') }, { atSeconds: -1, timeoutMs: 10_000, demuxer: 'mov' }),
       /out of range/,
     );
+  });
+
+  test('probe slots: a wait ends at its deadline; a freed slot goes to the next waiter', async () => {
+    const slots = new ProbeSlots(1);
+    const first = await slots.acquire(Date.now() + 1000);
+    assert.ok(first);
+    const t0 = Date.now();
+    assert.equal(await slots.acquire(Date.now() + 150), null, 'no slot within the deadline');
+    assert.ok(Date.now() - t0 >= 140);
+    const next = slots.acquire(Date.now() + 5000);
+    setTimeout(first, 50);
+    const second = await next;
+    assert.ok(second, 'the released slot was handed on');
+    first(); // Releasing twice frees nothing more.
+    assert.equal(await slots.acquire(Date.now() + 50), null);
+    second();
+    assert.ok(await slots.acquire(Date.now()));
   });
 
   test('every run is told: no shell, local protocols only, one demuxer, stream and pixel caps', () => {

@@ -39,6 +39,7 @@ import { DeliverySigner } from '../crypto/delivery-url.ts';
 import { WorkspaceService } from './workspaces.ts';
 import { UploadTokenService } from '../uploads/tokens.ts';
 import { locateVideoEngine, type VideoEngine } from '../media/video/engine.ts';
+import { ProbeSlots } from '../uploads/media-probe.ts';
 
 export interface Services {
   config: Config;
@@ -184,7 +185,12 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
     webhooks,
     guard,
     events,
-    media: { engine: video, storage, debug: (obj, msg) => logger.debug(obj, msg) },
+    media: {
+      engine: video,
+      storage,
+      slots: new ProbeSlots(config.video.probeConcurrency),
+      debug: (obj, msg) => logger.debug(obj, msg),
+    },
   });
   const multipart = new MultipartService({
     db,

@@ -2,6 +2,7 @@
 // still serves everything else; whatever needs them asks `require()` and gets 501
 // VIDEO_ENGINE_MISSING, and the node says so once in its log.
 import { accessSync, constants, statSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { appError } from '../../errors.ts';
 
@@ -13,6 +14,8 @@ export interface VideoSettings {
   searchPath?: string;
   /** One probe's time budget at upload (STOWAGE_PROBE_TIMEOUT_MS). */
   probeTimeoutMs: number;
+  /** Probes at once on a node (STOWAGE_PROBE_CONCURRENCY). */
+  probeConcurrency: number;
   /** Inputs past these are not probed further or decoded (hostile or absurd media). */
   maxPixels: number;
   maxStreams: number;
@@ -22,6 +25,8 @@ export interface VideoSettings {
 export function videoDefaults(): VideoSettings {
   return {
     probeTimeoutMs: 10_000,
+    // ffprobe mostly waits on reads: a few per core.
+    probeConcurrency: 2 * availableParallelism(),
     // 8192 x 8192: above 8K UHD (7680 x 4320), far below what a crafted header can claim.
     maxPixels: 8192 * 8192,
     maxStreams: 32,
