@@ -19,6 +19,11 @@ ENV NODE_ENV=production \
     STOWAGE_LOG_FORMAT=json \
     STOWAGE_SHUTDOWN_DELAY_MS=5000 \
     STOWAGE_SHUTDOWN_TIMEOUT_MS=30000
+# ffmpeg/ffprobe probe video and audio uploads and make posters (src/media/video/); without them
+# Stowage runs with video features off.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends ffmpeg \
+    && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY --from=build --chown=root:root /release /app
 RUN mkdir -p /data && chown node:node /data

@@ -5,6 +5,7 @@ import { availableParallelism } from 'node:os';
 import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { isAbsolute, join, resolve } from 'node:path';
 
+import { type VideoSettings, videoDefaults } from './media/video/engine.ts';
 import type { AzureSettings } from './storage/azure.ts';
 import type { GcsSettings } from './storage/gcs.ts';
 import type { S3Settings } from './storage/s3.ts';
@@ -118,6 +119,8 @@ export interface Config {
    * (docs/deploy.md). Unset = Stowage sends the bytes itself.
    */
   accelRedirect?: string;
+  /** ffmpeg/ffprobe and the bounds on every run of them (src/media/video/). */
+  video: VideoSettings;
 }
 
 export interface RenderSettings {
@@ -310,6 +313,23 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     problems.push(
       `STOWAGE_ACCEL_REDIRECT must be a location prefix such as /_stowage_internal/: starting and ending with "/", letters, digits and . _ ~ - only (got "${accelRedirect}")`,
     );
+  const videoFallback = videoDefaults();
+  const binary = (name: string): string | undefined => {
+    const raw = read(name);
+    if (raw !== undefined && (!isAbsolute(raw) || raw.includes('\0')))
+      problems.push(`${name} must be an absolute path to the binary (got "${raw}")`);
+    return raw;
+  };
+  const video: VideoSettings = {
+    ffmpegPath: binary('STOWAGE_FFMPEG_PATH'),
+    ffprobePath: binary('STOWAGE_FFPROBE_PATH'),
+    searchPath: env.PATH,
+    probeTimeoutMs: integer('STOWAGE_PROBE_TIMEOUT_MS', videoFallback.probeTimeoutMs, 100, 600_000),
+    probeConcurrency: integer('STOWAGE_PROBE_CONCURRENCY', videoFallback.probeConcurrency, 1, 1024),
+    maxPixels: integer('STOWAGE_VIDEO_MAX_PIXELS', videoFallback.maxPixels, 1, 1_000_000_000),
+    maxStreams: integer('STOWAGE_VIDEO_MAX_STREAMS', videoFallback.maxStreams, 1, 1000),
+    maxDurationSeconds: integer('STOWAGE_VIDEO_MAX_DURATION', videoFallback.maxDurationSeconds, 1, 30 * 24 * 3600),
+  };
 
   let masterKey: Buffer | undefined;
   const masterRaw = read('STOWAGE_MASTER_KEY');
@@ -360,6 +380,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     maxConcurrentUploads,
     render,
     accelRedirect,
+    video,
     remoteTimeoutMs,
     privateUrlTtl,
     webhookRetrySchedule,

@@ -81,6 +81,8 @@ for (const dialect of DIALECTS) {
         format: 'png',
         width: 1,
         height: 1,
+        duration: null,
+        media: null,
         tags: '[]',
         metadata: '{}',
         custom_id: null,

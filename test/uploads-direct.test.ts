@@ -11,6 +11,7 @@ const sha = (b: Buffer | Uint8Array) => createHash('sha256').update(b).digest('h
 const RECORD_FIELDS = [
   'created_at',
   'custom_id',
+  'duration',
   'extension',
   'file_no',
   'file_size',
@@ -23,6 +24,7 @@ const RECORD_FIELDS = [
   'id',
   'is_duplicate',
   'is_private',
+  'media',
   'meta_data',
   'metadata',
   'mime_type',

@@ -8,8 +8,43 @@ export interface FileRecord {
   name: string;
   path: string;
   url: string;
+  /** Pixels as displayed (video: rotation applied) */
   width: number | null;
+  /** Pixels as displayed (video: rotation applied) */
   height: number | null;
+  /** Video and audio: seconds (null when not probed) */
+  duration: number | null;
+  /** Video and audio: codecs, rates and rotation as probed at upload (null when not probed) */
+  media: {
+    /** ffprobe's demuxer name, e.g. mov,mp4,m4a,3gp,3g2,mj2 or matroska,webm */
+    container: string;
+    /** Seconds */
+    duration: number | null;
+    /** Overall bits per second */
+    bit_rate: number | null;
+    /** e.g. h264, hevc, vp9, av1 */
+    video_codec: string | null;
+    video_profile: string | null;
+    pixel_format: string | null;
+    /** Average frames per second */
+    frame_rate: number | null;
+    /** The stored frame width, before rotation */
+    coded_width: number | null;
+    /** The stored frame height, before rotation */
+    coded_height: number | null;
+    /** Degrees counterclockwise the frames are turned for display: 0, 90, 180 or 270 */
+    rotation: number;
+    video_bit_rate: number | null;
+    /** e.g. aac, opus, mp3 */
+    audio_codec: string | null;
+    audio_channels: number | null;
+    audio_channel_layout: string | null;
+    /** Hz */
+    audio_sample_rate: number | null;
+    audio_bit_rate: number | null;
+    /** Streams in the container, of every kind */
+    streams: number;
+  } | null;
   size: number;
   mime_type: string;
   tags: string[];
@@ -47,8 +82,43 @@ export interface FileDetails {
   name: string;
   path: string;
   url: string;
+  /** Pixels as displayed (video: rotation applied) */
   width: number | null;
+  /** Pixels as displayed (video: rotation applied) */
   height: number | null;
+  /** Video and audio: seconds (null when not probed) */
+  duration: number | null;
+  /** Video and audio: codecs, rates and rotation as probed at upload (null when not probed) */
+  media: {
+    /** ffprobe's demuxer name, e.g. mov,mp4,m4a,3gp,3g2,mj2 or matroska,webm */
+    container: string;
+    /** Seconds */
+    duration: number | null;
+    /** Overall bits per second */
+    bit_rate: number | null;
+    /** e.g. h264, hevc, vp9, av1 */
+    video_codec: string | null;
+    video_profile: string | null;
+    pixel_format: string | null;
+    /** Average frames per second */
+    frame_rate: number | null;
+    /** The stored frame width, before rotation */
+    coded_width: number | null;
+    /** The stored frame height, before rotation */
+    coded_height: number | null;
+    /** Degrees counterclockwise the frames are turned for display: 0, 90, 180 or 270 */
+    rotation: number;
+    video_bit_rate: number | null;
+    /** e.g. aac, opus, mp3 */
+    audio_codec: string | null;
+    audio_channels: number | null;
+    audio_channel_layout: string | null;
+    /** Hz */
+    audio_sample_rate: number | null;
+    audio_bit_rate: number | null;
+    /** Streams in the container, of every kind */
+    streams: number;
+  } | null;
   size: number;
   mime_type: string;
   tags: string[];
@@ -538,6 +608,8 @@ export type ErrorCode =
   | 'TRANSFORM_PRESET_NOT_FOUND'
   | 'RANGE_NOT_SATISFIABLE'
   | 'INTERNAL_ERROR'
+  | 'VIDEO_ENGINE_MISSING'
+  | 'VIDEO_REFUSED'
   | 'RENDER_TIMEOUT'
   | 'RENDER_BUSY'
   | 'SERVICE_UNAVAILABLE';

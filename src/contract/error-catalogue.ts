@@ -265,6 +265,18 @@ export const ERROR_CATALOGUE = {
     error: 'Internal server error',
     message: 'Something went wrong on our side; it has been logged',
   },
+  VIDEO_ENGINE_MISSING: {
+    status: 501,
+    error: 'Not implemented',
+    message:
+      'Video and audio processing needs ffmpeg and ffprobe, which this server does not have (install the ffmpeg package, or set STOWAGE_FFMPEG_PATH and STOWAGE_FFPROBE_PATH)',
+    retry: false,
+  },
+  VIDEO_REFUSED: {
+    status: 400,
+    error: VALIDATION,
+    message: 'The media file cannot be processed: {reason}',
+  },
   RENDER_TIMEOUT: {
     status: 503,
     error: 'Service unavailable',

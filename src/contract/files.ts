@@ -4,6 +4,38 @@ import { type Static, type TSchema, Type } from 'typebox';
 import { AnyObject, nullable, PAGE, TagsInput } from './common.ts';
 import { EXAMPLE_FILE, EXAMPLE_FILE_DETAILS, EXAMPLE_SIGNED_URL } from './examples.ts';
 
+const nullInt = (description?: string) => Type.Union([Type.Integer(), Type.Null()], description ? { description } : {});
+const nullNum = (description?: string) => Type.Union([Type.Number(), Type.Null()], description ? { description } : {});
+const nullStr = (description?: string) => Type.Union([Type.String(), Type.Null()], description ? { description } : {});
+
+/** What ffprobe found in a video or audio file (src/media/video/probe.ts). */
+export const MediaDetails = Type.Object(
+  {
+    container: Type.String({ description: "ffprobe's demuxer name, e.g. mov,mp4,m4a,3gp,3g2,mj2 or matroska,webm" }),
+    duration: nullNum('Seconds'),
+    bit_rate: nullInt('Overall bits per second'),
+    video_codec: nullStr('e.g. h264, hevc, vp9, av1'),
+    video_profile: nullStr(),
+    pixel_format: nullStr(),
+    frame_rate: nullNum('Average frames per second'),
+    coded_width: nullInt('The stored frame width, before rotation'),
+    coded_height: nullInt('The stored frame height, before rotation'),
+    rotation: Type.Integer({
+      description: 'Degrees counterclockwise the frames are turned for display: 0, 90, 180 or 270',
+    }),
+    video_bit_rate: nullInt(),
+    audio_codec: nullStr('e.g. aac, opus, mp3'),
+    audio_channels: nullInt(),
+    audio_channel_layout: nullStr(),
+    audio_sample_rate: nullInt('Hz'),
+    audio_bit_rate: nullInt(),
+    streams: Type.Integer({ description: 'Streams in the container, of every kind' }),
+  },
+  // Inlined where used (no $id): the record's properties are spread into several schemas.
+  { description: 'What ffprobe found in a video or audio file' },
+);
+export type MediaDetails = Static<typeof MediaDetails>;
+
 /** docs/api/uploads.md#the-file-record: every field present, null where unknown. */
 export const FileRecord = Type.Object(
   {
@@ -13,8 +45,12 @@ export const FileRecord = Type.Object(
     name: Type.String(),
     path: Type.String(),
     url: Type.String(),
-    width: Type.Union([Type.Integer(), Type.Null()]),
-    height: Type.Union([Type.Integer(), Type.Null()]),
+    width: Type.Union([Type.Integer(), Type.Null()], { description: 'Pixels as displayed (video: rotation applied)' }),
+    height: Type.Union([Type.Integer(), Type.Null()], { description: 'Pixels as displayed (video: rotation applied)' }),
+    duration: nullNum('Video and audio: seconds (null when not probed)'),
+    media: Type.Union([MediaDetails, Type.Null()], {
+      description: 'Video and audio: codecs, rates and rotation as probed at upload (null when not probed)',
+    }),
     size: Type.Integer(),
     mime_type: Type.String(),
     tags: Type.Array(Type.String()),

@@ -417,6 +417,19 @@ const migrations: Record<string, Migration> = {
       await db.schema.dropTable('transformation_presets').execute();
     },
   },
+  '0011_media_probe': {
+    // Issue 21 item 1: what ffprobe found in a video or audio upload. `duration` in seconds (the
+    // record's field); `media` the rest as JSON text (codecs, rates, rotation), null when the file
+    // was not probed or the probe gave nothing.
+    async up(db: Kysely<unknown>) {
+      await db.schema.alterTable('files').addColumn('duration', 'double precision').execute();
+      await db.schema.alterTable('files').addColumn('media', 'text').execute();
+    },
+    async down(db: Kysely<unknown>) {
+      await db.schema.alterTable('files').dropColumn('media').execute();
+      await db.schema.alterTable('files').dropColumn('duration').execute();
+    },
+  },
 };
 
 class InCodeProvider implements MigrationProvider {

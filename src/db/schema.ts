@@ -93,6 +93,10 @@ export interface FileTable {
   format: string | null;
   width: number | null;
   height: number | null;
+  /** Seconds, for video and audio that could be probed. */
+  duration: number | null;
+  /** JSON object (media/video/probe.ts MediaDetails), for video and audio that could be probed. */
+  media: string | null;
   /** JSON array of strings. */
   tags: string;
   /** JSON object. */

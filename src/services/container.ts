@@ -38,6 +38,8 @@ import { PartUrlSigner } from '../crypto/part-url.ts';
 import { DeliverySigner } from '../crypto/delivery-url.ts';
 import { WorkspaceService } from './workspaces.ts';
 import { UploadTokenService } from '../uploads/tokens.ts';
+import { locateVideoEngine, type VideoEngine } from '../media/video/engine.ts';
+import { ProbeSlots } from '../uploads/media-probe.ts';
 
 export interface Services {
   config: Config;
@@ -45,6 +47,8 @@ export interface Services {
   box: SecretBox;
   guard: OutboundGuard;
   storage: StorageDriver;
+  /** ffmpeg and ffprobe, or what is missing of them (media/video/engine.ts). */
+  video: VideoEngine;
   workspaces: WorkspaceService;
   sources: SourceService;
   blobs: BlobStore;
@@ -172,6 +176,7 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
     },
     logger,
   );
+  const video = locateVideoEngine(config.video, { log: logger });
   const uploads = new UploadService({
     db,
     blobs,
@@ -180,6 +185,12 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
     webhooks,
     guard,
     events,
+    media: {
+      engine: video,
+      storage,
+      slots: new ProbeSlots(config.video.probeConcurrency),
+      debug: (obj, msg) => logger.debug(obj, msg),
+    },
   });
   const multipart = new MultipartService({
     db,
@@ -231,6 +242,7 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
   } else if (redis)
     await Promise.race([once(redis, 'ready'), new Promise((r) => setTimeout(r, 2000).unref())]).catch(() => {});
   return {
+    video,
     lifecycle: { draining: false },
     events,
     metrics,

@@ -9,6 +9,7 @@ import { FileRepository, type PlacedFile } from '../db/files.ts';
 import type { BlobRow, Database, FileRow, FolderRow } from '../db/schema.ts';
 import { errors } from '../errors.ts';
 import { isTokenSegment } from '../media/transform/tokens.ts';
+import type { MediaDetails } from '../media/video/probe.ts';
 import { signTransformUrl } from '../crypto/transform-url.ts';
 import type { TransformPolicy } from './workspaces.ts';
 
@@ -26,6 +27,9 @@ export interface NewFile {
   format: string | null;
   width: number | null;
   height: number | null;
+  /** Video and audio: seconds and the probe's details (media/video/probe.ts); null otherwise. */
+  duration: number | null;
+  media: MediaDetails | null;
   tags: string[];
   metadata: Record<string, unknown>;
   custom_id: string | null;
@@ -110,6 +114,8 @@ export class FileRecords {
       format: f.format,
       width: f.width,
       height: f.height,
+      duration: f.duration,
+      media: f.media ? JSON.stringify(f.media) : null,
       tags: JSON.stringify(f.tags),
       metadata: JSON.stringify(f.metadata),
       custom_id: f.custom_id,
@@ -171,6 +177,8 @@ export class FileRecords {
       url: this.deliveryUrl(row.workspace_id, path, Boolean(row.is_private)),
       width: row.width,
       height: row.height,
+      duration: row.duration === null ? null : Number(row.duration),
+      media: row.media ? (JSON.parse(row.media) as MediaDetails) : null,
       size: Number(row.size),
       mime_type: row.mime_type,
       tags: JSON.parse(row.tags) as string[],

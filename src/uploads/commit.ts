@@ -18,6 +18,7 @@ import { ensureFolderPath } from '../services/folders.ts';
 import type { WebhookService } from '../services/webhooks.ts';
 import type { BlobStore } from './blob-store.ts';
 import { announceUpload } from './events.ts';
+import { type MediaProbeDeps, probeStored } from './media-probe.ts';
 import { checkWebhookTarget } from './grants.ts';
 import { withExtension, withRandomPrefix, withRandomSuffix } from './names.ts';
 import type { UploadOptions, UploadSource } from './options.ts';
@@ -33,6 +34,8 @@ export interface CommitDeps {
   guard?: OutboundGuard;
   events?: DomainEvents;
   transform: TransformDeps;
+  /** ffprobe for video and audio uploads; without it their records have no media fields. */
+  media?: MediaProbeDeps;
 }
 
 export interface CommitHooks {
@@ -67,6 +70,8 @@ export async function commitUpload(
       if (result.format) name = withExtension(name, result.format);
     }
     const detected = await detect(current.head, name);
+    // Bounded by the probe budget; a failed probe leaves the media fields null, nothing more.
+    const probed = deps.media ? await probeStored(deps.media, current.key, detected.mime_type, current.size) : null;
     const quotaBytes = await deps.repo.quotaBytes(current.workspaceId);
     let released: string | null = null;
     let duplicate = false;
@@ -88,8 +93,10 @@ export async function commitUpload(
         mime_type: detected.mime_type,
         extension: extensionOf(name),
         format: detected.format,
-        width: detected.width,
-        height: detected.height,
+        width: probed ? probed.width : detected.width,
+        height: probed ? probed.height : detected.height,
+        duration: probed?.duration ?? null,
+        media: probed?.media ?? null,
         tags: opts.tags,
         metadata: opts.metadata,
         custom_id: opts.custom_id,

@@ -12,6 +12,7 @@ import type { WebhookService } from '../services/webhooks.ts';
 import type { BlobStore } from './blob-store.ts';
 import { type CommitDeps, type CommitHooks, commitUpload } from './commit.ts';
 import { checkWebhookTarget } from './grants.ts';
+import type { MediaProbeDeps } from './media-probe.ts';
 import type { UploadOptions, UploadSource } from './options.ts';
 import type { StageLimits, Staged } from './staging.ts';
 import type { RenderSettings } from '../config.ts';
@@ -32,6 +33,8 @@ export interface UploadDeps {
   webhooks?: WebhookService;
   guard?: OutboundGuard;
   events?: DomainEvents;
+  /** Probing of video and audio uploads (media-probe.ts). */
+  media?: MediaProbeDeps;
 }
 
 export class UploadService {
@@ -40,7 +43,7 @@ export class UploadService {
 
   constructor(private readonly deps: UploadDeps) {
     this.repo = new BlobRepository(deps.db.kysely);
-    const { db, blobs, records, webhooks, guard, events } = deps;
+    const { db, blobs, records, webhooks, guard, events, media } = deps;
     this.commitDeps = {
       db,
       blobs,
@@ -49,6 +52,7 @@ export class UploadService {
       webhooks,
       guard,
       events,
+      media,
       transform: {
         blobs,
         maxImagePixels: deps.limits.maxImagePixels,

@@ -9,6 +9,7 @@ import type { FastifyInstance } from 'fastify';
 import pg from 'pg';
 import { buildApp, REDACT_PATHS } from '../../src/app.ts';
 import { type Config, renderDefaults } from '../../src/config.ts';
+import { videoDefaults } from '../../src/media/video/engine.ts';
 import { createServices, type ServiceOptions, type Services } from '../../src/services/container.ts';
 import type { CreatedWorkspace } from '../../src/services/workspaces.ts';
 import { externalService } from './services.ts';
@@ -89,6 +90,7 @@ export function testConfig(dataDir: string, overrides: Partial<Config> = {}): Co
     keepAliveTimeoutMs: 72_000,
     maxConcurrentUploads: 32,
     render: renderDefaults(),
+    video: { ...videoDefaults(), searchPath: process.env.PATH },
     // Reader threads as in production, so every suite on SQLite reads through them.
     sqliteReaders: 2,
     ...overrides,
