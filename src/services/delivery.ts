@@ -410,9 +410,7 @@ export class DeliveryService {
   /**
    * Extracts and stores one poster within the render time budget (503 RENDER_TIMEOUT past it).
    * ffmpeg's own limit is a second longer, so the budget answers first; the slot stays taken
-   * until ffmpeg has been stopped, as a render's does until libvips has. The input is the local
-   * file, or the object streamed to ffmpeg's stdin (no network protocol is ever given to ffmpeg;
-   * an MP4 whose index is at its end cannot be read from a stream and is refused 400).
+   * until ffmpeg has been stopped, as a render's does until libvips has.
    */
   private async renderPoster(
     engine: VideoEngine,
@@ -424,31 +422,31 @@ export class DeliveryService {
     owner: Owner,
   ): Promise<void> {
     const { timeoutMs } = this.limits;
-    const local = this.storage.localPath?.(file.storage_key);
-    const input: MediaInput = local
-      ? { path: local }
-      : { stream: await this.storage.get(file.storage_key), size: Number(file.size) };
     const work = (async () => {
-      const bytes = await extractPoster(engine, input, {
-        atSeconds: poster.atSeconds,
-        width: poster.width,
-        height: poster.height,
-        quality: poster.quality,
-        timeoutMs: timeoutMs + 1000,
-        demuxer,
-      });
-      await this.recorded(key, owner, async () => {
-        const stored = await this.storage.put(key, Readable.from([bytes]), { durable: false });
-        return stored.size;
-      });
+      const { input, release } = await this.posterInput(file, demuxer);
+      try {
+        const bytes = await extractPoster(engine, input, {
+          atSeconds: poster.atSeconds,
+          width: poster.width,
+          height: poster.height,
+          quality: poster.quality,
+          timeoutMs: timeoutMs + 1000,
+          demuxer,
+        });
+        await this.recorded(key, owner, async () => {
+          const stored = await this.storage.put(key, Readable.from([bytes]), { durable: false });
+          return stored.size;
+        });
+      } finally {
+        await release();
+      }
     })();
-    // The storage stream is let go once ffmpeg is done with it (or never started: a refusal).
-    const done = work.then(
-      () => undefined,
-      () => undefined,
+    slot.hold(
+      work.then(
+        () => undefined,
+        () => undefined,
+      ),
     );
-    if (!local) void done.then(() => (input as { stream: Readable }).stream.destroy());
-    slot.hold(done);
     let budget: NodeJS.Timeout | undefined;
     const late = new Promise<'late'>((resolve) => {
       budget = setTimeout(() => resolve('late'), timeoutMs);
@@ -461,12 +459,37 @@ export class DeliveryService {
     } catch (err) {
       if (err instanceof AppError) throw err;
       if (err instanceof LedgerFailure) throw err.cause;
-      throw appError('VIDEO_REFUSED', 'the poster could not be made');
+      // ffmpeg's refusals are AppErrors already (400); what is left is storage's, mapped as such.
+      throw err;
     } finally {
       clearTimeout(budget);
     }
     this.stats.renditionsMade++;
     this.stats.postersMade++;
+  }
+
+  /**
+   * What ffmpeg reads a video from: the local file; else, for an MP4/QuickTime file (whose index
+   * is often at its end, which a stream cannot seek back from) up to POSTER_SPOOL_BYTES, a copy
+   * in the temporary folder; else the object streamed to ffmpeg's stdin. Never a URL: no network
+   * protocol is given to ffmpeg, whatever the storage.
+   */
+  private async posterInput(
+    file: DeliverableFile,
+    demuxer: string,
+  ): Promise<{ input: MediaInput; release: () => Promise<void> }> {
+    const local = this.storage.localPath?.(file.storage_key);
+    if (local) return { input: { path: local }, release: async () => {} };
+    const stream = await this.storage.get(file.storage_key);
+    if (demuxer !== 'mov' || Number(file.size) > POSTER_SPOOL_BYTES)
+      return { input: { stream, size: Number(file.size) }, release: async () => void stream.destroy() };
+    let path: string;
+    try {
+      path = await spoolToFile(stream, this.tmpDir, POSTER_SPOOL_BYTES);
+    } catch {
+      throw appError('VIDEO_REFUSED', 'the video could not be read from storage');
+    }
+    return { input: { path }, release: () => rm(path, { force: true }) };
   }
 
   /**
@@ -718,6 +741,9 @@ export class DeliveryService {
     return meta.autoOrient ?? { width: meta.width, height: meta.height };
   }
 }
+
+/** Larger MP4/QuickTime files of object storage are streamed to ffmpeg, not copied first. */
+const POSTER_SPOOL_BYTES = 512 * 1024 * 1024;
 
 /** An image layer read into memory (storage without local files) is at most this large. */
 const LAYER_BYTES = 32 * 1024 * 1024;
