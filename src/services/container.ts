@@ -261,6 +261,7 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
       render: config.render,
       queue: renderQueue,
       renditions,
+      video,
       tmpDir: join(config.dataDir, 'tmp', 'renders'),
     }),
     deliveryCache: new DeliveryCache({

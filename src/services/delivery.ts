@@ -5,7 +5,7 @@
 import { rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { PassThrough, type Readable } from 'node:stream';
+import { PassThrough, Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import sharp, { type Metadata } from 'sharp';
 import { type RenderSettings, renderDefaults } from '../config.ts';
@@ -31,6 +31,11 @@ import { openOrigin, webOriginRequest, webOriginUrl } from '../sources/origin.ts
 import type { SourceService } from './sources.ts';
 import type { PresetService } from './presets.ts';
 import type { DomainEvents } from '../events.ts';
+import type { VideoEngine } from '../media/video/engine.ts';
+import { demuxerFor } from '../media/video/containers.ts';
+import { extractPoster } from '../media/video/poster.ts';
+import { asksForPoster, type PosterSpec, parsePosterTokens, posterName } from '../media/video/poster-tokens.ts';
+import type { MediaInput } from '../media/video/probe.ts';
 
 /** How long a rendition of an origin's object is served before it is made again. */
 const ORIGIN_RENDITION_TTL_MS = 24 * 3600 * 1000;
@@ -170,7 +175,12 @@ export interface DeliveryServiceDeps {
   renditions?: RenditionCache;
   /** Expands `t_{name}` tokens before they are parsed (services/presets.ts); without it they are unknown tokens. */
   presets?: Pick<PresetService, 'expand'>;
+  /** ffmpeg, for video posters (`thumb_ar`); without it (or when it is missing) they answer 501. */
+  video?: VideoEngine;
 }
+
+/** What a reading's tokens ask for: an image rendition, or a video's poster (media/video/poster-tokens.ts). */
+type Asked = { kind: 'image'; spec: TransformSpec; vary: string[] } | { kind: 'poster'; poster: PosterSpec };
 
 export class DeliveryService {
   private readonly files: FileRepository;
@@ -183,8 +193,9 @@ export class DeliveryService {
   private readonly tmpDir: string;
   private readonly renditions?: RenditionCache;
   private readonly presets?: Pick<PresetService, 'expand'>;
-  /** Counts renditions made (tests and metrics read it). */
-  readonly stats = { renditionsMade: 0, renditionCacheHits: 0 };
+  private readonly video?: VideoEngine;
+  /** Counts renditions made, posters among them (tests and metrics read it). */
+  readonly stats = { renditionsMade: 0, renditionCacheHits: 0, postersMade: 0 };
 
   constructor(deps: DeliveryServiceDeps) {
     this.files = new FileRepository(deps.db.kysely);
@@ -197,19 +208,22 @@ export class DeliveryService {
     this.tmpDir = deps.tmpDir ?? join(tmpdir(), 'stowage-renders');
     this.renditions = deps.renditions;
     this.presets = deps.presets;
+    this.video = deps.video;
   }
 
   private expand(workspaceId: string, tokens: string): Promise<string> | string {
     return this.presets ? this.presets.expand(workspaceId, tokens) : tokens;
   }
 
-  /** What a reading's tokens ask for: presets expanded, then parsed, then the client hints' defaults. */
-  private async specOf(
-    workspaceId: string,
-    reading: Reading,
-    hints?: ClientHints,
-  ): Promise<{ spec: TransformSpec; vary: string[] }> {
-    return withHints(parseTransform(await this.expand(workspaceId, reading.text)), hints);
+  /**
+   * What a reading's tokens ask for: presets expanded, then a poster when `thumb_ar` is among
+   * them, else parsed as an image transformation with the client hints' defaults (a poster's
+   * size is never a client hint: one URL, one poster).
+   */
+  private async specOf(workspaceId: string, reading: Reading, hints?: ClientHints): Promise<Asked> {
+    const tokens = await this.expand(workspaceId, reading.text);
+    if (asksForPoster(tokens)) return { kind: 'poster', poster: parsePosterTokens(tokens) };
+    return { kind: 'image', ...withHints(parseTransform(tokens), hints) };
   }
 
   /**
@@ -278,14 +292,13 @@ export class DeliveryService {
     // Leading token segments name a rendition, read longest first: fewer of them when the tokens
     // do not parse or no file matches that reading (a folder that merely looks like tokens), and
     // the whole path as a file last.
-    let spec: TransformSpec | undefined;
-    let vary: string[] = [];
+    let asked: Asked | undefined;
     let file: Awaited<ReturnType<DeliveryService['file']>>;
     let invalid: unknown;
     let parsed = false;
     for (const reading of readings(path)) {
       try {
-        ({ spec, vary } = await this.specOf(target.workspaceId, reading, target.hints));
+        asked = await this.specOf(target.workspaceId, reading, target.hints);
       } catch (err) {
         invalid ??= err;
         continue;
@@ -311,9 +324,17 @@ export class DeliveryService {
     }
     // A parse error only when no reading parsed: else the tokens were fine and the file is missing.
     if (!parsed && invalid) throw invalid;
-    if (!spec || !file) throw notFound();
+    if (!asked || !file) throw notFound();
     target.mayRender?.(Boolean(file.is_private));
-    if (!DECODABLE.test(file.mime_type)) throw appError('TRANSFORM_NOT_APPLICABLE', 'transformations apply to images');
+    if (asked.kind === 'poster') return this.poster(target.workspaceId, file, asked.poster);
+    const { spec, vary } = asked;
+    if (!DECODABLE.test(file.mime_type))
+      throw appError(
+        'TRANSFORM_NOT_APPLICABLE',
+        file.mime_type.startsWith('video/')
+          ? 'of the video grammar, only posters (thumb_ar) are served yet'
+          : 'transformations apply to images',
+      );
     const format =
       spec.format === 'auto' ? negotiate(target.accept, file.mime_type) : (spec.format ?? formatOfMime(file.mime_type));
     const name = renditionName(spec, format);
@@ -349,6 +370,129 @@ export class DeliveryService {
   }
 
   /**
+   * A video's poster (`thumb_ar`): one frame as WebP, made by ffmpeg (media/video/poster.ts) and
+   * kept as a rendition beside the blob like any other, so it shares the render queue (slots,
+   * single flight, time budget), the rendition cache's ledger and budget, and goes with the file.
+   */
+  private async poster(workspaceId: string, file: DeliverableFile, poster: PosterSpec): Promise<Delivered> {
+    const demuxer = file.mime_type.startsWith('video/') ? demuxerFor(file.mime_type) : null;
+    if (!demuxer) throw appError('TRANSFORM_NOT_APPLICABLE', 'posters (thumb_ar) are made of videos');
+    const name = posterName(poster);
+    const key = `${renditionPrefix(file.storage_key)}${name}.webp`;
+    let info = await this.storage.stat(key);
+    this.events?.emit('rendition', Boolean(info));
+    if (info) {
+      this.stats.renditionCacheHits++;
+      this.renditions?.used(key);
+    } else {
+      // Before the queue: a node without ffmpeg answers 501 without taking a slot.
+      if (!this.video) throw appError('VIDEO_ENGINE_MISSING');
+      const engine = this.video;
+      engine.require('ffmpeg');
+      const owner = { workspaceId, sha256: file.sha256, storageKey: file.storage_key };
+      info = await this.make(key, (slot) => this.renderPoster(engine, file, demuxer, poster, key, slot, owner));
+    }
+    return {
+      open: (range) => this.storage.get(key, range),
+      size: info.size,
+      contentType: 'image/webp',
+      etag: `"${file.sha256.slice(0, 32)}-${name}"`,
+      lastModified: new Date(file.updated_at),
+      isRendition: true,
+      varyAccept: false,
+      isPrivate: Boolean(file.is_private),
+      ranges: true,
+      renditionKey: key,
+      localFile: this.storage.localPath?.(key),
+    };
+  }
+
+  /**
+   * Extracts and stores one poster within the render time budget (503 RENDER_TIMEOUT past it).
+   * ffmpeg's own limit is a second longer, so the budget answers first; the slot stays taken
+   * until ffmpeg has been stopped, as a render's does until libvips has.
+   */
+  private async renderPoster(
+    engine: VideoEngine,
+    file: DeliverableFile,
+    demuxer: string,
+    poster: PosterSpec,
+    key: string,
+    slot: Slot,
+    owner: Owner,
+  ): Promise<void> {
+    const { timeoutMs } = this.limits;
+    const work = (async () => {
+      const { input, release } = await this.posterInput(file, demuxer);
+      try {
+        const bytes = await extractPoster(engine, input, {
+          atSeconds: poster.atSeconds,
+          width: poster.width,
+          height: poster.height,
+          quality: poster.quality,
+          timeoutMs: timeoutMs + 1000,
+          demuxer,
+        });
+        await this.recorded(key, owner, async () => {
+          const stored = await this.storage.put(key, Readable.from([bytes]), { durable: false });
+          return stored.size;
+        });
+      } finally {
+        await release();
+      }
+    })();
+    slot.hold(
+      work.then(
+        () => undefined,
+        () => undefined,
+      ),
+    );
+    let budget: NodeJS.Timeout | undefined;
+    const late = new Promise<'late'>((resolve) => {
+      budget = setTimeout(() => resolve('late'), timeoutMs);
+    });
+    try {
+      if ((await Promise.race([work, late])) === 'late') {
+        this.queue.timedOut();
+        throw errors.renderTimeout(timeoutMs, Math.max(1, Math.ceil(timeoutMs / 1000)));
+      }
+    } catch (err) {
+      if (err instanceof AppError) throw err;
+      if (err instanceof LedgerFailure) throw err.cause;
+      // ffmpeg's refusals are AppErrors already (400); what is left is storage's, mapped as such.
+      throw err;
+    } finally {
+      clearTimeout(budget);
+    }
+    this.stats.renditionsMade++;
+    this.stats.postersMade++;
+  }
+
+  /**
+   * What ffmpeg reads a video from: the local file; else, for an MP4/QuickTime file (whose index
+   * is often at its end, which a stream cannot seek back from) up to POSTER_SPOOL_BYTES, a copy
+   * in the temporary folder; else the object streamed to ffmpeg's stdin. Never a URL: no network
+   * protocol is given to ffmpeg, whatever the storage.
+   */
+  private async posterInput(
+    file: DeliverableFile,
+    demuxer: string,
+  ): Promise<{ input: MediaInput; release: () => Promise<void> }> {
+    const local = this.storage.localPath?.(file.storage_key);
+    if (local) return { input: { path: local }, release: async () => {} };
+    const stream = await this.storage.get(file.storage_key);
+    if (demuxer !== 'mov' || Number(file.size) > POSTER_SPOOL_BYTES)
+      return { input: { stream, size: Number(file.size) }, release: async () => void stream.destroy() };
+    let path: string;
+    try {
+      path = await spoolToFile(stream, this.tmpDir, POSTER_SPOOL_BYTES);
+    } catch {
+      throw appError('VIDEO_REFUSED', 'the video could not be read from storage');
+    }
+    return { input: { path }, release: () => rm(path, { force: true }) };
+  }
+
+  /**
    * `/{workspace_id}-{source_name}/[tokens/]path`: the object at `path` in the source. A first
    * segment shaped like tokens is taken as tokens (asking the origin first would cost a
    * round trip per request). Renditions are cached for a day. A web origin also gets the
@@ -365,7 +509,11 @@ export class DeliveryService {
     let invalid: unknown;
     for (const reading of readings(requested)) {
       try {
-        parsed = { reading, ...(await this.specOf(workspaceId, reading, target.hints)) };
+        const asked = await this.specOf(workspaceId, reading, target.hints);
+        // An origin's object is fetched per request and never probed: posters are of stored videos.
+        if (asked.kind === 'poster')
+          throw appError('TRANSFORM_NOT_APPLICABLE', "posters (thumb_ar) are made of a workspace's own videos");
+        parsed = { reading, ...asked };
         break;
       } catch (err) {
         invalid ??= err;
@@ -594,8 +742,13 @@ export class DeliveryService {
   }
 }
 
+/** Larger MP4/QuickTime files of object storage are streamed to ffmpeg, not copied first. */
+const POSTER_SPOOL_BYTES = 512 * 1024 * 1024;
+
 /** An image layer read into memory (storage without local files) is at most this large. */
 const LAYER_BYTES = 32 * 1024 * 1024;
+
+type DeliverableFile = NonNullable<Awaited<ReturnType<FileRepository['deliverable']>>>;
 
 /** The blob a rendition is made from. */
 interface Owner {

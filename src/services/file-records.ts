@@ -10,6 +10,8 @@ import type { BlobRow, Database, FileRow, FolderRow } from '../db/schema.ts';
 import { errors } from '../errors.ts';
 import { isTokenSegment } from '../media/transform/tokens.ts';
 import type { MediaDetails } from '../media/video/probe.ts';
+import { demuxerFor } from '../media/video/containers.ts';
+import { POSTER_TOKEN } from '../media/video/poster-tokens.ts';
 import { signTransformUrl } from '../crypto/transform-url.ts';
 import type { TransformPolicy } from './workspaces.ts';
 
@@ -53,6 +55,19 @@ export function deliveryPath(folderPath: string, name: string): string {
   // a workspace that requires signatures would still ask one of its URL, so it is escaped too.
   if (segments.length > 1 && isTokenSegment(segments[0])) segments[0] = segments[0].replace('_', '%5F');
   return segments.join('/');
+}
+
+/**
+ * The transformation of a record's `thumbnail`: an image fitted in 200 x 200; a video's poster
+ * (its first frame, docs/api/delivery.md#video-posters) fitted in the same box, for videos the
+ * probe found a picture in (no displayed size: no frame to show, or no ffprobe on the node that
+ * took the upload). Anything else has none.
+ */
+function thumbnailTokens(row: Pick<FileRow, 'mime_type' | 'width'>): string | null {
+  if (row.mime_type.startsWith('image/')) return 'w_200,h_200,c_fit';
+  if (row.mime_type.startsWith('video/') && row.width !== null && demuxerFor(row.mime_type))
+    return `${POSTER_TOKEN},w_200,h_200`;
+  return null;
 }
 
 export interface FileRecordsDeps {
@@ -163,9 +178,8 @@ export class FileRecords {
    */
   view(row: PlacedFile, folderNo: string | null, sha256: string, transformKey: string | null = null): FileRecord {
     const path = deliveryPath(row.folder_path, row.name);
-    let thumbnail = row.mime_type.startsWith('image/')
-      ? this.deliveryUrl(row.workspace_id, `w_200,h_200,c_fit/${path}`, Boolean(row.is_private))
-      : null;
+    const tokens = thumbnailTokens(row);
+    let thumbnail = tokens ? this.deliveryUrl(row.workspace_id, `${tokens}/${path}`, Boolean(row.is_private)) : null;
     if (thumbnail && transformKey && !row.is_private) thumbnail = signTransformUrl(transformKey, thumbnail);
     const metadata = JSON.parse(row.metadata) as Record<string, unknown>;
     return {

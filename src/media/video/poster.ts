@@ -11,6 +11,8 @@ export interface PosterOptions {
   atSeconds: number;
   /** Width of the poster in pixels (the height follows the aspect ratio); default: the video's, up to maxSide. */
   width?: number;
+  /** Height in pixels; with `width`, the poster fits inside width x height (aspect kept, even sizes). */
+  height?: number;
   timeoutMs: number;
   /** The one demuxer allowed (containers.ts). */
   demuxer: string;
@@ -24,9 +26,15 @@ export function posterArgs(engine: VideoEngine, input: MediaInput, opts: PosterO
   const { maxStreams, maxPixels } = engine.settings;
   const side = opts.maxSide ?? 4096;
   // Even sizes, aspect kept; never larger than asked, so the PNG in between stays bounded.
-  const scale = opts.width
-    ? `scale=w=${opts.width}:h=-2`
-    : `scale=w='min(iw,${side})':h='min(ih,${side})':force_original_aspect_ratio=decrease`;
+  const { width, height } = opts;
+  const scale =
+    width && height
+      ? `scale=w=${width}:h=${height}:force_original_aspect_ratio=decrease:force_divisible_by=2`
+      : width
+        ? `scale=w=${width}:h=-2`
+        : height
+          ? `scale=w=-2:h=${height}`
+          : `scale=w='min(iw,${side})':h='min(ih,${side})':force_original_aspect_ratio=decrease`;
   return [
     '-nostdin',
     '-v',
@@ -74,8 +82,10 @@ export async function extractPoster(engine: VideoEngine, input: MediaInput, opts
     throw appError('VIDEO_REFUSED', 'the poster time is out of range');
   if (opts.width !== undefined && (!Number.isInteger(opts.width) || opts.width < 2 || opts.width > 8192))
     throw appError('VIDEO_REFUSED', 'the poster width is out of range');
+  if (opts.height !== undefined && (!Number.isInteger(opts.height) || opts.height < 2 || opts.height > 8192))
+    throw appError('VIDEO_REFUSED', 'the poster height is out of range');
   const ffmpeg = engine.require('ffmpeg');
-  const side = Math.max(opts.width ?? 0, opts.maxSide ?? 4096);
+  const side = Math.max(opts.width ?? 0, opts.height ?? 0, opts.maxSide ?? 4096);
   const run = await runBounded(ffmpeg, posterArgs(engine, input, opts), {
     timeoutMs: opts.timeoutMs,
     // A PNG can exceed raw RGBA a little; more than that is not a frame of the promised size.
