@@ -79,7 +79,11 @@ export async function installCors(
       if (NOT_CROSS_ORIGIN.test(request.url) && !request.url.startsWith(SDK_PATH)) return off;
       const origin = request.headers.origin;
       // tus discovery (an OPTIONS that is no preflight) is answered by tus itself (routes/tus.ts).
-      if (request.method === 'OPTIONS' && TUS_PATH.test(request.url) && !request.headers['access-control-request-method'])
+      if (
+        request.method === 'OPTIONS' &&
+        TUS_PATH.test(request.url) &&
+        !request.headers['access-control-request-method']
+      )
         return { ...base, preflightContinue: true };
       if (request.method === 'OPTIONS' && typeof origin === 'string' && origin !== ownOrigin) {
         const allowed = await tokenOrigins(request);

@@ -70,8 +70,7 @@ export async function tusRoutes(app: FastifyInstance, deps: TusRouteDeps): Promi
     },
     // Stowage's errors keep their status and documented body.
     onResponseError: (_req, err) => {
-      if (err instanceof AppError)
-        return { status_code: err.status, body: JSON.stringify(err.toBody()) };
+      if (err instanceof AppError) return { status_code: err.status, body: JSON.stringify(err.toBody()) };
       return undefined;
     },
   });
@@ -102,7 +101,10 @@ export async function tusRoutes(app: FastifyInstance, deps: TusRouteDeps): Promi
 
   const handle = async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
     if (request.method !== 'OPTIONS') {
-      if (!supported) throw errors.validation(`tus uploads need storage that takes parts through the service; ${deps.storage.description} does not`);
+      if (!supported)
+        throw errors.validation(
+          `tus uploads need storage that takes parts through the service; ${deps.storage.description} does not`,
+        );
       const caller = await callerOf(request, request.method === 'POST');
       const call: TusCall = { caller, checksum: parseChecksum(request), contentLength: contentLength(request) };
       const id = (request.params as { id?: string }).id;
@@ -115,7 +117,12 @@ export async function tusRoutes(app: FastifyInstance, deps: TusRouteDeps): Promi
         if (request.method === 'GET') {
           if (!record) {
             const upload = await tusCalls.run(call, () => store.getUpload(id));
-            return reply.send({ success: true, status: 'active', upload_offset: upload.offset, upload_length: upload.size });
+            return reply.send({
+              success: true,
+              status: 'active',
+              upload_offset: upload.offset,
+              upload_length: upload.size,
+            });
           }
           return reply.send(uploadAnswer(record));
         }
@@ -148,7 +155,8 @@ export async function tusRoutes(app: FastifyInstance, deps: TusRouteDeps): Promi
 
 /** Fastify's headers so far (CORS, request id) go out with tus's answer, which is written raw. */
 function hand(reply: FastifyReply, run: () => Promise<unknown>): Promise<void> {
-  for (const [name, value] of Object.entries(reply.getHeaders())) if (value !== undefined) reply.raw.setHeader(name, value);
+  for (const [name, value] of Object.entries(reply.getHeaders()))
+    if (value !== undefined) reply.raw.setHeader(name, value);
   reply.hijack();
   return run().then(
     () => undefined,

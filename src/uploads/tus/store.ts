@@ -45,7 +45,10 @@ export const tusCalls = new AsyncLocalStorage<TusCall>();
 export const CHECKSUM_ALGORITHMS = ['sha1', 'sha256', 'md5'] as const;
 
 /** tus's own status for a checksum mismatch (checksum extension). */
-const checksumMismatch = () => ({ status_code: 460, body: 'Upload-Checksum does not match the body; nothing of it was kept\n' });
+const checksumMismatch = () => ({
+  status_code: 460,
+  body: 'Upload-Checksum does not match the body; nothing of it was kept\n',
+});
 
 const SESSION_ID = /^([0-9A-Za-z]{24})-([A-Za-z0-9_-]{22})$/;
 
@@ -145,7 +148,8 @@ export class StowageTusStore extends DataStore {
         folder: text('folder'),
         tags: text('tags'),
       });
-      if (options.transform) throw errors.validation('a tus upload cannot apply a transform; mint the token without one');
+      if (options.transform)
+        throw errors.validation('a tus upload cannot apply a transform; mint the token without one');
       const limits = await uploads.limits(row.workspace_id);
       const max = Math.min(limits.maxFileSize, Number(policy.max_file_size));
       if (upload.size > max) throw errors.fileTooLarge(max);
