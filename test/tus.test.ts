@@ -310,6 +310,9 @@ for (const combo of UPLOAD_MATRIX.filter((c) => c.storage === 'local')) {
       } finally {
         await h.services.workspaces.setLimits(h.ws.workspace_id, { quotaBytes: null });
       }
+      const empty = await create(0);
+      assert.equal(empty.status, 400);
+      assert.equal(JSON.parse(empty.text).errorCode, 'VALIDATION_FAILED');
       const noKey = await fetch(endpoint, {
         method: 'POST',
         headers: { 'tus-resumable': '1.0.0', 'upload-length': '5' },

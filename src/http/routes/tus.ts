@@ -141,7 +141,19 @@ export async function tusRoutes(app: FastifyInstance, deps: TusRouteDeps): Promi
     takeRawBodies(scope);
     const config = { auth: 'none' as const };
     const schema = { hide: true };
-    scope.route({ method: ['POST', 'OPTIONS'], url: TUS_PATH, config, schema, handler: handle });
+    // Creating an upload counts against the key's upload budget, as a multipart start does;
+    // its PATCHes are its parts, which are not counted.
+    const upload = deps.config.rateLimitUpload;
+    scope.route({
+      method: 'POST',
+      url: TUS_PATH,
+      config: upload
+        ? { ...config, rateLimit: { max: upload.max, timeWindow: upload.windowMs, groupId: 'upload' } }
+        : config,
+      schema,
+      handler: handle,
+    });
+    scope.route({ method: 'OPTIONS', url: TUS_PATH, config, schema, handler: handle });
     scope.route({
       method: ['HEAD', 'GET', 'PATCH', 'DELETE', 'OPTIONS'],
       url: `${TUS_PATH}/:id`,

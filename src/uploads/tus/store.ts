@@ -119,6 +119,8 @@ export class StowageTusStore extends DataStore {
     const call = this.call();
     const { caller } = call;
     if (upload.size === undefined) throw ERRORS.INVALID_LENGTH;
+    // A session holds at least one byte; an empty file goes through POST /api/v1/uploads.
+    if (upload.size === 0) throw errors.validation('Upload-Length must be at least 1');
     const meta = upload.metadata ?? {};
     const text = (k: string) => (meta[k] === null || meta[k] === undefined ? undefined : meta[k]!);
     const { multipart, uploads } = this.deps;
