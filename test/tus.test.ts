@@ -223,6 +223,30 @@ for (const combo of UPLOAD_MATRIX.filter((c) => c.storage === 'local')) {
       assert.equal((await head(url)).offset, '0');
     });
 
+    test('creation-with-upload: four at once, each finished in its POST, none cancelling another', async () => {
+      const bodies = [1, 2, 3, 4].map((i) => randomBytes(i * 700_000));
+      const answers = await Promise.all(
+        bodies.map((body) =>
+          fetch(endpoint, {
+            method: 'POST',
+            headers: tusHeaders({
+              'upload-length': String(body.length),
+              'upload-metadata': `filename ${b64('whole.bin')}`,
+              'content-type': 'application/offset+octet-stream',
+            }),
+            body: new Uint8Array(body),
+          }),
+        ),
+      );
+      for (const [i, res] of answers.entries()) {
+        assert.equal(res.status, 201);
+        assert.equal(res.headers.get('upload-offset'), String(bodies[i].length));
+        assert.match(res.headers.get('x-file-no') ?? '', /^[0-9A-Za-z]+$/);
+        const record = (await (await fetch(res.headers.get('location')!, { headers: tusHeaders() })).json()) as any;
+        assert.equal(record.hash, sha256(bodies[i]));
+      }
+    });
+
     test('Upload-Offset that lies is 409; a body longer than declared is 413; nothing is kept of either', async () => {
       const c = await create(100);
       const url = c.url!;

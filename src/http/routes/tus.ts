@@ -3,6 +3,7 @@
 // upload token), admits the upload (slots, free space) and hands the raw request to @tus/server,
 // which owns the protocol: offsets, lengths, metadata, expiry, termination. Checksums are ours
 // (@tus/server has no checksum extension): the header is read here and checked by the store.
+import { randomUUID } from 'node:crypto';
 import { Server } from '@tus/server';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Config } from '../../config.ts';
@@ -59,8 +60,9 @@ export async function tusRoutes(app: FastifyInstance, deps: TusRouteDeps): Promi
     datastore: store,
     // Location from the configured public URL, never from a Host header a client chose.
     generateUrl: (_req, { id }) => `${config.publicUrl}${TUS_PATH}/${id}`,
-    // The store gives the real id (the session's) in create.
-    namingFunction: () => 'pending',
+    // The store gives the real id (the session's) in create. Unique all the same: @tus/server
+    // locks a creation under this name, and a second holder would make it cancel the first.
+    namingFunction: () => `new-${randomUUID()}`,
     disableTerminationForFinishedUploads: true,
     // Stowage's CORS (src/http/cors.ts) decides the allowed origin; tus adds its headers to the exposed ones.
     exposedHeaders: [...EXPOSED_HEADERS, 'upload-expires', FILE_NO, FILE_ID],
