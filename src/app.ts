@@ -25,6 +25,7 @@ import { fileRoutes } from './http/routes/files.ts';
 import { deliveryFastPath, deliveryRoutes } from './http/routes/delivery.ts';
 import { dashboardRoutes } from './http/routes/dashboard.ts';
 import { tokenRoutes } from './http/routes/tokens.ts';
+import { tusRoutes } from './http/routes/tus.ts';
 import { workspaceRoutes } from './http/routes/workspace.ts';
 import type { Services } from './services/container.ts';
 import { SHARED_SCHEMAS, swaggerOptions } from './contract/openapi.ts';
@@ -183,6 +184,15 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
   await app.register(presetRoutes, { presets: services.presets });
   await app.register(async (scope) => remoteUploadRoute(scope, services.remote));
   await app.register(multipartRoutes, { multipart: services.multipart, workspaces: services.workspaces });
+  await app.register(tusRoutes, {
+    config,
+    multipart: services.multipart,
+    uploads: services.uploads,
+    tokens: services.tokens,
+    workspaces: services.workspaces,
+    blobs: services.blobs,
+    storage: services.storage,
+  });
   await app.register(fileRoutes, { files: services.files, folders: services.folders });
   // Where the dashboard's browser PUTs parts when storage presigns them.
   await app.register(dashboardRoutes, {

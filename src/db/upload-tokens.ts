@@ -47,6 +47,22 @@ export class UploadTokenRepository {
     await this.q.updateTable('upload_tokens').set({ state: 'used', file_id: fileId }).where('id', '=', id).execute();
   }
 
+  /** uploading → used before its file exists (a tus upload holds the token for good). */
+  async markUsedPending(id: string): Promise<void> {
+    await this.q.updateTable('upload_tokens').set({ state: 'used' }).where('id', '=', id).execute();
+  }
+
+  /** used (with no file yet) → unused: a tus upload that could not start gives its token back. */
+  async putBackUsed(id: string): Promise<void> {
+    await this.q
+      .updateTable('upload_tokens')
+      .set({ state: 'unused', used_at: null })
+      .where('id', '=', id)
+      .where('state', '=', 'used')
+      .where('file_id', 'is', null)
+      .execute();
+  }
+
   /** uploading → unused: the upload failed, the token may be used again. */
   async putBack(id: string): Promise<void> {
     await this.q

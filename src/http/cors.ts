@@ -39,6 +39,7 @@ export const PREFLIGHT_MAX_AGE_S = 7200;
 
 const NOT_CROSS_ORIGIN = /^\/(dashboard|examples|docs|metrics)(\/|$|\?)/;
 const SDK_PATH = '/dashboard/sdk.js';
+const TUS_PATH = /^\/api\/v1\/tus(\/|$|\?)/;
 const TOKEN_PATH = /^\/api\/v1\/uploads\/(stw_ut_[^/?#]+)\/?(\?|$)/;
 
 export async function installCors(
@@ -77,6 +78,13 @@ export async function installCors(
     delegator: async (request: FastifyRequest) => {
       if (NOT_CROSS_ORIGIN.test(request.url) && !request.url.startsWith(SDK_PATH)) return off;
       const origin = request.headers.origin;
+      // tus discovery (an OPTIONS that is no preflight) is answered by tus itself (routes/tus.ts).
+      if (
+        request.method === 'OPTIONS' &&
+        TUS_PATH.test(request.url) &&
+        !request.headers['access-control-request-method']
+      )
+        return { ...base, preflightContinue: true };
       if (request.method === 'OPTIONS' && typeof origin === 'string' && origin !== ownOrigin) {
         const allowed = await tokenOrigins(request);
         if (allowed && allowed.length > 0 && !originAllowed(allowed, origin)) return off;

@@ -37,6 +37,11 @@ export class BlobStore {
     return this.repo.recordIntent(workspaceId, key, reason);
   }
 
+  /** The upload behind an intent is still alive (the sweep spares it for another grace period). */
+  touchIntent(key: string): Promise<void> {
+    return this.repo.touchIntent(key);
+  }
+
   /**
    * Promises `bytes` more of the workspace's quota to the upload whose intent is `key`, if
    * used + reserved + bytes stays within `quotaBytes`: one conditional update, so uploads in

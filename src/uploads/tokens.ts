@@ -115,6 +115,35 @@ export class UploadTokenService {
   }
 
   /**
+   * Spends the token on a resumable (tus) upload, whose bytes come in later requests: unused →
+   * used at once, so the token can start no second upload however long this one takes. False
+   * when another upload got it first. `putBack` gives it back if the upload cannot start.
+   */
+  async spend(row: UploadTokenRow): Promise<boolean> {
+    if (!(await this.repo.claim(row.id, nowSeconds()))) return false;
+    await this.repo.markUsedPending(row.id);
+    return true;
+  }
+
+  async putBack(row: UploadTokenRow): Promise<void> {
+    await this.repo.putBackUsed(row.id);
+  }
+
+  /**
+   * A genuine token's id and workspace, whatever its state: the later requests of a tus upload
+   * it started carry it still (spent by then). Null for anything forged or unknown.
+   */
+  async identify(token: string): Promise<{ id: string; workspaceId: string } | null> {
+    const m = TOKEN_SHAPE.exec(token);
+    if (!m) return null;
+    const expected = Buffer.from(this.mac(m[1]));
+    const given = Buffer.from(m[2]);
+    if (given.length !== expected.length || !timingSafeEqual(given, expected)) return null;
+    const row = await this.repo.byId(m[1]);
+    return row ? { id: row.id, workspaceId: row.workspace_id } : null;
+  }
+
+  /**
    * POST /api/v1/uploads/{token}: the policy decides everything but the name, and the fields
    * it lets the uploader override (token-policy.ts). The upload adds a file, never replaces one.
    */

@@ -5,6 +5,7 @@ import { PassThrough, type Readable } from 'node:stream';
 import { AppError, appError, errors } from '../../errors.ts';
 import { MultipartSealedError, ObjectNotFoundError, type PartInfo } from '../../storage/driver.ts';
 import { PartLengthError } from '../../storage/driver.ts';
+import type { MultipartSessionRow } from '../../db/schema.ts';
 import { type MultipartContext, nowSeconds } from './context.ts';
 import { partLength } from './part-layout.ts';
 
@@ -44,6 +45,16 @@ export class Parts {
         `Part ${partNumber} must be exactly ${expected} bytes; Content-Length says ${contentLength}`,
       );
     }
+    return this.write(s, partNumber, body);
+  }
+
+  /**
+   * Writes part `partNumber` of an active session whose caller is already authorised (the
+   * signed URL above, or tus's own checks): exactly its length, in place, followed by the
+   * running hash.
+   */
+  async write(s: MultipartSessionRow, partNumber: number, body: Readable): Promise<PartInfo> {
+    const expected = partLength(s, partNumber);
     // Piped through, so that a refused part ends the driver's pipeline but not the request,
     // which still gets its answer.
     const pass = new PassThrough();

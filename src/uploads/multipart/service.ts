@@ -11,6 +11,7 @@ import type {
 } from '../../contract/multipart.ts';
 import type { PartUrlSigner } from '../../crypto/part-url.ts';
 import type { Db } from '../../db/database.ts';
+import type { MultipartSessionRow } from '../../db/schema.ts';
 import { UploadSessionRepository } from '../../db/upload-sessions.ts';
 import type { FileRecord, FileRecords } from '../../services/files.ts';
 import { type PartInfo, supportsMultipart } from '../../storage/driver.ts';
@@ -89,6 +90,21 @@ export class MultipartService {
     body: Readable,
   ): Promise<PartInfo> {
     return this.parts.put(sessionId, partNumber, query, contentType, contentLength, body);
+  }
+
+  /** The workspace's session row (404 for any other); for tus (src/uploads/tus/), which keeps its state there. */
+  session(workspaceId: string, sessionId: string): Promise<MultipartSessionRow> {
+    return this.sessions.find(workspaceId, sessionId);
+  }
+
+  /** Writes one part of an active session for a caller authorised otherwise (tus); drivers with `writePart` only. */
+  writePart(s: MultipartSessionRow, partNumber: number, body: Readable): Promise<PartInfo> {
+    return this.parts.write(s, partNumber, body);
+  }
+
+  /** Parts storage holds for a session. */
+  listParts(s: MultipartSessionRow): Promise<PartInfo[]> {
+    return this.ctx.storage.listParts(s.storage_key, s.upload_id);
   }
 
   status(workspaceId: string, sessionId: string): Promise<SessionStatus> {
