@@ -36,6 +36,9 @@ export const EXAMPLE_FILE = {
   thumbanil: `${BASE}/${WS}/w_200,h_200,c_fit/products/shoes/shoe.jpg`,
   meta_data: { sku: 'SH-1042' },
   folder_id: 'f8ef89cc-1c3d-4ca0-b2e2-e2d5c0ce0a35',
+  // A photo: the video and audio fields the upload probe fills stay null.
+  duration: null,
+  media: null,
 };
 
 export const EXAMPLE_FILE_DETAILS = {
