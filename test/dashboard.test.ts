@@ -234,7 +234,7 @@ describe('dashboard in Chromium', {
     await page.getByLabel('Private key').fill(ws.private_key);
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.getByRole('heading', { name: /Files/ }).waitFor();
-    await page.getByRole('button', { name: 'Presets' }).click();
+    await page.getByRole('button', { name: 'Presets', exact: true }).click();
     await page.getByRole('heading', { name: 'Presets' }).waitFor();
     await page.getByText('No presets yet.').waitFor();
 
