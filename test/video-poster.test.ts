@@ -2,11 +2,8 @@
 // ffmpeg on clips made here, served through the route as any rendition is (render queue, single
 // flight, time budget, rendition cache ledger, signatures), and the record's `thumbnail`.
 import assert from 'node:assert/strict';
-import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import sharp from 'sharp';
 import { Stowage } from '../sdk/src/index.ts';
@@ -17,18 +14,11 @@ import { videoDefaults } from '../src/media/video/engine.ts';
 import { parsePosterTokens, posterName } from '../src/media/video/poster-tokens.ts';
 import { DIALECTS, type Harness, makeHarness } from './helpers/harness.ts';
 import { call } from './helpers/http.ts';
-import { IN_CI } from './helpers/services.ts';
 import { freshS3Storage, UPLOAD_MATRIX } from './helpers/storage.ts';
+import { clipFolder, ffmpegSkip } from './helpers/video.ts';
 
-const hasFfmpeg = spawnSync('ffmpeg', ['-version']).status === 0 && spawnSync('ffprobe', ['-version']).status === 0;
-const skip = hasFfmpeg ? false : 'ffmpeg and ffprobe are not installed (apt-get install ffmpeg)';
-if (!hasFfmpeg && IN_CI)
-  test('ffmpeg is installed', () => assert.fail("ffmpeg/ffprobe are missing: .ci/run installs Debian's ffmpeg"));
-
-const dir = mkdtempSync(join(tmpdir(), 'stowage-poster-'));
-const at = (name: string) => join(dir, name);
-const ffmpeg = (...args: string[]) => execFileSync('ffmpeg', ['-v', 'error', '-y', ...args]);
-after(() => rmSync(dir, { recursive: true, force: true }));
+const skip = ffmpegSkip;
+const { at, ffmpeg } = clipFolder('stowage-poster-');
 
 let corpusMade = false;
 /** Two seconds, red for the first and blue for the second, 320x240; its rotated twin; a tone. */

@@ -21,20 +21,12 @@ import { runBounded } from '../src/media/video/spawn.ts';
 import { ProbeSlots } from '../src/uploads/media-probe.ts';
 import { type Harness, makeHarness } from './helpers/harness.ts';
 import { localServer } from './helpers/servers.ts';
-import { IN_CI } from './helpers/services.ts';
 import { freshS3Storage, UPLOAD_MATRIX } from './helpers/storage.ts';
+import { clipFolder, ffmpegSkip } from './helpers/video.ts';
 
-const hasFfmpeg = spawnSync('ffmpeg', ['-version']).status === 0 && spawnSync('ffprobe', ['-version']).status === 0;
-const skip = hasFfmpeg ? false : 'ffmpeg and ffprobe are not installed (apt-get install ffmpeg)';
-if (!hasFfmpeg && IN_CI)
-  test('ffmpeg is installed', () => assert.fail("ffmpeg/ffprobe are missing: .ci/run installs Debian's ffmpeg"));
-
-const dir = mkdtempSync(join(tmpdir(), 'stowage-video-'));
-const at = (name: string) => join(dir, name);
-const ffmpeg = (...args: string[]) => execFileSync('ffmpeg', ['-v', 'error', '-y', ...args]);
-
+const skip = ffmpegSkip;
+const { at, ffmpeg } = clipFolder('stowage-video-');
 let corpusMade = false;
-after(() => rmSync(dir, { recursive: true, force: true }));
 
 /** The corpus: small clips and crafted hostile inputs, all made here (once per run). */
 function makeCorpus(): void {

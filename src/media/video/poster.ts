@@ -3,7 +3,7 @@
 import sharp from 'sharp';
 import { appError } from '../../errors.ts';
 import type { VideoEngine } from './engine.ts';
-import type { MediaInput } from './probe.ts';
+import { inputArg, inputGuardArgs, type MediaInput } from './probe.ts';
 import { runBounded } from './spawn.ts';
 
 export interface PosterOptions {
@@ -23,7 +23,6 @@ export interface PosterOptions {
 }
 
 export function posterArgs(engine: VideoEngine, input: MediaInput, opts: PosterOptions): string[] {
-  const { maxStreams, maxPixels } = engine.settings;
   const side = opts.maxSide ?? 4096;
   // Even sizes, aspect kept; never larger than asked, so the PNG in between stays bounded.
   const { width, height } = opts;
@@ -40,22 +39,13 @@ export function posterArgs(engine: VideoEngine, input: MediaInput, opts: PosterO
     '-v',
     'error',
     '-hide_banner',
-    '-protocol_whitelist',
-    'path' in input ? 'file' : 'pipe',
-    '-f',
-    opts.demuxer,
-    '-format_whitelist',
-    opts.demuxer,
-    '-max_streams',
-    String(maxStreams),
-    '-max_pixels',
-    String(maxPixels),
+    ...inputGuardArgs(engine, input, opts.demuxer),
     '-threads',
     '1',
     '-ss',
     opts.atSeconds.toFixed(3),
     '-i',
-    'path' in input ? `file:${input.path}` : 'pipe:0',
+    inputArg(input),
     '-map',
     '0:v:0',
     '-an',

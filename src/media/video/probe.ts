@@ -55,13 +55,13 @@ export interface ProbeOptions {
 /** ffprobe's JSON is small for any sane file; a hostile one with many streams is cut here. */
 const MAX_PROBE_OUTPUT = 1024 * 1024;
 
-/** The arguments: exported so the hostile-input rules can be read (and tested) in one place. */
-export function probeArgs(engine: VideoEngine, input: MediaInput, demuxer: string): string[] {
+/**
+ * The hostile-input rules every ffprobe and ffmpeg run gets, before its input: written once here,
+ * so the probe and the poster (poster.ts) cannot drift apart.
+ */
+export function inputGuardArgs(engine: VideoEngine, input: MediaInput, demuxer: string): string[] {
   const { maxStreams, maxPixels } = engine.settings;
   return [
-    '-v',
-    'error',
-    '-hide_banner',
     // Only the input itself: no http, tcp, hls, concat, data: or subfile, whatever the bytes name.
     '-protocol_whitelist',
     'path' in input ? 'file' : 'pipe',
@@ -75,12 +75,26 @@ export function probeArgs(engine: VideoEngine, input: MediaInput, demuxer: strin
     // Decoders opened to find stream parameters refuse frames past this.
     '-max_pixels',
     String(maxPixels),
+  ];
+}
+
+/** The input itself: "file:" so a name never reads as another protocol ("http:…", "concat:…"). */
+export function inputArg(input: MediaInput): string {
+  return 'path' in input ? `file:${input.path}` : 'pipe:0';
+}
+
+/** The arguments: exported so the hostile-input rules can be read (and tested) in one place. */
+export function probeArgs(engine: VideoEngine, input: MediaInput, demuxer: string): string[] {
+  return [
+    '-v',
+    'error',
+    '-hide_banner',
+    ...inputGuardArgs(engine, input, demuxer),
     '-print_format',
     'json=compact=1',
     '-show_format',
     '-show_streams',
-    // "file:" so a name never reads as another protocol ("http:…", "concat:…").
-    'path' in input ? `file:${input.path}` : 'pipe:0',
+    inputArg(input),
   ];
 }
 
