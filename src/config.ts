@@ -77,6 +77,11 @@ export interface Config {
   metricsToken?: string;
   /** At start: how long to keep retrying an unreachable database, Redis or storage (startup/patience.ts). */
   startupWaitMs: number;
+  /**
+   * Whether this server process runs background jobs (STOWAGE_JOBS=on, the default) or leaves
+   * them to `stowage worker` processes (off; PostgreSQL only, where the queue is shared).
+   */
+  runJobs: boolean;
   /** On SIGTERM: how long /readyz says 503 before the listener closes (for load balancers). */
   shutdownDelayMs: number;
   /** On SIGTERM: how long in-flight requests (uploads) may take to finish before the exit. */
@@ -279,6 +284,13 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     problems.push('STOWAGE_METRICS_TOKEN must be at least 16 characters');
   const shutdownDelayMs = integer('STOWAGE_SHUTDOWN_DELAY_MS', 0, 0, 600_000);
   const shutdownTimeoutMs = integer('STOWAGE_SHUTDOWN_TIMEOUT_MS', 30_000, 0, 3_600_000);
+  const jobsText = read('STOWAGE_JOBS') ?? 'on';
+  if (jobsText !== 'on' && jobsText !== 'off') problems.push(`STOWAGE_JOBS must be on or off (got "${jobsText}")`);
+  const runJobs = jobsText !== 'off';
+  if (!runJobs && databaseUrl === undefined)
+    problems.push(
+      "STOWAGE_JOBS=off needs PostgreSQL (DATABASE_URL): on the embedded SQLite no other process can run this one's jobs",
+    );
   const redisUrl = read('REDIS_URL');
   if (redisUrl !== undefined && !/^rediss?:\/\//.test(redisUrl))
     problems.push('REDIS_URL must start with redis:// or rediss://');
@@ -394,6 +406,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     metricsToken,
     shutdownDelayMs,
     shutdownTimeoutMs,
+    runJobs,
   };
 }
 

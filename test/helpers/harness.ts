@@ -83,6 +83,7 @@ export function testConfig(dataDir: string, overrides: Partial<Config> = {}): Co
     startupWaitMs: 0,
     shutdownDelayMs: 0,
     shutdownTimeoutMs: 30_000,
+    runJobs: true,
     // No free-space floor: a test machine's disk is whatever it is (test/disk-full.test.ts sets one).
     minFreeBytes: 0,
     bodyIdleTimeoutMs: 60_000,
