@@ -10,20 +10,39 @@ let folderNo: string | null = null;
 let folders: Folder[] = [];
 let current: FileRecord | undefined;
 
+/** Bumped by every status change, so an action can tell whether the line changed while it ran. */
+let statusSeq = 0;
+let statusIsError = false;
+
 function status(text: string, isError = false): void {
   const el = $('status');
   el.textContent = text;
   el.style.color = isError ? 'var(--danger)' : '';
+  statusIsError = isError && text !== '';
+  statusSeq++;
 }
 
+/** After a success, an error shown before it began is out of date: it goes. */
+function clearStaleError(since: number): void {
+  if (statusIsError && statusSeq === since) status('');
+}
+
+/** "Invalid API key: The provided API key is invalid…": the title without its own stop, then the detail. */
 function problem(err: unknown): string {
-  if (err instanceof StowageError) return `${err.error}: ${err.message}`;
+  if (err instanceof StowageError) {
+    const title = err.error.trim().replace(/[.:]+$/, '');
+    const detail = err.message.trim();
+    if (!detail || detail === err.error.trim()) return title;
+    return title ? `${title}: ${detail}` : detail;
+  }
   return err instanceof Error ? err.message : String(err);
 }
 
 async function guarded(what: string, fn: () => Promise<void>): Promise<void> {
+  const since = statusSeq;
   try {
     await fn();
+    clearStaleError(since);
   } catch (err) {
     status(`${what} failed: ${problem(err)}`, true);
   }
@@ -56,6 +75,7 @@ async function signIn(key: string): Promise<boolean> {
     return false;
   }
   api = client;
+  if (statusIsError) status('');
   sessionStorage.setItem(KEY, key);
   $('signin').hidden = true;
   $('nav').hidden = false;
@@ -323,14 +343,17 @@ async function refreshSources(): Promise<void> {
   });
 }
 
+/** A table cell that carries its column's name, shown beside it where the header row is not (phones). */
+function labelledCell(label: string, text?: string): HTMLTableCellElement {
+  const td = document.createElement('td');
+  td.dataset.label = label;
+  if (text !== undefined) td.textContent = text;
+  return td;
+}
+
 function sourceRow(s: Source): HTMLTableRowElement {
   const tr = document.createElement('tr');
-  const cell = (text: string) => {
-    const td = document.createElement('td');
-    td.textContent = text;
-    return td;
-  };
-  const actions = document.createElement('td');
+  const actions = labelledCell('Actions');
   const test = document.createElement('button');
   test.type = 'button';
   test.textContent = 'Test';
@@ -355,10 +378,10 @@ function sourceRow(s: Source): HTMLTableRowElement {
   );
   actions.append(test, ' ', del);
   tr.append(
-    cell(s.name),
-    cell(s.type),
-    cell(JSON.stringify(s.configuration)),
-    cell(s.is_active ? 'yes' : 'no'),
+    labelledCell('Name', s.name),
+    labelledCell('Type', s.type),
+    labelledCell('Configuration', JSON.stringify(s.configuration)),
+    labelledCell('Active', s.is_active ? 'yes' : 'no'),
     actions,
   );
   return tr;
@@ -377,11 +400,6 @@ async function refreshPresets(): Promise<void> {
 
 function presetRow(p: Preset): HTMLTableRowElement {
   const tr = document.createElement('tr');
-  const cell = (text: string) => {
-    const td = document.createElement('td');
-    td.textContent = text;
-    return td;
-  };
   const button = (label: string, aria: string, onClick: () => void) => {
     const b = document.createElement('button');
     b.type = 'button';
@@ -404,9 +422,14 @@ function presetRow(p: Preset): HTMLTableRowElement {
     }),
   );
   del.className = 'danger';
-  const actions = document.createElement('td');
+  const actions = labelledCell('Actions');
   actions.append(edit, ' ', del);
-  tr.append(cell(`t_${p.name}`), cell(p.transformation), cell(new Date(p.updated_at).toLocaleString()), actions);
+  tr.append(
+    labelledCell('Token', `t_${p.name}`),
+    labelledCell('Transformation', p.transformation),
+    labelledCell('Updated', new Date(p.updated_at).toLocaleString()),
+    actions,
+  );
   return tr;
 }
 
