@@ -191,18 +191,12 @@ async function main() {
   // (200 part URLs are 30 KB of JSON), printed beside the ratio to the minimal route.
   const sameStart = await bareRoute(sqlite.startBody);
   const sameList = await bareRoute(sqlite.listBody);
-  rows.push(
-    ['multipart start, SQLite', sqlite.start, sameStart],
-    ['list sources, SQLite', sqlite.list, sameList],
-  );
+  rows.push(['multipart start, SQLite', sqlite.start, sameStart], ['list sources, SQLite', sqlite.list, sameList]);
   const db = await freshPostgres(PG_ADMIN, 'stowage_bench').catch(() => undefined);
   if (db) {
     try {
       const p = await measure(db.url);
-      rows.push(
-        ['multipart start, PostgreSQL', p.start, sameStart],
-        ['list sources, PostgreSQL', p.list, sameList],
-      );
+      rows.push(['multipart start, PostgreSQL', p.start, sameStart], ['list sources, PostgreSQL', p.list, sameList]);
     } finally {
       await db.drop();
     }

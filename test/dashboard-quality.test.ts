@@ -60,7 +60,9 @@ describe('dashboard quality bugs', { skip: chromiumSkip() }, () => {
   /** Waits for the status line to be empty; a message that stays fails with what it says. */
   const statusClears = async (page: Page) => {
     try {
-      await page.waitForFunction(() => document.getElementById('status')?.textContent === '', null, { timeout: 10_000 });
+      await page.waitForFunction(() => document.getElementById('status')?.textContent === '', null, {
+        timeout: 10_000,
+      });
     } catch {
       assert.fail(`the status line still says "${await statusText(page)}"`);
     }

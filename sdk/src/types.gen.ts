@@ -526,6 +526,79 @@ export interface PresetPutBody {
   transformation: string;
 }
 
+/** GET /api/v1/keys: one key (never the key itself) */
+export interface ApiKeyInfo {
+  id: string;
+  workspace_id: string;
+  type: 'public' | 'private';
+  /** The prefix and the last four characters (stw_pk_…a1B2); the key itself is never shown again */
+  hint: string;
+  created_at: string;
+  /** When it stopped (or, in a rotation grace period, will stop) working; null while in force */
+  revoked_at: string | null;
+  /** Whether the key works now */
+  active: boolean;
+}
+
+/** POST /api/v1/keys: the new key, shown once */
+export interface NewApiKey {
+  id: string;
+  workspace_id: string;
+  type: 'public' | 'private';
+  /** The prefix and the last four characters (stw_pk_…a1B2); the key itself is never shown again */
+  hint: string;
+  created_at: string;
+  /** When it stopped (or, in a rotation grace period, will stop) working; null while in force */
+  revoked_at: string | null;
+  /** Whether the key works now */
+  active: boolean;
+  /** The key, shown this once: only its hash is stored */
+  key: string;
+}
+
+/** POST /api/v1/keys/{key_id}/rotate */
+export interface ApiKeyRotation {
+  old: ApiKeyInfo;
+  new: NewApiKey;
+}
+
+export interface WebhookDelivery {
+  /** The message id, sent as webhook-id on every attempt */
+  id: string;
+  /** upload.completed */
+  event: string;
+  /** The file the event is about */
+  file_no: string | null;
+  url: string;
+  status: 'pending' | 'delivered' | 'failed';
+  /** Attempts made so far */
+  attempts: number;
+  /** The receiver's HTTP status on the last attempt, when it answered */
+  last_status: number | null;
+  /** Why the last attempt failed */
+  last_error: string | null;
+  /** When the next attempt is due (pending only) */
+  next_attempt_at: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+/** GET /api/v1/webhooks/deliveries */
+export interface WebhookDeliveryPage {
+  /** Newest first */
+  deliveries: WebhookDelivery[];
+  /** Send as cursor for the next page; null on the last page */
+  next_cursor: string | null;
+}
+
+/** GET /api/v1/webhooks/deliveries: the query */
+export interface WebhookDeliveryQuery {
+  status?: 'pending' | 'delivered' | 'failed';
+  limit: number;
+  /** next_cursor of the previous page */
+  cursor?: string;
+}
+
 /** Every error: docs/api.md#errors */
 export interface ErrorBody {
   success: false;
@@ -566,6 +639,8 @@ export type ErrorCode =
   | 'WEBHOOK_NOT_ALLOWED'
   | 'WORKSPACE_NOT_FOUND'
   | 'KEY_NOT_FOUND'
+  | 'LAST_PRIVATE_KEY'
+  | 'DELIVERY_NOT_FOUND'
   | 'FILE_REQUIRED'
   | 'FILE_NAME_REQUIRED'
   | 'FIELD_TOO_LARGE'

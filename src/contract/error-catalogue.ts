@@ -108,6 +108,12 @@ export const ERROR_CATALOGUE = {
   },
   WORKSPACE_NOT_FOUND: { status: 404, error: 'Workspace not found', message: 'No workspace {id}' },
   KEY_NOT_FOUND: { status: 404, error: 'Key not found', message: 'No API key {id}' },
+  LAST_PRIVATE_KEY: {
+    status: 409,
+    error: 'Last private key',
+    message: 'A workspace keeps at least one private key in force; create or rotate to a new one first',
+  },
+  DELIVERY_NOT_FOUND: { status: 404, error: 'Delivery not found', message: 'No webhook delivery {id}' },
 
   // Uploads
   FILE_REQUIRED: { status: 400, error: 'File is required', message: 'Send the file in the "file" form field' },

@@ -6,6 +6,7 @@ import type { Preset } from '../contract/presets.ts';
 import { type Db, inTransaction, nowIso } from '../db/database.ts';
 import { PresetRepository } from '../db/presets.ts';
 import type { PresetRow } from '../db/schema.ts';
+import { WorkspaceRepository } from '../db/workspaces.ts';
 import { AppError, appError, errors } from '../errors.ts';
 import type { DomainEvents } from '../events.ts';
 import { expandPresets, isPresetToken, normalizePresetText, PRESET_NAME } from '../media/presets.ts';
@@ -99,7 +100,7 @@ export class PresetService {
       if (await repo.update(workspaceId, name, transformation, now)) return false;
       // A new preset: the count and the insert under the workspace's lock, so that parallel
       // creates cannot together pass the cap.
-      if (!(await repo.lockWorkspace(workspaceId))) throw errors.workspaceNotFound(workspaceId);
+      if (!(await new WorkspaceRepository(trx).lockWorkspace(workspaceId))) throw errors.workspaceNotFound(workspaceId);
       if (await repo.update(workspaceId, name, transformation, now)) return false;
       if ((await repo.count(workspaceId)) >= this.maxPresets)
         throw appError(
