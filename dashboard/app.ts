@@ -1,63 +1,15 @@
 // The Stowage dashboard: plain DOM over the SDK. The private key lives in sessionStorage
 // only, so it is gone when the tab closes.
 import { Stowage, StowageError } from '../sdk/src/index.ts';
+import { $, guarded, human, labelledCell, problem, status, statusIsError } from './ui.ts';
+import { refreshWorkspace, wireWorkspace } from './workspace-view.ts';
 import type { FileRecord, Folder, Preset, Source } from '../sdk/src/types.ts';
 
-const $ = <T extends HTMLElement = HTMLElement>(id: string) => document.getElementById(id) as T;
 const KEY = 'stowage.key';
 let api: Stowage | undefined;
 let folderNo: string | null = null;
 let folders: Folder[] = [];
 let current: FileRecord | undefined;
-
-/** Bumped by every status change, so an action can tell whether the line changed while it ran. */
-let statusSeq = 0;
-let statusIsError = false;
-
-function status(text: string, isError = false): void {
-  const el = $('status');
-  el.textContent = text;
-  el.style.color = isError ? 'var(--danger)' : '';
-  statusIsError = isError && text !== '';
-  statusSeq++;
-}
-
-/** After a success, an error shown before it began is out of date: it goes. */
-function clearStaleError(since: number): void {
-  if (statusIsError && statusSeq === since) status('');
-}
-
-/** "Invalid API key: The provided API key is invalid…": the title without its own stop, then the detail. */
-function problem(err: unknown): string {
-  if (err instanceof StowageError) {
-    const title = err.error.trim().replace(/[.:]+$/, '');
-    const detail = err.message.trim();
-    if (!detail || detail === err.error.trim()) return title;
-    return title ? `${title}: ${detail}` : detail;
-  }
-  return err instanceof Error ? err.message : String(err);
-}
-
-async function guarded(what: string, fn: () => Promise<void>): Promise<void> {
-  const since = statusSeq;
-  try {
-    await fn();
-    clearStaleError(since);
-  } catch (err) {
-    status(`${what} failed: ${problem(err)}`, true);
-  }
-}
-
-function human(bytes: number): string {
-  const units = ['B', 'KB', 'MB', 'GB', 'TB'];
-  let n = bytes;
-  let i = 0;
-  while (n >= 1000 && i < units.length - 1) {
-    n /= 1000;
-    i++;
-  }
-  return `${n.toFixed(i ? 1 : 0)} ${units[i]}`;
-}
 
 // --- sign in ---------------------------------------------------------------------------------
 
@@ -89,17 +41,22 @@ function signOut(): void {
   location.reload();
 }
 
-type View = 'files' | 'sources' | 'presets';
+type View = 'files' | 'sources' | 'presets' | 'workspace';
+const VIEWS: View[] = ['files', 'sources', 'presets', 'workspace'];
 
 function show(view: View): void {
-  $('files-view').hidden = view !== 'files';
-  $('sources-view').hidden = view !== 'sources';
-  $('presets-view').hidden = view !== 'presets';
+  for (const v of VIEWS) $(`${v}-view`).hidden = v !== view;
   for (const b of document.querySelectorAll<HTMLButtonElement>('nav [data-view]')) {
     if (b.dataset.view === view) b.setAttribute('aria-current', 'page');
     else b.removeAttribute('aria-current');
   }
-  void (view === 'files' ? refreshFiles() : view === 'sources' ? refreshSources() : refreshPresets());
+  const refresh = {
+    files: refreshFiles,
+    sources: refreshSources,
+    presets: refreshPresets,
+    workspace: () => refreshWorkspace(api!),
+  };
+  void refresh[view]();
 }
 
 // --- folders and files ------------------------------------------------------------------------
@@ -343,14 +300,6 @@ async function refreshSources(): Promise<void> {
   });
 }
 
-/** A table cell that carries its column's name, shown beside it where the header row is not (phones). */
-function labelledCell(label: string, text?: string): HTMLTableCellElement {
-  const td = document.createElement('td');
-  td.dataset.label = label;
-  if (text !== undefined) td.textContent = text;
-  return td;
-}
-
 function sourceRow(s: Source): HTMLTableRowElement {
   const tr = document.createElement('tr');
   const actions = labelledCell('Actions');
@@ -458,12 +407,6 @@ drop.addEventListener('drop', (e) => {
   drop.classList.remove('over');
   if (e.dataTransfer?.files.length) void uploadAll(e.dataTransfer.files);
 });
-drop.addEventListener('keydown', (e) => {
-  if (e.key === 'Enter' || e.key === ' ') {
-    e.preventDefault();
-    $('file-input').click();
-  }
-});
 
 $('folder-form').addEventListener('submit', (e) => {
   e.preventDefault();
@@ -567,6 +510,8 @@ $('preset-form').addEventListener('submit', (e) => {
     await refreshPresets();
   });
 });
+
+wireWorkspace(() => api);
 
 const saved = sessionStorage.getItem(KEY);
 if (saved) void signIn(saved);
