@@ -216,6 +216,14 @@ export interface FileListQuery {
   /** A folder path (a/b; / for the root): the files directly in it */
   path?: string;
   tags?: string;
+  /** By MIME type: image/*, video/*, audio/*, document (text, PDF, office, e-book), or other */
+  type?: 'image' | 'video' | 'audio' | 'document' | 'other';
+  /** Created at or after: a date (2026-03-14, UTC) or a date-time */
+  created_after?: string;
+  /** Created before: a date (2026-03-14, UTC) or a date-time */
+  created_before?: string;
+  /** The custom id, exactly */
+  custom_id?: string;
   sort?: 'created_at_desc' | 'created_at_asc' | 'name_asc' | 'name_desc' | 'size_asc' | 'size_desc';
   sort_field?: 'created_at' | 'updated_at' | 'name' | 'file_size';
   sort_order?: 'asc' | 'desc';
