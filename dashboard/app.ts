@@ -1,6 +1,7 @@
 // The Stowage dashboard: plain DOM over the SDK. The private key lives in sessionStorage
 // only, so it is gone when the tab closes.
 import { Stowage, StowageError } from '../sdk/src/index.ts';
+import { filtering, findQuery, loadFromAddress, saveToAddress, wireFind } from './find.ts';
 import { $, guarded, human, labelledCell, problem, status, statusIsError } from './ui.ts';
 import { refreshWorkspace, wireWorkspace } from './workspace-view.ts';
 import type { FileRecord, Folder, Preset, Source } from '../sdk/src/types.ts';
@@ -31,7 +32,10 @@ async function signIn(key: string): Promise<boolean> {
   sessionStorage.setItem(KEY, key);
   $('signin').hidden = true;
   $('nav').hidden = false;
-  show('files');
+  // The address names the view, folder and filters to open with (a shared or reloaded link).
+  const wanted = loadFromAddress();
+  folderNo = wanted.folderNo;
+  show(VIEWS.includes(wanted.view as View) ? (wanted.view as View) : 'files');
   return true;
 }
 
@@ -46,6 +50,7 @@ const VIEWS: View[] = ['files', 'sources', 'presets', 'workspace'];
 
 function show(view: View): void {
   for (const v of VIEWS) $(`${v}-view`).hidden = v !== view;
+  if (view !== 'files') saveToAddress(view, null);
   for (const b of document.querySelectorAll<HTMLButtonElement>('nav [data-view]')) {
     if (b.dataset.view === view) b.setAttribute('aria-current', 'page');
     else b.removeAttribute('aria-current');
@@ -94,17 +99,41 @@ async function refreshFolders(): Promise<void> {
   move.replaceChildren(new Option('(root)', ''), ...folders.map((f) => new Option(f.path, f.folder_no)));
 }
 
+/** Where the next page of the Files view starts; null when the last page is shown. */
+let nextCursor: string | null = null;
+/** Answers to list requests can arrive out of order: only the latest request's is shown. */
+let listSeq = 0;
+
 async function refreshFiles(): Promise<void> {
   await guarded('Loading files', async () => {
     await refreshFolders();
     const folder = folders.find((f) => f.folder_no === folderNo);
     $('crumb').textContent = folder ? `in ${folder.path}` : '';
-    const res = await api!.listFiles({ folder_no: folderNo ?? undefined, limit: 100 });
-    const grid = $('grid');
-    grid.replaceChildren();
-    for (const f of res.files) grid.append(card(f));
-    $('empty').hidden = res.files.length > 0;
+    await loadFiles(true);
   });
+}
+
+/** The first page of the list the controls describe, or (`fromStart` false) the next one, appended. */
+async function loadFiles(fromStart: boolean): Promise<void> {
+  const seq = ++listSeq;
+  if (fromStart) saveToAddress('files', folderNo);
+  const res = await api!.listFiles({
+    ...findQuery(),
+    folder_no: folderNo ?? undefined,
+    limit: 100,
+    ...(fromStart || !nextCursor ? {} : { cursor: nextCursor }),
+  });
+  if (seq !== listSeq) return;
+  const grid = $('grid');
+  if (fromStart) grid.replaceChildren();
+  for (const f of res.files) grid.append(card(f));
+  nextCursor = res.meta.nextCursor;
+  $('more').hidden = !nextCursor;
+  const shown = grid.childElementCount;
+  const total = `${res.meta.totalEstimated ? 'about ' : ''}${res.meta.total.toLocaleString()}`;
+  $('count').textContent = shown ? `Showing ${shown.toLocaleString()} of ${total} files` : '';
+  $('empty').hidden = shown > 0;
+  $('empty').textContent = filtering() ? 'No files match these filters.' : 'No files here yet.';
 }
 
 function card(f: FileRecord): HTMLLIElement {
@@ -512,6 +541,12 @@ $('preset-form').addEventListener('submit', (e) => {
 });
 
 wireWorkspace(() => api);
+wireFind(() => {
+  if (api) void guarded('Loading files', () => loadFiles(true));
+});
+$('more').addEventListener('click', () => {
+  if (api) void guarded('Loading files', () => loadFiles(false));
+});
 
 const saved = sessionStorage.getItem(KEY);
 if (saved) void signIn(saved);
