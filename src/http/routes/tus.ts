@@ -46,8 +46,8 @@ export interface TusRouteDeps {
 export async function tusRoutes(app: FastifyInstance, deps: TusRouteDeps): Promise<void> {
   const { config, workspaces, tokens } = deps;
   const ownOrigin = new URL(config.publicUrl).origin;
-  // Parts written through the service only; stores whose parts go straight to storage (S3
-  // presigned URLs) would need a part write of their own first.
+  // tus bytes come through the service, so the store needs a driver that takes parts that way
+  // (`writePart`: local disk, S3, Azure, GCS all do; a driver added without it refuses here).
   const supported = capabilitiesOf(deps.storage).writePart;
   const store = new StowageTusStore({
     ...deps,
