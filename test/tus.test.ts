@@ -88,10 +88,15 @@ for (const combo of TUS_MATRIX) {
       await closeStore();
     });
 
-    /** Tail and checksum objects the store keeps beside a session (none should outlive it). */
-    const tusLeftovers = async () => {
+    /** Tail and checksum objects the store keeps beside the session of the upload at `url`. */
+    const tusLeftovers = async (url: string) => {
+      const row = await h.services.db.kysely
+        .selectFrom('multipart_sessions')
+        .select('storage_key')
+        .where('id', '=', url.split('/').pop()!.slice(0, 24))
+        .executeTakeFirstOrThrow();
       const keys: string[] = [];
-      for await (const o of h.services.storage.list('')) if (o.key.includes('.tus-')) keys.push(o.key);
+      for await (const o of h.services.storage.list(`${row.storage_key}.tus-`)) keys.push(o.key);
       return keys;
     };
 
@@ -202,7 +207,7 @@ for (const combo of TUS_MATRIX) {
       assert.equal(h1.offset, String(data.length));
       assert.equal(h1.headers.get('x-file-no'), headers['x-file-no']);
       // No tail or check object is left beside the blob.
-      assert.deepEqual(await tusLeftovers(), []);
+      assert.deepEqual(await tusLeftovers(url), []);
       assert.equal(await reserved(), 0);
     });
 
@@ -332,16 +337,60 @@ for (const combo of TUS_MATRIX) {
       const bad = await patch(url, 0, body, { 'upload-checksum': `sha1 ${wrong}` });
       assert.equal(bad.status, 460);
       assert.equal((await head(url)).offset, '0');
-      assert.deepEqual(await tusLeftovers(), []);
+      assert.deepEqual(await tusLeftovers(url), []);
       const right = createHash('sha1').update(body).digest('base64');
       const good = await patch(url, 0, body, { 'upload-checksum': `sha1 ${right}` });
       assert.equal(good.status, 204);
       assert.equal(good.offset, '400');
+      // Those 400 bytes wait beside the session; a sweep leaves them while it lives, however idle.
+      await h.services.multipart.sweep(0);
+      assert.equal((await head(url)).offset, '400');
       assert.equal((await patch(url, 400, body, { 'upload-checksum': `crc32 AAAA` })).status, 400);
       const opts = await fetch(endpoint, { method: 'OPTIONS' });
       assert.match(opts.headers.get('tus-extension') ?? '', /checksum/);
       assert.match(opts.headers.get('tus-checksum-algorithm') ?? '', /sha1/);
       assert.equal(opts.headers.get('tus-version'), '1.0.0');
+    });
+
+    test('tus-js-client with Upload-Checksum: a wrong one is refused (460, not retried), the right ones upload', async () => {
+      const data = randomBytes(10 * MiB + 5);
+      const chunkSize = 3 * MiB;
+      /** sha256 of the chunk a PATCH carries, from its offset (every chunk is chunkSize but the last). */
+      const sign = (wrongFrom: number) => (req: tus.HttpRequest) => {
+        if (req.getMethod() !== 'PATCH') return;
+        const at = Number(req.getHeader('Upload-Offset'));
+        const chunk = data.subarray(at, at + chunkSize);
+        const digest = createHash('sha256')
+          .update(at >= wrongFrom ? Buffer.from('not the chunk') : chunk)
+          .digest('base64');
+        req.setHeader('Upload-Checksum', `sha256 ${digest}`);
+      };
+      let url = '';
+      const refused = await new Promise<tus.DetailedError>((resolve, reject) => {
+        const upload: tus.Upload = new tus.Upload(data, {
+          endpoint,
+          headers: { 'x-api-key': h.ws.public_key },
+          metadata: { filename: 'checked.bin' },
+          chunkSize,
+          // Retries allowed: a 460 must still end the upload rather than be sent again.
+          retryDelays: [10, 10, 10],
+          onBeforeRequest: sign(2 * chunkSize),
+          onError: (err) => {
+            url = upload.url ?? '';
+            resolve(err as tus.DetailedError);
+          },
+          onSuccess: () => reject(new Error('a wrong checksum was accepted')),
+        });
+        upload.start();
+      });
+      assert.equal(refused.originalResponse?.getStatus(), 460);
+      // The two chunks with the right sum are kept, nothing of the third.
+      assert.equal((await head(url)).offset, String(2 * chunkSize));
+      const { headers } = await clientUpload(data, { uploadUrl: url, chunkSize, onBeforeRequest: sign(Infinity) });
+      const record = (await (await fetch(url, { headers: tusHeaders() })).json()) as any;
+      assert.equal(String(record.file_no), headers['x-file-no']);
+      assert.equal(record.hash, sha256(data));
+      assert.deepEqual(await tusLeftovers(url), []);
     });
 
     test('expiry: Upload-Expires is sent; an expired upload is 410', async () => {
@@ -362,6 +411,40 @@ for (const combo of TUS_MATRIX) {
       assert.equal(await reserved(), 0);
     });
 
+    test('tus-js-client and an expired upload: 410 without an endpoint; with one, it starts a new upload', async () => {
+      const c = await create(3 * MiB);
+      const data = randomBytes(3 * MiB);
+      assert.equal((await patch(c.url!, 0, data.subarray(0, MiB))).status, 204);
+      await h.services.db.kysely
+        .updateTable('multipart_sessions')
+        .set({ expire_at: Math.floor(Date.now() / 1000) - 5 })
+        .where('id', '=', c.url!.split('/').pop()!.slice(0, 24))
+        .execute();
+      const gone = await new Promise<tus.DetailedError>((resolve, reject) => {
+        const upload = new tus.Upload(data, {
+          uploadUrl: c.url!,
+          headers: { 'x-api-key': h.ws.public_key },
+          retryDelays: [10, 10],
+          onError: (err) => resolve(err as tus.DetailedError),
+          onSuccess: () => reject(new Error('an expired upload was resumed')),
+        });
+        upload.start();
+      });
+      assert.equal(gone.originalResponse?.getStatus(), 410);
+      const posts: string[] = [];
+      const { url } = await clientUpload(data, {
+        uploadUrl: c.url!,
+        onBeforeRequest: (req) => void posts.push(req.getMethod()),
+      });
+      assert.notEqual(url, c.url);
+      assert.deepEqual(posts.slice(0, 2), ['HEAD', 'POST']);
+      const record = (await (await fetch(url, { headers: tusHeaders() })).json()) as any;
+      assert.equal(record.hash, sha256(data));
+      await h.services.multipart.sweep(0);
+      assert.deepEqual(await tusLeftovers(c.url!), [], 'the sweep drops the tail of the expired upload');
+      assert.deepEqual(await tusLeftovers(url), []);
+    });
+
     test('termination: DELETE frees the upload and its reservation', async () => {
       await h.services.workspaces.setLimits(h.ws.workspace_id, { quotaBytes: 1024 * MiB });
       after(() => h.services.workspaces.setLimits(h.ws.workspace_id, { quotaBytes: null }));
@@ -373,7 +456,7 @@ for (const combo of TUS_MATRIX) {
       assert.equal(del.status, 204);
       assert.equal((await head(url)).status, 404);
       assert.equal(await reserved(), 0);
-      assert.deepEqual(await tusLeftovers(), []);
+      assert.deepEqual(await tusLeftovers(url), []);
     });
 
     test('limits: over the max file size is 413, over the quota 402, before any byte', async () => {
