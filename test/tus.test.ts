@@ -445,6 +445,27 @@ for (const combo of TUS_MATRIX) {
       assert.deepEqual(await tusLeftovers(url), []);
     });
 
+    test('concatenation is not offered: tus-js-client with parallel uploads gets a 400 that says what to change', async () => {
+      const err = await new Promise<tus.DetailedError>((resolve, reject) => {
+        const upload = new tus.Upload(randomBytes(MiB), {
+          endpoint,
+          headers: { 'x-api-key': h.ws.public_key },
+          metadata: { filename: 'parallel.bin' },
+          parallelUploads: 2,
+          retryDelays: [],
+          onError: (e) => resolve(e as tus.DetailedError),
+          onSuccess: () => reject(new Error('a concatenated upload was accepted')),
+        });
+        upload.start();
+      });
+      assert.equal(err.originalResponse?.getStatus(), 400);
+      const body = JSON.parse(err.originalResponse?.getBody() ?? '{}');
+      assert.equal(body.errorCode, 'VALIDATION_FAILED');
+      assert.match(body.message, /parallelUploads/);
+      const opts = await fetch(endpoint, { method: 'OPTIONS' });
+      assert.doesNotMatch(opts.headers.get('tus-extension') ?? '', /concatenation/);
+    });
+
     test('termination: DELETE frees the upload and its reservation', async () => {
       await h.services.workspaces.setLimits(h.ws.workspace_id, { quotaBytes: 1024 * MiB });
       after(() => h.services.workspaces.setLimits(h.ws.workspace_id, { quotaBytes: null }));

@@ -107,6 +107,12 @@ export async function tusRoutes(app: FastifyInstance, deps: TusRouteDeps): Promi
         throw errors.validation(
           `tus uploads need storage that takes parts through the service; ${deps.storage.description} does not`,
         );
+      // @tus/server has no concatenation (its POST only refuses Upload-Concat, with a 501);
+      // said here as the client's to change, in Stowage's error shape.
+      if (request.headers['upload-concat'] !== undefined)
+        throw errors.validation(
+          'tus concatenation (Upload-Concat) is not offered: send the file as one tus upload (tus-js-client: parallelUploads 1), or use multipart uploads for parts in parallel',
+        );
       const caller = await callerOf(request, request.method === 'POST');
       const call: TusCall = { caller, checksum: parseChecksum(request), contentLength: contentLength(request) };
       const id = (request.params as { id?: string }).id;
