@@ -60,6 +60,14 @@ function procStatus(pid: number, field: 'VmHWM' | 'VmRSS'): number {
   return m ? Number(m[1]) * 1024 : NaN;
 }
 
+/** CPU time a process (all its threads) has used so far, user + system, in seconds. */
+export function cpuSeconds(pid: number): number {
+  // /proc/<pid>/stat: the fields after the command name; utime and stime are the 12th and 13th, in clock ticks (100/s).
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
 /** Peak resident set size of a process so far, in bytes. */
 export const peakRss = (pid: number) => procStatus(pid, 'VmHWM');
 /** Resident set size of a process now, in bytes. */
