@@ -288,10 +288,14 @@ export class S3Storage implements StorageDriver, MultipartStorage {
 
   async abortMultipart(key: string, uploadId: string): Promise<void> {
     assertKey(key);
+    // Part writes of this node in flight end first: none can land after the abort.
+    await this.gate.seal(uploadId);
     try {
       await this.client.send(new AbortMultipartUploadCommand({ Bucket: this.bucket, Key: key, UploadId: uploadId }));
     } catch (err) {
       if (!isMissing(err)) throw err;
+    } finally {
+      this.gate.unseal(uploadId);
     }
   }
 
