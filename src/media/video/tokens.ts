@@ -25,9 +25,8 @@ export interface VideoSpec {
   mode?: 'pad_resize' | 'extract';
   /** The padding of `cm_pad_resize`: a colour (default black) or the video itself, blurred. */
   background?: VideoBackground;
-  /** Seconds: where the output starts (`so_`/`st_`), ends (`eo_`), or how long it is (`d_`). */
+  /** Seconds: where the output starts (`so_`/`st_`) and how long it is (`d_`, or `eo_` less the start). */
   start?: number;
-  end?: number;
   duration?: number;
   format?: VideoFormat;
   /** 1-100; undefined = the encoder's default. */
@@ -84,6 +83,8 @@ function colour(value: string, token: string): VideoBackground {
  */
 export function parseVideoTokens(text: string): VideoSpec {
   const spec: VideoSpec = {};
+  // The end offset, until the start is known (the later of eo_ and d_ wins).
+  let end: number | undefined;
   if (text.trim() === '') throw errors.validation('video transform is empty');
   for (const token of text.split(',')) {
     if (token === '') throw errors.validation('video transform: an empty token (two commas in a row)');
@@ -121,12 +122,12 @@ export function parseVideoTokens(text: string): VideoSpec {
         if (!SECONDS.test(value)) throw bad(token, 'needs seconds (5, 1.5, at most three decimals)');
         const n = Number(value);
         if (name === 'eo') {
-          spec.end = n;
+          end = n;
           spec.duration = undefined;
         } else if (name === 'd') {
           if (n <= 0) throw bad(token, 'needs a duration above 0');
           spec.duration = n;
-          spec.end = undefined;
+          end = undefined;
         } else spec.start = n;
         break;
       }
@@ -161,8 +162,12 @@ export function parseVideoTokens(text: string): VideoSpec {
         throw bad(token, `is not a video transformation (known: ${KNOWN})`);
     }
   }
-  if (spec.end !== undefined && spec.end <= (spec.start ?? 0))
-    throw errors.validation(`video transform: eo_${spec.end} must be after the start (so_${spec.start ?? 0})`);
+  if (end !== undefined) {
+    // so_5,eo_15 is st_5,d_10: one rendition, one name.
+    if (end <= (spec.start ?? 0))
+      throw errors.validation(`video transform: eo_${end} must be after the start (so_${spec.start ?? 0})`);
+    spec.duration = Math.round((end - (spec.start ?? 0)) * 1000) / 1000;
+  }
   if (spec.background && spec.mode !== 'pad_resize')
     throw errors.validation('video transform: bg_ is the padding of cm_pad_resize; add cm_pad_resize');
   // ar_ with one side computes the other (essentials/video/aspect-ratio).
@@ -172,7 +177,7 @@ export function parseVideoTokens(text: string): VideoSpec {
       spec.height = sideOf(spec.width * (b / a), `ar_${a}:${b} with w_${spec.width}`);
     else if (spec.height !== undefined && spec.width === undefined)
       spec.width = sideOf(spec.height * (a / b), `ar_${a}:${b} with h_${spec.height}`);
-    if (spec.width !== undefined && spec.height !== undefined) spec.aspect = undefined;
+    if (spec.width !== undefined && spec.height !== undefined) delete spec.aspect;
   }
   return spec;
 }
@@ -209,7 +214,6 @@ export function videoRenditionName(spec: VideoSpec, format: VideoFormat): string
   if (spec.background)
     parts.push(spec.background.kind === 'colour' ? `bg_${spec.background.hex}` : `bg_blurred_${spec.background.sigma}`);
   if (spec.start) parts.push(`so_${secs(spec.start)}`);
-  if (spec.end !== undefined) parts.push(`eo_${secs(spec.end)}`);
   if (spec.duration !== undefined) parts.push(`d_${secs(spec.duration)}`);
   if (spec.quality !== undefined) parts.push(`q_${spec.quality}`);
   if (spec.flipH || spec.flipV) parts.push(`flip_${spec.flipH ? 'h' : ''}${spec.flipV ? 'v' : ''}`);

@@ -68,7 +68,7 @@ export function planTrim(
   const start = spec.start ?? 0;
   if (duration !== null && start >= duration)
     throw refuse(`so_${start} is past the end of the video (${duration} s)`);
-  const asked = spec.duration ?? (spec.end !== undefined ? spec.end - start : undefined);
+  const asked = spec.duration;
   const remaining = duration !== null ? duration - start : undefined;
   const gif = format === 'gif';
   const cap = gif ? settings.gifMaxSeconds : settings.maxOutputSeconds;
@@ -211,8 +211,8 @@ export interface TranscodeRun {
 }
 
 /**
- * Runs ffmpeg to `outPath`; resolves with the output's size. 422-style refusals are
- * VIDEO_REFUSED (not readable, past the time or size limit, nothing produced); 501 without ffmpeg.
+ * Runs ffmpeg to `outPath`; resolves with the output's size. VIDEO_REFUSED when the video cannot
+ * be made (not readable, past the time or size limit, nothing produced); 501 without ffmpeg.
  */
 export async function transcode(engine: VideoEngine, settings: TranscodeSettings, run: TranscodeRun): Promise<number> {
   const ffmpeg = engine.require('ffmpeg');
