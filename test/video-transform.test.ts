@@ -173,7 +173,8 @@ describe('video tokens', () => {
     const refused = (tokens: string, format: 'mp4' | 'gif', duration: number | null, what: RegExp) =>
       assert.throws(
         () => planTrim(parseVideoTokens(tokens), format, duration, s),
-        (e: { errorCode?: string; message?: string }) => e.errorCode === 'VALIDATION_FAILED' && what.test(e.message ?? ''),
+        (e: { errorCode?: string; message?: string }) =>
+          e.errorCode === 'VALIDATION_FAILED' && what.test(e.message ?? ''),
         tokens,
       );
     refused('so_10', 'mp4', 10, /past the end/);
@@ -389,7 +390,10 @@ for (const dialect of DIALECTS) {
       assert.equal(video(silent.probe)?.codec_name, 'h264');
       const low = await made('w_160,q_5');
       const high = await made('w_160,q_95');
-      assert.ok(low.got.body.length < high.got.body.length, `q_5 ${low.got.body.length} < q_95 ${high.got.body.length}`);
+      assert.ok(
+        low.got.body.length < high.got.body.length,
+        `q_5 ${low.got.body.length} < q_95 ${high.got.body.length}`,
+      );
     });
 
     test('rotate and flip: r_90 turns clockwise after the resize; flip_h mirrors', {

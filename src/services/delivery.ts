@@ -36,12 +36,7 @@ import { demuxerFor } from '../media/video/containers.ts';
 import { extractPoster } from '../media/video/poster.ts';
 import { asksForPoster, type PosterSpec, parsePosterTokens, posterName } from '../media/video/poster-tokens.ts';
 import type { MediaInput } from '../media/video/probe.ts';
-import {
-  defaultVideoFormat,
-  parseVideoTokens,
-  VIDEO_MIME,
-  videoRenditionName,
-} from '../media/video/tokens.ts';
+import { defaultVideoFormat, parseVideoTokens, VIDEO_MIME, videoRenditionName } from '../media/video/tokens.ts';
 import { planTrim } from '../media/video/transcode.ts';
 import type { PendingAnswer, VideoRenditions } from './video-renditions.ts';
 

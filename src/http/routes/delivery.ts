@@ -12,7 +12,12 @@ import { pipeline } from 'node:stream/promises';
 import type { FastifyInstance } from 'fastify';
 import { appError, errors } from '../../errors.ts';
 import type { DeliverySigner } from '../../crypto/delivery-url.ts';
-import { type Delivered, type DeliveryService, type DeliveryTarget, RenditionPending } from '../../services/delivery.ts';
+import {
+  type Delivered,
+  type DeliveryService,
+  type DeliveryTarget,
+  RenditionPending,
+} from '../../services/delivery.ts';
 import type { CachedDelivery, DeliveryCache } from '../../services/delivery-cache.ts';
 import { type ByteRange, ObjectNotFoundError } from '../../storage/driver.ts';
 import { EXPOSED_HEADERS } from '../cors.ts';

@@ -66,8 +66,7 @@ export function planTrim(
   settings: TranscodeSettings,
 ): TrimPlan {
   const start = spec.start ?? 0;
-  if (duration !== null && start >= duration)
-    throw refuse(`so_${start} is past the end of the video (${duration} s)`);
+  if (duration !== null && start >= duration) throw refuse(`so_${start} is past the end of the video (${duration} s)`);
   const asked = spec.duration;
   const remaining = duration !== null ? duration - start : undefined;
   const gif = format === 'gif';
