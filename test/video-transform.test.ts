@@ -9,7 +9,8 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import { Stowage } from '../sdk/src/index.ts';
 import { parseVideoTokens, videoRenditionName } from '../src/media/video/tokens.ts';
-import { planTrim, transcodeDefaults } from '../src/media/video/transcode.ts';
+import { locateVideoEngine, videoDefaults } from '../src/media/video/engine.ts';
+import { planTrim, transcodeArgs, transcodeDefaults } from '../src/media/video/transcode.ts';
 import { DIALECTS, type Harness, makeHarness } from './helpers/harness.ts';
 import { clipFolder, ffmpegSkip } from './helpers/video.ts';
 
@@ -186,6 +187,32 @@ describe('video tokens', () => {
   });
 });
 
+test('every transcode runs under the hostile-input rules: one demuxer, file protocol only, caps on size and time', () => {
+  const engine = locateVideoEngine({ ...videoDefaults(), searchPath: process.env.PATH });
+  const spec = parseVideoTokens('w_100,f_gif,d_1');
+  const s = transcodeDefaults();
+  const args = transcodeArgs(
+    engine,
+    { path: '/data/blob' },
+    'mov',
+    spec,
+    'gif',
+    planTrim(spec, 'gif', 3, s),
+    s,
+    '/t/o',
+  );
+  const after = (flag: string) => args[args.indexOf(flag) + 1];
+  assert.equal(after('-protocol_whitelist'), 'file');
+  assert.equal(after('-f'), 'mov');
+  assert.equal(after('-format_whitelist'), 'mov');
+  assert.equal(after('-i'), 'file:/data/blob', 'a name never reads as another protocol');
+  assert.equal(after('-fs'), String(s.maxOutputBytes));
+  assert.equal(after('-t'), '1.000');
+  assert.equal(after('-frames:v'), String(s.gifFps * s.gifMaxSeconds));
+  assert.equal(args.at(-1), 'file:/t/o');
+  assert.ok(args.includes('-an'), 'a GIF has no audio');
+});
+
 interface Got {
   status: number;
   headers: Headers;
@@ -326,6 +353,15 @@ for (const dialect of DIALECTS) {
       assert.equal(onImage.status, 400);
       assert.match(onImage.json?.message ?? '', /so_1/);
       assert.equal(await runJobs(), 0);
+    });
+
+    test('a preset of video tokens: accepted when written, expanded at delivery', async () => {
+      await sdk.setPreset('teaser', 'w_120,so_1,d_1,ac_none');
+      const r = await made('t_teaser');
+      assert.deepEqual([video(r.probe)?.width, video(r.probe)?.height], [120, 90]);
+      assert.equal(audio(r.probe), undefined);
+      assert.ok(near(Number(r.probe.format.duration), 1, 0.15));
+      await assert.rejects(sdk.setPreset('bad', 'so_1,w_99999'), /w_99999/);
     });
 
     test('sizes: cover with w_ and h_, ar_, pad with a colour or the blurred video, extract', {

@@ -188,6 +188,14 @@ function sideOf(n: number, what: string): number {
   return side;
 }
 
+/** Token names only the video grammar has: text naming one was meant for a video. */
+const VIDEO_ONLY = /(^|,)(so|eo|st|d|cm|ac|thumb)_|(^|,)f_(mp4|webm)(,|$)/;
+
+/** Whether `text` names a token only the video grammar (or the poster grammar) knows. */
+export function namesVideoTokens(text: string): boolean {
+  return VIDEO_ONLY.test(text);
+}
+
 /** What the output is when `f_` does not say: WebM stays WebM, everything else becomes MP4. */
 export function defaultVideoFormat(mimeType: string): VideoFormat {
   return mimeType === 'video/webm' ? 'webm' : 'mp4';
