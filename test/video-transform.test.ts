@@ -6,11 +6,13 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
+import { Readable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import { Stowage } from '../sdk/src/index.ts';
 import { parseVideoTokens, videoRenditionName } from '../src/media/video/tokens.ts';
 import { locateVideoEngine, videoDefaults } from '../src/media/video/engine.ts';
-import { planTrim, transcodeArgs, transcodeDefaults } from '../src/media/video/transcode.ts';
+import { planTrim, transcode, transcodeArgs, transcodeDefaults } from '../src/media/video/transcode.ts';
+import { FAILURE_TTL_MS } from '../src/services/video-renditions.ts';
 import { DIALECTS, type Harness, makeHarness } from './helpers/harness.ts';
 import { clipFolder, ffmpegSkip } from './helpers/video.ts';
 
@@ -213,6 +215,29 @@ test('every transcode runs under the hostile-input rules: one demuxer, file prot
   assert.ok(args.includes('-an'), 'a GIF has no audio');
 });
 
+test('ffmpeg reports its progress as it goes (what a processing answer shows), up to the output length', {
+  skip: ffmpegSkip,
+}, async () => {
+  makeCorpus();
+  const engine = locateVideoEngine({ ...videoDefaults(), searchPath: process.env.PATH });
+  const s = { ...transcodeDefaults(), speed: 'fastest' as const };
+  const spec = parseVideoTokens('w_64,so_0.5,d_2');
+  const seen: number[] = [];
+  const size = await transcode(engine, s, {
+    input: { path: at('clip.mp4') },
+    demuxer: 'mov',
+    spec,
+    format: 'mp4',
+    trim: planTrim(spec, 'mp4', 3, s),
+    outPath: at('progress.mp4'),
+    onProgress: (t) => seen.push(t),
+  });
+  assert.ok(size > 0);
+  assert.ok(seen.length > 0, 'progress lines were read');
+  for (let i = 1; i < seen.length; i++) assert.ok(seen[i] >= seen[i - 1], 'never goes back');
+  assert.ok(near(seen[seen.length - 1], 2, 0.2), `last ${seen[seen.length - 1]}`);
+});
+
 interface Got {
   status: number;
   headers: Headers;
@@ -322,6 +347,39 @@ for (const dialect of DIALECTS) {
         assert.equal(failed.json?.errorCode, 'TRANSCODE_FAILED');
       }
       assert.equal(await runJobs(), 0, 'no job queued again');
+      // An hour later the failure is forgotten and the next request tries again.
+      const markers: string[] = [];
+      for await (const o of h.services.storage.list(`${ws()}/`)) if (o.key.endsWith('.failed')) markers.push(o.key);
+      assert.equal(markers.length, 1, markers.join());
+      const old = new Date(Date.now() - FAILURE_TTL_MS - 1000).toISOString();
+      await h.services.storage.put(
+        markers[0],
+        Readable.from([Buffer.from(JSON.stringify({ message: 'x', at: old }))]),
+        {
+          durable: false,
+        },
+      );
+      const retried = await get('w_64/broken.mp4');
+      assert.equal(retried.status, 202);
+      assert.deepEqual(retried.json, { status: 'triggered' });
+      await runJobs();
+    });
+
+    test('a video deleted while its job waits: nothing is made or left behind', async () => {
+      const renditionKeys = async () => {
+        const keys: string[] = [];
+        for await (const o of h.services.storage.list(`${ws()}/`)) if (o.key.includes('.renditions/')) keys.push(o.key);
+        return keys.sort();
+      };
+      const existing = await renditionKeys();
+      const rec = await sdk.upload(new Blob([readFileSync(at('halves.mp4')), Buffer.from('x')]), 'doomed.mp4');
+      const first = await get('w_64/doomed.mp4');
+      assert.equal(first.status, 202);
+      const before = transcodes();
+      await sdk.deleteFile(rec.file_no);
+      assert.equal(await runJobs(), 1);
+      assert.equal(transcodes(), before, 'no transcode of a deleted video');
+      assert.deepEqual(await renditionKeys(), existing, 'no rendition and no failure marker');
     });
 
     test('bad tokens, a trim past the end and video tokens on an image: 400 at once, no job', async () => {

@@ -153,6 +153,8 @@ export class VideoRenditions {
     const tmp: string[] = [];
     try {
       if (await storage.stat(job.key)) return;
+      // Deleted since the ask: its renditions went with it, and nothing may be written beside it.
+      if (!(await this.blobExists(job))) return;
       await mkdir(this.deps.tmpDir, { recursive: true });
       let input: MediaInput;
       try {
@@ -180,7 +182,8 @@ export class VideoRenditions {
       } catch (err) {
         // ffmpeg's verdict on this video and these tokens: the same next time, so recorded.
         if (err instanceof AppError && err.status < 500) {
-          await this.recordFailure(job.key, err.message);
+          // A failure of a video deleted meanwhile (its file vanished under ffmpeg) is nobody's.
+          if (await this.blobExists(job)) await this.recordFailure(job.key, err.message);
           return;
         }
         throw err;
@@ -191,6 +194,11 @@ export class VideoRenditions {
       free();
       await Promise.all(tmp.map((p) => rm(p, { force: true })));
     }
+  }
+
+  private async blobExists(job: VideoTranscodeJob): Promise<boolean> {
+    const ledger = this.deps.renditions;
+    return ledger ? ledger.repo.blobExists(job.workspaceId, job.sha256, job.storageKey) : true;
   }
 
   private async recordFailure(key: string, message: string): Promise<void> {
@@ -228,9 +236,9 @@ export class VideoRenditions {
       throw err;
     }
     await renditions?.stored(job.key, size);
-    if (renditions && !(await renditions.repo.blobExists(job.workspaceId, job.sha256, job.storageKey))) {
+    if (!(await this.blobExists(job))) {
       await storage.delete(job.key);
-      await renditions.repo.removeOwner(job.storageKey);
+      await renditions?.repo.removeOwner(job.storageKey);
     }
   }
 }
