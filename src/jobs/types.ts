@@ -57,6 +57,13 @@ export interface JobOptions {
    * its own exponential backoff (e^min(n,10) seconds).
    */
   backoffMs?: (attempt: number) => number;
+  /**
+   * Jobs of this name running at once on this node (in-process runner; default: no limit but the
+   * runner's own). The others stay queued, so long jobs (transcodes) never hold every runner slot
+   * that webhooks and the sweep need. graphile-worker has no such setting: there the handler's
+   * own slots bound the work, and its waiting runs hold worker slots.
+   */
+  concurrency?: number;
 }
 
 export type JobHandler<N extends JobName> = (payload: JobPayloads[N]) => Promise<void>;

@@ -87,7 +87,10 @@ export class VideoRenditions {
 
   /** Defines the job on this node's queue (an API node and a worker alike). */
   define(): void {
-    this.deps.jobs.define('video.transcode', (job) => this.run(job), { maxAttempts: 3 });
+    this.deps.jobs.define('video.transcode', (job) => this.run(job), {
+      maxAttempts: 3,
+      concurrency: this.settings.concurrency,
+    });
   }
 
   /**
