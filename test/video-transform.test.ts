@@ -382,6 +382,23 @@ for (const dialect of DIALECTS) {
       assert.deepEqual(await renditionKeys(), existing, 'no rendition and no failure marker');
     });
 
+    test('a private video: an unsigned transcode URL is refused and queues nothing; a signed one works', async () => {
+      const v = await sdk.upload(new Blob([readFileSync(at('halves.mp4')), Buffer.from('private')]), 'secret.mp4');
+      await sdk.updateFile(v.file_no, { is_private: true });
+      const unsigned = await get('w_64/secret.mp4');
+      assert.equal(unsigned.status, 403);
+      assert.equal(unsigned.json?.errorCode, 'SIGNED_URL_REQUIRED');
+      assert.equal(await runJobs(), 0, 'no job for a refused request');
+      const signed = await sdk.signedUrl(v.file_no, { transform: 'w_64' });
+      const u = new URL(signed.url);
+      const path = `${u.pathname.slice(ws().length + 2)}${u.search}`;
+      assert.equal((await get(path)).status, 202);
+      assert.equal(await runJobs(), 1);
+      const done = await get(path);
+      assert.equal(done.status, 200, done.body.toString().slice(0, 200));
+      assert.match(done.headers.get('cache-control') ?? '', /^private/);
+    });
+
     test('bad tokens, a trim past the end and video tokens on an image: 400 at once, no job', async () => {
       for (const [tokens, named] of [
         ['w_5000', 'w_5000'],
@@ -502,6 +519,21 @@ for (const dialect of DIALECTS) {
       const flipped = await made('flip_h', 'halves.mp4');
       const [lr, , lb] = pixel(flipped.path, 0.5, 40, 120, 320);
       assert.ok(lb > 180 && lr < 90, `left is blue ${lr},${lb}`);
+    });
+
+    test('with the job queue started (as npm start does), a request is answered with the media without help', async () => {
+      await h.services.jobs.start();
+      let r = await get('w_48,f_webm/halves.mp4');
+      const seen = new Set<string>();
+      // Polls as a client would; bounded by tries, not by time.
+      for (let i = 0; i < 600 && r.status === 202; i++) {
+        seen.add(r.json?.status ?? '');
+        await new Promise((res) => setTimeout(res, 50));
+        r = await get('w_48,f_webm/halves.mp4');
+      }
+      assert.ok(seen.has('triggered'));
+      assert.equal(r.status, 200, r.body.toString().slice(0, 200));
+      assert.match(r.headers.get('content-type') ?? '', /^video\/webm/);
     });
   });
 }

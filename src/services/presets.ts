@@ -10,25 +10,7 @@ import { WorkspaceRepository } from '../db/workspaces.ts';
 import { AppError, appError, errors } from '../errors.ts';
 import type { DomainEvents } from '../events.ts';
 import { expandPresets, isPresetToken, normalizePresetText, PRESET_NAME } from '../media/presets.ts';
-import { parseTransform } from '../media/transform/parse.ts';
-import { asksForPoster, parsePosterTokens } from '../media/video/poster-tokens.ts';
-import { namesVideoTokens, parseVideoTokens } from '../media/video/tokens.ts';
-
-/**
- * Whether `text` reads as a video transformation or a poster (a preset may be for videos): true,
- * false when it names no video token, else the video parser's 400 (the one that says what is wrong).
- */
-function videoGrammar(text: string): boolean {
-  try {
-    if (asksForPoster(text)) parsePosterTokens(text);
-    else parseVideoTokens(text);
-    return true;
-  } catch (err) {
-    if (namesVideoTokens(text) && err instanceof AppError) throw err;
-    return false;
-  }
-}
-
+import { checkAnyGrammar } from '../media/grammars.ts';
 /** How long a node uses its copy of a workspace's presets: another node's change shows within it. */
 export const PRESET_TTL_MS = 5000;
 /** Presets a workspace may have. */
@@ -57,21 +39,14 @@ function notFound(name: string): AppError {
 
 /**
  * The text as it will be stored, or a 400 saying what is wrong: the parser's word on each
- * token (whatever grammar the parser reads today), under the field's name. Text of the video
- * grammar (media/video/tokens.ts) or a poster's is accepted too; the image parser's word is the
- * one given when neither reads it.
+ * token, under the field's name. A preset may be for images, videos or posters: any grammar that
+ * reads it will do (media/grammars.ts).
  */
 function checked(text: string): string {
   const normal = normalizePresetText(text);
   try {
-    parseTransform(normal);
-  } catch (imageError) {
-    let err = imageError;
-    try {
-      if (videoGrammar(normal)) return normal;
-    } catch (videoError) {
-      err = videoError;
-    }
+    checkAnyGrammar(normal);
+  } catch (err) {
     if (
       err instanceof AppError &&
       (err.errorCode === 'VALIDATION_FAILED' || err.errorCode === 'TRANSFORM_NOT_APPLICABLE')
