@@ -9,6 +9,8 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { Readable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import { Stowage } from '../sdk/src/index.ts';
+import { buildApp } from '../src/app.ts';
+import { createServices } from '../src/services/container.ts';
 import { parseVideoTokens, videoRenditionName } from '../src/media/video/tokens.ts';
 import { locateVideoEngine, videoDefaults } from '../src/media/video/engine.ts';
 import { planTrim, transcode, transcodeArgs, transcodeDefaults } from '../src/media/video/transcode.ts';
@@ -519,6 +521,33 @@ for (const dialect of DIALECTS) {
       const flipped = await made('flip_h', 'halves.mp4');
       const [lr, , lb] = pixel(flipped.path, 0.5, 40, 120, 320);
       assert.ok(lb > 180 && lr < 90, `left is blue ${lr},${lb}`);
+    });
+
+    test("two nodes over one database: the second node's ask joins the first one's job, which serves the result", {
+      skip: dialect.name !== 'postgres' && 'the SQLite queue is one process',
+    }, async () => {
+      const services = await createServices({ ...h.config, deliveryLookupTtlMs: 0 });
+      const other = await buildApp(services, { logger: false });
+      try {
+        const ask = async (app: typeof other) => {
+          const r = await app.inject({ method: 'GET', url: `/${ws()}/w_80,h_80,cm_pad_resize/halves.mp4` });
+          return { status: r.statusCode, json: r.json() as { status?: string } | undefined };
+        };
+        const first = await ask(h.app);
+        assert.deepEqual([first.status, first.json?.status], [202, 'triggered']);
+        const second = await ask(other);
+        assert.deepEqual([second.status, second.json?.status], [202, 'processing'], 'the job is seen across nodes');
+        const before = services.videoRenditions.stats.transcodes;
+        assert.equal(await services.jobs.runDue('video.transcode'), 1, 'one job, run by the other node');
+        assert.equal(services.videoRenditions.stats.transcodes, before + 1);
+        assert.equal(await runJobs(), 0);
+        const done = await h.app.inject({ method: 'GET', url: `/${ws()}/w_80,h_80,cm_pad_resize/halves.mp4` });
+        assert.equal(done.statusCode, 200);
+        assert.equal(done.headers['content-type'], 'video/mp4');
+      } finally {
+        await other.close();
+        await services.close();
+      }
     });
 
     test('with the job queue started (as npm start does), a request is answered with the media without help', async () => {
