@@ -6,6 +6,7 @@ import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { isAbsolute, join, resolve } from 'node:path';
 
 import { type VideoSettings, videoDefaults } from './media/video/engine.ts';
+import { type TranscodeSettings, type TranscodeSpeed, transcodeDefaults } from './media/video/transcode.ts';
 import type { AzureSettings } from './storage/azure.ts';
 import type { GcsSettings } from './storage/gcs.ts';
 import type { S3Settings } from './storage/s3.ts';
@@ -126,6 +127,8 @@ export interface Config {
   accelRedirect?: string;
   /** ffmpeg/ffprobe and the bounds on every run of them (src/media/video/). */
   video: VideoSettings;
+  /** Video renditions made by the `video.transcode` job: time, size and length caps (docs/video.md). */
+  transcode: TranscodeSettings;
 }
 
 export interface RenderSettings {
@@ -342,6 +345,20 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     maxStreams: integer('STOWAGE_VIDEO_MAX_STREAMS', videoFallback.maxStreams, 1, 1000),
     maxDurationSeconds: integer('STOWAGE_VIDEO_MAX_DURATION', videoFallback.maxDurationSeconds, 1, 30 * 24 * 3600),
   };
+  const transcodeFallback = transcodeDefaults();
+  const speed = (read('STOWAGE_TRANSCODE_SPEED') ?? transcodeFallback.speed) as TranscodeSpeed;
+  if (!['fastest', 'fast', 'balanced'].includes(speed))
+    problems.push(`STOWAGE_TRANSCODE_SPEED must be fastest, fast or balanced (got "${speed}")`);
+  const transcode: TranscodeSettings = {
+    timeoutMs: integer('STOWAGE_TRANSCODE_TIMEOUT_MS', transcodeFallback.timeoutMs, 1000, 24 * 3600_000),
+    maxOutputSeconds: integer('STOWAGE_TRANSCODE_MAX_SECONDS', transcodeFallback.maxOutputSeconds, 1, 24 * 3600),
+    maxOutputBytes: integer('STOWAGE_TRANSCODE_MAX_BYTES', transcodeFallback.maxOutputBytes, 1024 * 1024, 2 ** 50),
+    concurrency: integer('STOWAGE_TRANSCODE_CONCURRENCY', transcodeFallback.concurrency, 1, 64),
+    speed,
+    gifMaxSeconds: integer('STOWAGE_GIF_MAX_SECONDS', transcodeFallback.gifMaxSeconds, 1, 600),
+    gifMaxSide: integer('STOWAGE_GIF_MAX_SIDE', transcodeFallback.gifMaxSide, 16, 4320),
+    gifFps: integer('STOWAGE_GIF_FPS', transcodeFallback.gifFps, 1, 50),
+  };
 
   let masterKey: Buffer | undefined;
   const masterRaw = read('STOWAGE_MASTER_KEY');
@@ -393,6 +410,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     render,
     accelRedirect,
     video,
+    transcode,
     remoteTimeoutMs,
     privateUrlTtl,
     webhookRetrySchedule,

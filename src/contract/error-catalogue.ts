@@ -283,6 +283,12 @@ export const ERROR_CATALOGUE = {
     error: VALIDATION,
     message: 'The media file cannot be processed: {reason}',
   },
+  TRANSCODE_FAILED: {
+    status: 422,
+    error: 'Unprocessable content',
+    message:
+      'This video rendition could not be made: {reason}. The answer stays the same for an hour, then the next request tries again',
+  },
   RENDER_TIMEOUT: {
     status: 503,
     error: 'Service unavailable',

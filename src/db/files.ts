@@ -88,6 +88,8 @@ export interface DeliverableFile {
   sha256: string;
   size: number;
   storage_key: string;
+  /** Seconds, for video and audio (the probe at upload); null when unknown. */
+  duration: number | null;
 }
 
 export type FileChanges = Omit<Updateable<FileTable>, 'id' | 'file_no' | 'workspace_id' | 'created_at'>;
@@ -154,6 +156,7 @@ export class FileRepository {
         'files.mime_type',
         'files.updated_at',
         'files.is_private',
+        'files.duration',
         'blobs.sha256',
         'blobs.size',
         'blobs.storage_key',

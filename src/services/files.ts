@@ -14,7 +14,7 @@ import type { FileRow } from '../db/schema.ts';
 import { WorkspaceRepository } from '../db/workspaces.ts';
 import { errors } from '../errors.ts';
 import type { DomainEvents } from '../events.ts';
-import { parseTransform } from '../media/transform/parse.ts';
+import { checkAnyGrammar } from '../media/grammars.ts';
 import type { PresetService } from './presets.ts';
 import type { BlobStore } from '../uploads/blob-store.ts';
 import { deliveryPath, type FileRecord, type FileRecords } from './file-records.ts';
@@ -308,7 +308,7 @@ export class FileService {
           .join(',')
       : '';
     // Presets stay named in the URL (delivery expands them when it is used), but must exist now.
-    if (tokens) parseTransform(this.presets ? await this.presets.expand(workspaceId, tokens) : tokens);
+    if (tokens) checkAnyGrammar(this.presets ? await this.presets.expand(workspaceId, tokens) : tokens);
     const path = (tokens ? `${tokens}/` : '') + deliveryPath(row.folder_path, row.name);
     return {
       url: this.records.deliveryUrl(workspaceId, path, true, expiresIn),
