@@ -15,6 +15,7 @@ export function StowageUploader(props: StowageUploaderProps) {
   const latest = useRef(props);
   latest.current = props;
   const { baseUrl, apiKey, publicKey, uploadToken, protocol, type, id } = props;
+  // biome-ignore lint/correctness/useExhaustiveDependencies: these props make a new uploader; the rest are read through `latest`
   useEffect(() => {
     const p = latest.current;
     const uploader = createUploader({
@@ -30,7 +31,6 @@ export function StowageUploader(props: StowageUploaderProps) {
       latest.current.onReady?.(undefined);
       uploader.destroy();
     };
-    // What the uploader is made of; other props are read through `latest`.
   }, [baseUrl, apiKey, publicKey, uploadToken, protocol, type, id]);
   return createElement('div', { ref: element, className: props.className });
 }

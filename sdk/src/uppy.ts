@@ -234,15 +234,16 @@ export type StowageTusOptions<M extends Meta, B extends Body> = BrowserCredentia
 
 /**
  * Options for `uppy.use(Tus, stowageTus({ baseUrl, publicKey }))` (or `uploadToken`): the
- * endpoint, the credential header, and the meta fields Stowage reads (`name` and `type` go as
- * tus's `filename` and `filetype`; `folder`, `tags`, `metadata` as they are). Any other
- * @uppy/tus option passes through.
+ * endpoint and the credential header. Uppy sends the file's meta fields: `name` and `type` as
+ * tus's `filename` and `filetype`, `folder`, `tags` (comma-separated) and `metadata` (JSON text
+ * of an object) as they are. Any other @uppy/tus option passes through.
  */
 export function stowageTus<M extends StowageMeta, B extends Body>(options: StowageTusOptions<M, B>): TusOptions<M, B> {
   const { baseUrl, publicKey, uploadToken, ...tus } = options;
   const credential = browserCredential({ baseUrl, publicKey, uploadToken });
   return {
-    allowedMetaFields: ['name', 'type', 'folder', 'tags', 'metadata'],
+    // Uppy's default sends every meta field present (a list would send absent ones as "undefined");
+    // Stowage reads filename, filetype, folder, tags and metadata (JSON text) and ignores the rest.
     ...tus,
     endpoint: `${baseUrl.replace(/\/+$/, '')}/api/v1/tus`,
     headers: { authorization: `Bearer ${credential}` },
