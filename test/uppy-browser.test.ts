@@ -159,6 +159,37 @@ function examplePage(file: string, t: Target, extra: Record<string, string> = {}
   return html;
 }
 
+/**
+ * A page that mounts createUploader with `options` (JSON) into #uploader, listing stored records
+ * in #stored and errors in #errors, as examples/uploader.html does.
+ */
+function uploaderPage(options: Json): string {
+  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Uploader</title></head><body>
+<div id="uploader"></div><ul id="stored"></ul><ul id="errors"></ul>
+<script type="module">
+import { createUploader } from './uploader.min.js';
+const list = (id, text, data = {}) => {
+  const li = document.createElement('li');
+  Object.assign(li.dataset, data);
+  li.textContent = text;
+  document.getElementById(id).append(li);
+  return li;
+};
+window.uploader = createUploader({
+  ...${JSON.stringify(options)},
+  target: '#uploader',
+  onFileUploaded: (r) => {
+    const li = list('stored', '', { fileNo: r.file_no, sha256: r.hash, folder: r.folder_name ?? '' });
+    const a = document.createElement('a');
+    a.href = r.url;
+    a.textContent = r.name;
+    li.append(a);
+  },
+  onError: (e) => list('errors', e.message),
+});
+</script></body></html>`;
+}
+
 const sha256File = (path: string) =>
   new Promise<string>((resolve, reject) => {
     const h = createHash('sha256');
@@ -251,7 +282,8 @@ describe('Uppy in Chromium from another origin: @uppy/aws-s3 (multipart), @uppy/
         return;
       }
       const html = pages.get(path);
-      if (html === undefined) res.writeHead(404).end();
+      if (path === '/favicon.ico') res.writeHead(204).end();
+      else if (html === undefined) res.writeHead(404).end();
       else res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end(html);
     });
     local = await startStowage('local', {});
@@ -269,7 +301,7 @@ describe('Uppy in Chromium from another origin: @uppy/aws-s3 (multipart), @uppy/
     pages.set(path, html);
     // A context of its own: Golden Retriever's saved state is per origin.
     const page = await (await browser.newContext()).newPage();
-    page.on('close', () => void page.context().close());
+    page.on('close', () => page.context().close().catch(() => {}));
     page.on('pageerror', (err) => console.error(`[page ${path}] ${err.message}`));
     page.on('console', (m) => {
       if (m.type() === 'error' || m.type() === 'warning') console.error(`[page ${path}] ${m.text()}`);
@@ -337,10 +369,14 @@ describe('Uppy in Chromium from another origin: @uppy/aws-s3 (multipart), @uppy/
     const page = await openPage('/uploader.html', html);
     try {
       await pickAndUpload(page, big);
-      await until('parts 1 and 2 stored, a later one waiting', () => {
-        const seen = local.proxy.seen.slice(before).filter(isPartPut);
-        return seen.filter((s) => s.status === 200).length === 2 && seen.some((s) => s.held);
-      }, () => digestOf(local.proxy, before));
+      await until(
+        'parts 1 and 2 stored, a later one waiting',
+        () => {
+          const seen = local.proxy.seen.slice(before).filter(isPartPut);
+          return seen.filter((s) => s.status === 200).length === 2 && seen.some((s) => s.held);
+        },
+        () => digestOf(local.proxy, before),
+      );
       local.proxy.hold = () => false;
       const reloadAt = local.proxy.seen.length;
       await page.reload();
@@ -444,6 +480,72 @@ describe('Uppy in Chromium from another origin: @uppy/aws-s3 (multipart), @uppy/
     for (const name of ['multipart', 'tus', 'uploader'])
       assert.match(refused[name], /private key \(stw_sk_…\) must never be put in a web page/, name);
     assert.equal(refused.public, 'accepted');
+    assert.equal(local.proxy.seen.length, before, 'nothing was sent');
+    await page.close();
+  });
+
+  test("createUploader with an upload token: tus, no key in the page, the token's size limit held by Stowage", async () => {
+    const small = join(dir, 'small.bin');
+    writeFileSync(small, randomBytes(3_000_000));
+    const smallSha = await sha256File(small);
+    const mint = async (body: Json) => {
+      const res = await fetch(`${local.url}/api/v1/generate-token`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${local.ws.private_key}`, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+      const answer = (await res.json()) as Json;
+      assert.equal(res.status, 201, JSON.stringify(answer));
+      return answer.token as string;
+    };
+
+    const token = await mint({ file_name: 'from-token.bin', folder: 'tokens', max_file_size: 10_000_000 });
+    const before = local.proxy.seen.length;
+    const page = await openPage('/token.html', uploaderPage({ baseUrl: local.url, uploadToken: token }));
+    await pickAndUpload(page, small);
+    const li = page.locator('#stored li').first();
+    await li.waitFor({ timeout: 60_000 });
+    assert.equal(await li.getAttribute('data-sha256'), smallSha);
+    assert.equal(await li.getAttribute('data-folder'), 'tokens', "the token's policy chose the folder");
+    assert.equal(await storedSha256((await li.locator('a').getAttribute('href'))!), smallSha);
+    const sent = local.proxy.seen.slice(before).filter((s) => s.method !== 'OPTIONS' && s.path.startsWith('/api/'));
+    assert.ok(
+      sent.some((s) => s.method === 'POST' && s.path === '/api/v1/tus'),
+      'through tus',
+    );
+    for (const s of sent) {
+      assert.equal(s.headers['x-api-key'], undefined);
+      assert.equal(s.headers.authorization, `Bearer ${token}`, `${s.method} ${s.path} carries the token`);
+    }
+    await page.close();
+
+    // A token for 1 MB, no limit in the page: Stowage refuses the 3 MB file before a byte is sent.
+    const tight = await mint({ file_name: 'tight.bin', max_file_size: 1_000_000 });
+    const from = local.proxy.seen.length;
+    const refused = await openPage('/token-tight.html', uploaderPage({ baseUrl: local.url, uploadToken: tight }));
+    await pickAndUpload(refused, small);
+    await refused.locator('#errors li').first().waitFor({ timeout: 60_000 });
+    const creation = local.proxy.seen.slice(from).find((s) => s.method === 'POST' && s.path === '/api/v1/tus');
+    assert.equal(creation?.status, 413, 'FILE_TOO_LARGE at creation');
+    assert.equal(local.proxy.seen.slice(from).filter(isTusPatch).length, 0, 'no byte of the file was sent');
+    assert.equal(await refused.locator('#stored li').count(), 0);
+    await refused.close();
+  });
+
+  test('createUploader restrictions refuse files in the page, before any request', async () => {
+    const page = await openPage(
+      '/restricted.html',
+      uploaderPage({
+        baseUrl: local.url,
+        publicKey: local.ws.public_key,
+        restrictions: { maxFileSize: 1_000_000, allowedFileTypes: ['image/*'] },
+      }),
+    );
+    const before = local.proxy.seen.length;
+    await page.locator('input.uppy-Dashboard-input[type=file]').first().setInputFiles(big);
+    // Uppy's informer says why; the file is not added, so there is nothing to upload.
+    await page.locator('.uppy-Informer p').first().waitFor();
+    assert.equal(await page.evaluate('window.uploader.uppy.getFiles().length'), 0);
     assert.equal(local.proxy.seen.length, before, 'nothing was sent');
     await page.close();
   });
