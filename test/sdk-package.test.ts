@@ -103,7 +103,9 @@ describe('@stowage/sdk, packed and installed into a scratch project', () => {
     ])
       assert.ok(files.includes(`package/${f}`), `${f} is in the package`);
     assert.deepEqual(
-      files.filter((f) => !/^package\/(dist\/[\w.-]+\.(js|d\.ts)|dist\/uploader\.css|README\.md|package\.json)$/.test(f)),
+      files.filter(
+        (f) => !/^package\/(dist\/[\w.-]+\.(js|d\.ts)|dist\/uploader\.css|README\.md|package\.json)$/.test(f),
+      ),
       [],
       'nothing else is in the package (no src/, scripts/ or tsconfig)',
     );

@@ -301,7 +301,12 @@ describe('Uppy in Chromium from another origin: @uppy/aws-s3 (multipart), @uppy/
     pages.set(path, html);
     // A context of its own: Golden Retriever's saved state is per origin.
     const page = await (await browser.newContext()).newPage();
-    page.on('close', () => page.context().close().catch(() => {}));
+    page.on('close', () =>
+      page
+        .context()
+        .close()
+        .catch(() => {}),
+    );
     page.on('pageerror', (err) => console.error(`[page ${path}] ${err.message}`));
     page.on('console', (m) => {
       if (m.type() === 'error' || m.type() === 'warning') console.error(`[page ${path}] ${m.text()}`);
