@@ -277,8 +277,9 @@ describe('Uppy in Chromium from another origin: @uppy/aws-s3 (multipart), @uppy/
     bundle = readFileSync(join(dir, 'uploader.min.js'), 'utf8');
     site = await localServer((req, res) => {
       const path = new URL(req.url!, 'http://x').pathname;
-      if (path === '/uploader.min.js') {
-        res.writeHead(200, { 'content-type': 'text/javascript' }).end(bundle);
+      if (path === '/uploader.min.js' || path.endsWith('.js')) {
+        const js = path === '/uploader.min.js' ? bundle : pages.get(path);
+        res.writeHead(js === undefined ? 404 : 200, { 'content-type': 'text/javascript' }).end(js);
         return;
       }
       const html = pages.get(path);
@@ -552,6 +553,58 @@ describe('Uppy in Chromium from another origin: @uppy/aws-s3 (multipart), @uppy/
     await page.locator('.uppy-Informer p').first().waitFor();
     assert.equal(await page.evaluate('window.uploader.uppy.getFiles().length'), 0);
     assert.equal(local.proxy.seen.length, before, 'nothing was sent');
+    await page.close();
+  });
+
+  test('<StowageUploader/> (@stowage/sdk/react) mounts the uploader, uploads, and goes with its component', async () => {
+    // The page's app: React 19 and the component, bundled as an app would bundle them.
+    const app = await build({
+      stdin: {
+        contents: `
+          import { createElement } from 'react';
+          import { createRoot } from 'react-dom/client';
+          import { StowageUploader } from './sdk/src/react.ts';
+          const root = createRoot(document.getElementById('app'));
+          window.unmount = () => root.unmount();
+          window.mount = (props) => root.render(createElement(StowageUploader, {
+            ...props,
+            className: 'uploader',
+            onFileUploaded: (r) => {
+              const li = document.createElement('li');
+              li.dataset.fileNo = r.file_no;
+              li.dataset.sha256 = r.hash;
+              li.textContent = r.name;
+              document.getElementById('stored').append(li);
+            },
+          }));`,
+        resolveDir: ROOT,
+        loader: 'js',
+      },
+      bundle: true,
+      format: 'esm',
+      platform: 'browser',
+      write: false,
+      define: { 'process.env.NODE_ENV': '"production"' },
+      logLevel: 'warning',
+    });
+    pages.set('/react-app.js', app.outputFiles[0].text);
+    const small = join(dir, 'react.bin');
+    writeFileSync(small, randomBytes(2_000_000));
+    const page = await openPage(
+      '/react.html',
+      `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>React</title></head><body>
+<div id="app"></div><ul id="stored"></ul>
+<script type="module">
+import './react-app.js';
+window.mount(${JSON.stringify({ baseUrl: local.url, publicKey: local.ws.public_key, folder: 'react' })});
+</script></body></html>`,
+    );
+    await pickAndUpload(page, small);
+    const li = page.locator('#stored li').first();
+    await li.waitFor({ timeout: 60_000 });
+    assert.equal(await li.getAttribute('data-sha256'), await sha256File(small));
+    await page.evaluate('window.unmount()');
+    assert.equal(await page.locator('.uppy-Dashboard').count(), 0, 'unmounting removed the Dashboard');
     await page.close();
   });
 
