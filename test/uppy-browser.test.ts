@@ -556,6 +556,32 @@ describe('Uppy in Chromium from another origin: @uppy/aws-s3 (multipart), @uppy/
     await page.close();
   });
 
+  test('createUploader takes files dropped on it and pasted into it', async () => {
+    const page = await openPage(
+      '/drop-paste.html',
+      uploaderPage({ baseUrl: local.url, publicKey: local.ws.public_key }),
+    );
+    // What the browser hands a page for a drop and a paste: events carrying a DataTransfer.
+    const count = await page.evaluate(`(async () => {
+      const files = (name) => {
+        const dt = new DataTransfer();
+        dt.items.add(new File([name.repeat(100)], name, { type: 'text/plain' }));
+        return dt;
+      };
+      const inner = document.querySelector('.uppy-Dashboard-inner');
+      for (const type of ['dragenter', 'dragover', 'drop'])
+        inner.dispatchEvent(new DragEvent(type, { bubbles: true, cancelable: true, dataTransfer: files('dropped.txt') }));
+      // Uppy reads dropped files asynchronously (folders are walked); wait for it to have them.
+      for (let i = 0; i < 500 && window.uploader.uppy.getFiles().length === 0; i++)
+        await new Promise((r) => setTimeout(r, 10));
+      document.querySelector('.uppy-Dashboard-browse, .uppy-DashboardContent-addMore').focus();
+      document.dispatchEvent(new ClipboardEvent('paste', { bubbles: true, clipboardData: files('pasted.txt') }));
+      return window.uploader.uppy.getFiles().map((f) => f.name).sort();
+    })()`);
+    assert.deepEqual(count, ['dropped.txt', 'pasted.txt']);
+    await page.close();
+  });
+
   test('<StowageUploader/> (@stowage/sdk/react) mounts the uploader, uploads, and goes with its component', async () => {
     // The page's app: React 19 and the component, bundled as an app would bundle them.
     const app = await build({
