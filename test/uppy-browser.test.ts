@@ -545,8 +545,10 @@ describe('Uppy in Chromium from another origin: @uppy/aws-s3 (multipart), @uppy/
         baseUrl: local.url,
         publicKey: local.ws.public_key,
         restrictions: { maxFileSize: 1_000_000, allowedFileTypes: ['image/*'] },
+        sources: ['local', 'camera'],
       }),
     );
+    assert.equal(await page.locator('[data-uppy-acquirer-id="Webcam"]').count(), 1, 'a Camera tab');
     const before = local.proxy.seen.length;
     await page.locator('input.uppy-Dashboard-input[type=file]').first().setInputFiles(big);
     // Uppy's informer says why; the file is not added, so there is nothing to upload.
