@@ -165,6 +165,7 @@ function examplePage(file: string, t: Target, extra: Record<string, string> = {}
  */
 function uploaderPage(options: Json): string {
   return `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Uploader</title></head><body>
+<button id="open" type="button">Upload files</button>
 <div id="uploader"></div><ul id="stored"></ul><ul id="errors"></ul>
 <script type="module">
 import { createUploader } from './uploader.min.js';
@@ -176,8 +177,8 @@ const list = (id, text, data = {}) => {
   return li;
 };
 window.uploader = createUploader({
-  ...${JSON.stringify(options)},
   target: '#uploader',
+  ...${JSON.stringify(options)},
   onFileUploaded: (r) => {
     const li = list('stored', '', { fileNo: r.file_no, sha256: r.hash, folder: r.folder_name ?? '' });
     const a = document.createElement('a');
@@ -582,6 +583,29 @@ describe('Uppy in Chromium from another origin: @uppy/aws-s3 (multipart), @uppy/
     })()`);
     assert.deepEqual(count, ['dropped.txt', 'pasted.txt']);
     await page.close();
+  });
+
+  test("createUploader type 'modal' opens from its target and uploads", async () => {
+    pages.set(
+      '/modal.html',
+      uploaderPage({ baseUrl: local.url, publicKey: local.ws.public_key, type: 'modal', target: '#open' }),
+    );
+    const page = await (await browser.newContext()).newPage();
+    await page.goto(`${site.url}/modal.html`);
+    const modal = page.locator('.uppy-Dashboard--modal');
+    await modal.waitFor({ state: 'attached' });
+    assert.equal(await modal.getAttribute('aria-hidden'), 'true', 'closed until asked');
+    await page.locator('#open').click();
+    await page.waitForFunction(
+      `document.querySelector('.uppy-Dashboard--modal').getAttribute('aria-hidden') === 'false'`,
+    );
+    const small = join(dir, 'modal.bin');
+    writeFileSync(small, randomBytes(1_000_000));
+    await pickAndUpload(page, small);
+    const li = page.locator('#stored li').first();
+    await li.waitFor({ timeout: 60_000 });
+    assert.equal(await li.getAttribute('data-sha256'), await sha256File(small));
+    await page.context().close();
   });
 
   test('<StowageUploader/> (@stowage/sdk/react) mounts the uploader, uploads, and goes with its component', async () => {
