@@ -384,10 +384,11 @@ describe('Uppy in Chromium from another origin: @uppy/aws-s3 (multipart), @uppy/
         },
         () => digestOf(local.proxy, before),
       );
-      local.proxy.hold = () => false;
-      const reloadAt = local.proxy.seen.length;
+      // Held until the old page is gone: a part it asked for later must not slip through.
       await page.reload();
       await page.locator('.uppy-Dashboard').first().waitFor();
+      local.proxy.hold = () => false;
+      const reloadAt = local.proxy.seen.length;
       // Golden Retriever kept the upload; the file itself (over its 10 MiB IndexedDB limit) is picked again.
       await pickAndUpload(page, big);
       const record = await storedRecord(page);
@@ -438,10 +439,10 @@ describe('Uppy in Chromium from another origin: @uppy/aws-s3 (multipart), @uppy/
         const body = (await res.json()) as Json;
         return body.upload_offset >= 2 * PART;
       });
-      local.proxy.cap = () => Infinity;
-      const reloadAt = local.proxy.seen.length;
       await page.reload();
       await page.locator('.uppy-Dashboard').first().waitFor();
+      local.proxy.cap = () => Infinity;
+      const reloadAt = local.proxy.seen.length;
       await pickAndUpload(page, big);
       const record = await storedRecord(page);
       await assertStored(local, record);
