@@ -3,7 +3,10 @@
 //
 //   npm run bench:api            (PostgreSQL from STOWAGE_BENCH_DATABASE_URL, default local)
 //
-// Targets (issue 6): multipart start (200 parts) >= 0.3x and list sources >= 0.5x the bare route.
+// No targets: issue 6 asked for 0.3x (start) and 0.5x (list) of a bare hello-world route, but a
+// bare route answering the same bodies reaches only a quarter to two fifths of that route here,
+// so those ratios measured JSON and the database, not Stowage (retired in issue 25). The table
+// prints both ratios for reading: against the minimal route and against the same-body route.
 //
 // Then the signing of a start's 200 part URLs on its own, against one HMAC (local disk) or one
 // getSignedUrl (S3) per part measured in the same run: the straightforward way, which start
@@ -182,25 +185,18 @@ async function main() {
   console.log(`bench/api — ${CONNECTIONS} connections x ${DURATION} s per run; node ${process.version}\n`);
   const baseline = await bareRoute({ sources: [], meta: { page: 1, limit: 10, total: 0, hasMore: false } });
 
-  const rows: [string, Result, number, Result][] = [];
+  const rows: [string, Result, Result][] = [];
   const sqlite = await measure(undefined, true);
   // The same answers from a bare route: what Fastify and the network cost for these bodies alone
-  // (200 part URLs are 30 KB of JSON). Printed beside the targets, which are against the
-  // minimal route.
+  // (200 part URLs are 30 KB of JSON), printed beside the ratio to the minimal route.
   const sameStart = await bareRoute(sqlite.startBody);
   const sameList = await bareRoute(sqlite.listBody);
-  rows.push(
-    ['multipart start, SQLite', sqlite.start, 0.3, sameStart],
-    ['list sources, SQLite', sqlite.list, 0.5, sameList],
-  );
+  rows.push(['multipart start, SQLite', sqlite.start, sameStart], ['list sources, SQLite', sqlite.list, sameList]);
   const db = await freshPostgres(PG_ADMIN, 'stowage_bench').catch(() => undefined);
   if (db) {
     try {
       const p = await measure(db.url);
-      rows.push(
-        ['multipart start, PostgreSQL', p.start, 0.3, sameStart],
-        ['list sources, PostgreSQL', p.list, 0.5, sameList],
-      );
+      rows.push(['multipart start, PostgreSQL', p.start, sameStart], ['list sources, PostgreSQL', p.list, sameList]);
     } finally {
       await db.drop();
     }
@@ -221,8 +217,7 @@ async function main() {
     console.log("Stowage's app, routes that do no work (its hooks: request metrics, auth, errors)");
     for (const [label, r] of sqlite.app) line(label, r);
   }
-  for (const [label, r, target, same] of rows)
-    line(label, r, `  ${fmt(r.rps / same.rps, 3).padStart(16)}  target >= ${target} x bare`);
+  for (const [label, r, same] of rows) line(label, r, `  ${fmt(r.rps / same.rps, 3).padStart(16)}`);
   await signing();
 }
 

@@ -1,44 +1,16 @@
 // The Stowage dashboard: plain DOM over the SDK. The private key lives in sessionStorage
 // only, so it is gone when the tab closes.
 import { Stowage, StowageError } from '../sdk/src/index.ts';
+import { filtering, findQuery, loadFromAddress, saveToAddress, wireFind } from './find.ts';
+import { $, guarded, human, labelledCell, problem, status, statusIsError } from './ui.ts';
+import { refreshWorkspace, wireWorkspace } from './workspace-view.ts';
 import type { FileRecord, Folder, Preset, Source } from '../sdk/src/types.ts';
 
-const $ = <T extends HTMLElement = HTMLElement>(id: string) => document.getElementById(id) as T;
 const KEY = 'stowage.key';
 let api: Stowage | undefined;
 let folderNo: string | null = null;
 let folders: Folder[] = [];
 let current: FileRecord | undefined;
-
-function status(text: string, isError = false): void {
-  const el = $('status');
-  el.textContent = text;
-  el.style.color = isError ? 'var(--danger)' : '';
-}
-
-function problem(err: unknown): string {
-  if (err instanceof StowageError) return `${err.error}: ${err.message}`;
-  return err instanceof Error ? err.message : String(err);
-}
-
-async function guarded(what: string, fn: () => Promise<void>): Promise<void> {
-  try {
-    await fn();
-  } catch (err) {
-    status(`${what} failed: ${problem(err)}`, true);
-  }
-}
-
-function human(bytes: number): string {
-  const units = ['B', 'KB', 'MB', 'GB', 'TB'];
-  let n = bytes;
-  let i = 0;
-  while (n >= 1000 && i < units.length - 1) {
-    n /= 1000;
-    i++;
-  }
-  return `${n.toFixed(i ? 1 : 0)} ${units[i]}`;
-}
 
 // --- sign in ---------------------------------------------------------------------------------
 
@@ -56,10 +28,14 @@ async function signIn(key: string): Promise<boolean> {
     return false;
   }
   api = client;
+  if (statusIsError) status('');
   sessionStorage.setItem(KEY, key);
   $('signin').hidden = true;
   $('nav').hidden = false;
-  show('files');
+  // The address names the view, folder and filters to open with (a shared or reloaded link).
+  const wanted = loadFromAddress();
+  folderNo = wanted.folderNo;
+  show(VIEWS.includes(wanted.view as View) ? (wanted.view as View) : 'files');
   return true;
 }
 
@@ -69,17 +45,23 @@ function signOut(): void {
   location.reload();
 }
 
-type View = 'files' | 'sources' | 'presets';
+type View = 'files' | 'sources' | 'presets' | 'workspace';
+const VIEWS: View[] = ['files', 'sources', 'presets', 'workspace'];
 
 function show(view: View): void {
-  $('files-view').hidden = view !== 'files';
-  $('sources-view').hidden = view !== 'sources';
-  $('presets-view').hidden = view !== 'presets';
+  for (const v of VIEWS) $(`${v}-view`).hidden = v !== view;
+  if (view !== 'files') saveToAddress(view, null);
   for (const b of document.querySelectorAll<HTMLButtonElement>('nav [data-view]')) {
     if (b.dataset.view === view) b.setAttribute('aria-current', 'page');
     else b.removeAttribute('aria-current');
   }
-  void (view === 'files' ? refreshFiles() : view === 'sources' ? refreshSources() : refreshPresets());
+  const refresh = {
+    files: refreshFiles,
+    sources: refreshSources,
+    presets: refreshPresets,
+    workspace: () => refreshWorkspace(api!),
+  };
+  void refresh[view]();
 }
 
 // --- folders and files ------------------------------------------------------------------------
@@ -117,17 +99,41 @@ async function refreshFolders(): Promise<void> {
   move.replaceChildren(new Option('(root)', ''), ...folders.map((f) => new Option(f.path, f.folder_no)));
 }
 
+/** Where the next page of the Files view starts; null when the last page is shown. */
+let nextCursor: string | null = null;
+/** Answers to list requests can arrive out of order: only the latest request's is shown. */
+let listSeq = 0;
+
 async function refreshFiles(): Promise<void> {
   await guarded('Loading files', async () => {
     await refreshFolders();
     const folder = folders.find((f) => f.folder_no === folderNo);
     $('crumb').textContent = folder ? `in ${folder.path}` : '';
-    const res = await api!.listFiles({ folder_no: folderNo ?? undefined, limit: 100 });
-    const grid = $('grid');
-    grid.replaceChildren();
-    for (const f of res.files) grid.append(card(f));
-    $('empty').hidden = res.files.length > 0;
+    await loadFiles(true);
   });
+}
+
+/** The first page of the list the controls describe, or (`fromStart` false) the next one, appended. */
+async function loadFiles(fromStart: boolean): Promise<void> {
+  const seq = ++listSeq;
+  if (fromStart) saveToAddress('files', folderNo);
+  const res = await api!.listFiles({
+    ...findQuery(),
+    folder_no: folderNo ?? undefined,
+    limit: 100,
+    ...(fromStart || !nextCursor ? {} : { cursor: nextCursor }),
+  });
+  if (seq !== listSeq) return;
+  const grid = $('grid');
+  if (fromStart) grid.replaceChildren();
+  for (const f of res.files) grid.append(card(f));
+  nextCursor = res.meta.nextCursor;
+  $('more').hidden = !nextCursor;
+  const shown = grid.childElementCount;
+  const total = `${res.meta.totalEstimated ? 'about ' : ''}${res.meta.total.toLocaleString()}`;
+  $('count').textContent = shown ? `Showing ${shown.toLocaleString()} of ${total} files` : '';
+  $('empty').hidden = shown > 0;
+  $('empty').textContent = filtering() ? 'No files match these filters.' : 'No files here yet.';
 }
 
 function card(f: FileRecord): HTMLLIElement {
@@ -325,12 +331,7 @@ async function refreshSources(): Promise<void> {
 
 function sourceRow(s: Source): HTMLTableRowElement {
   const tr = document.createElement('tr');
-  const cell = (text: string) => {
-    const td = document.createElement('td');
-    td.textContent = text;
-    return td;
-  };
-  const actions = document.createElement('td');
+  const actions = labelledCell('Actions');
   const test = document.createElement('button');
   test.type = 'button';
   test.textContent = 'Test';
@@ -355,10 +356,10 @@ function sourceRow(s: Source): HTMLTableRowElement {
   );
   actions.append(test, ' ', del);
   tr.append(
-    cell(s.name),
-    cell(s.type),
-    cell(JSON.stringify(s.configuration)),
-    cell(s.is_active ? 'yes' : 'no'),
+    labelledCell('Name', s.name),
+    labelledCell('Type', s.type),
+    labelledCell('Configuration', JSON.stringify(s.configuration)),
+    labelledCell('Active', s.is_active ? 'yes' : 'no'),
     actions,
   );
   return tr;
@@ -377,11 +378,6 @@ async function refreshPresets(): Promise<void> {
 
 function presetRow(p: Preset): HTMLTableRowElement {
   const tr = document.createElement('tr');
-  const cell = (text: string) => {
-    const td = document.createElement('td');
-    td.textContent = text;
-    return td;
-  };
   const button = (label: string, aria: string, onClick: () => void) => {
     const b = document.createElement('button');
     b.type = 'button';
@@ -404,9 +400,14 @@ function presetRow(p: Preset): HTMLTableRowElement {
     }),
   );
   del.className = 'danger';
-  const actions = document.createElement('td');
+  const actions = labelledCell('Actions');
   actions.append(edit, ' ', del);
-  tr.append(cell(`t_${p.name}`), cell(p.transformation), cell(new Date(p.updated_at).toLocaleString()), actions);
+  tr.append(
+    labelledCell('Token', `t_${p.name}`),
+    labelledCell('Transformation', p.transformation),
+    labelledCell('Updated', new Date(p.updated_at).toLocaleString()),
+    actions,
+  );
   return tr;
 }
 
@@ -434,12 +435,6 @@ drop.addEventListener('drop', (e) => {
   e.preventDefault();
   drop.classList.remove('over');
   if (e.dataTransfer?.files.length) void uploadAll(e.dataTransfer.files);
-});
-drop.addEventListener('keydown', (e) => {
-  if (e.key === 'Enter' || e.key === ' ') {
-    e.preventDefault();
-    $('file-input').click();
-  }
 });
 
 $('folder-form').addEventListener('submit', (e) => {
@@ -543,6 +538,14 @@ $('preset-form').addEventListener('submit', (e) => {
     $<HTMLInputElement>('p-text').value = '';
     await refreshPresets();
   });
+});
+
+wireWorkspace(() => api);
+wireFind(() => {
+  if (api) void guarded('Loading files', () => loadFiles(true));
+});
+$('more').addEventListener('click', () => {
+  if (api) void guarded('Loading files', () => loadFiles(false));
 });
 
 const saved = sessionStorage.getItem(KEY);

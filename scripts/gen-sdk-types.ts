@@ -63,6 +63,12 @@ const SCHEMAS: [string, TSchema, string?][] = [
   ['Preset', contract.Preset, 'GET /api/v1/presets/{name}'],
   ['PresetList', contract.PresetListData, 'GET /api/v1/presets'],
   ['PresetPutBody', contract.PresetPutBody, 'PUT /api/v1/presets/{name}'],
+  ['ApiKeyInfo', contract.ApiKeyInfo, 'GET /api/v1/keys: one key (never the key itself)'],
+  ['NewApiKey', contract.NewApiKey, 'POST /api/v1/keys: the new key, shown once'],
+  ['ApiKeyRotation', contract.ApiKeyRotation, 'POST /api/v1/keys/{key_id}/rotate'],
+  ['WebhookDelivery', contract.WebhookDelivery],
+  ['WebhookDeliveryPage', contract.WebhookDeliveryPage, 'GET /api/v1/webhooks/deliveries'],
+  ['WebhookDeliveryQuery', contract.WebhookDeliveryQuery, 'GET /api/v1/webhooks/deliveries: the query'],
   ['ErrorBody', contract.ErrorBody],
 ];
 

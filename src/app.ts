@@ -17,6 +17,7 @@ import { logRequest } from './http/request-log.ts';
 import { logStream } from './log-output.ts';
 import { installRateLimits } from './http/rate-limit.ts';
 import { healthRoutes } from './http/routes/health.ts';
+import { keyRoutes } from './http/routes/keys.ts';
 import { presetRoutes } from './http/routes/presets.ts';
 import { sourceRoutes } from './http/routes/sources.ts';
 import { remoteUploadRoute, uploadRoutes } from './http/routes/uploads.ts';
@@ -182,6 +183,7 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
   });
   await app.register(workspaceRoutes, { workspaces: services.workspaces });
   await app.register(presetRoutes, { presets: services.presets });
+  await app.register(keyRoutes, { workspaces: services.workspaces, webhooks: services.webhooks });
   await app.register(async (scope) => remoteUploadRoute(scope, services.remote));
   await app.register(multipartRoutes, { multipart: services.multipart, workspaces: services.workspaces });
   await app.register(tusRoutes, {

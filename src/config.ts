@@ -6,6 +6,7 @@ import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { isAbsolute, join, resolve } from 'node:path';
 
 import { type VideoSettings, videoDefaults } from './media/video/engine.ts';
+import { type TranscodeSettings, type TranscodeSpeed, transcodeDefaults } from './media/video/transcode.ts';
 import type { AzureSettings } from './storage/azure.ts';
 import type { GcsSettings } from './storage/gcs.ts';
 import type { S3Settings } from './storage/s3.ts';
@@ -77,6 +78,11 @@ export interface Config {
   metricsToken?: string;
   /** At start: how long to keep retrying an unreachable database, Redis or storage (startup/patience.ts). */
   startupWaitMs: number;
+  /**
+   * Whether this server process runs background jobs (STOWAGE_JOBS=on, the default) or leaves
+   * them to `stowage worker` processes (off; PostgreSQL only, where the queue is shared).
+   */
+  runJobs: boolean;
   /** On SIGTERM: how long /readyz says 503 before the listener closes (for load balancers). */
   shutdownDelayMs: number;
   /** On SIGTERM: how long in-flight requests (uploads) may take to finish before the exit. */
@@ -121,6 +127,8 @@ export interface Config {
   accelRedirect?: string;
   /** ffmpeg/ffprobe and the bounds on every run of them (src/media/video/). */
   video: VideoSettings;
+  /** Video renditions made by the `video.transcode` job: time, size and length caps (docs/video.md). */
+  transcode: TranscodeSettings;
 }
 
 export interface RenderSettings {
@@ -279,6 +287,13 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     problems.push('STOWAGE_METRICS_TOKEN must be at least 16 characters');
   const shutdownDelayMs = integer('STOWAGE_SHUTDOWN_DELAY_MS', 0, 0, 600_000);
   const shutdownTimeoutMs = integer('STOWAGE_SHUTDOWN_TIMEOUT_MS', 30_000, 0, 3_600_000);
+  const jobsText = read('STOWAGE_JOBS') ?? 'on';
+  if (jobsText !== 'on' && jobsText !== 'off') problems.push(`STOWAGE_JOBS must be on or off (got "${jobsText}")`);
+  const runJobs = jobsText !== 'off';
+  if (!runJobs && databaseUrl === undefined)
+    problems.push(
+      "STOWAGE_JOBS=off needs PostgreSQL (DATABASE_URL): on the embedded SQLite no other process can run this one's jobs",
+    );
   const redisUrl = read('REDIS_URL');
   if (redisUrl !== undefined && !/^rediss?:\/\//.test(redisUrl))
     problems.push('REDIS_URL must start with redis:// or rediss://');
@@ -329,6 +344,20 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     maxPixels: integer('STOWAGE_VIDEO_MAX_PIXELS', videoFallback.maxPixels, 1, 1_000_000_000),
     maxStreams: integer('STOWAGE_VIDEO_MAX_STREAMS', videoFallback.maxStreams, 1, 1000),
     maxDurationSeconds: integer('STOWAGE_VIDEO_MAX_DURATION', videoFallback.maxDurationSeconds, 1, 30 * 24 * 3600),
+  };
+  const transcodeFallback = transcodeDefaults();
+  const speed = (read('STOWAGE_TRANSCODE_SPEED') ?? transcodeFallback.speed) as TranscodeSpeed;
+  if (!['fastest', 'fast', 'balanced'].includes(speed))
+    problems.push(`STOWAGE_TRANSCODE_SPEED must be fastest, fast or balanced (got "${speed}")`);
+  const transcode: TranscodeSettings = {
+    timeoutMs: integer('STOWAGE_TRANSCODE_TIMEOUT_MS', transcodeFallback.timeoutMs, 1000, 24 * 3600_000),
+    maxOutputSeconds: integer('STOWAGE_TRANSCODE_MAX_SECONDS', transcodeFallback.maxOutputSeconds, 1, 24 * 3600),
+    maxOutputBytes: integer('STOWAGE_TRANSCODE_MAX_BYTES', transcodeFallback.maxOutputBytes, 1024 * 1024, 2 ** 50),
+    concurrency: integer('STOWAGE_TRANSCODE_CONCURRENCY', transcodeFallback.concurrency, 1, 64),
+    speed,
+    gifMaxSeconds: integer('STOWAGE_GIF_MAX_SECONDS', transcodeFallback.gifMaxSeconds, 1, 600),
+    gifMaxSide: integer('STOWAGE_GIF_MAX_SIDE', transcodeFallback.gifMaxSide, 16, 4320),
+    gifFps: integer('STOWAGE_GIF_FPS', transcodeFallback.gifFps, 1, 50),
   };
 
   let masterKey: Buffer | undefined;
@@ -381,6 +410,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     render,
     accelRedirect,
     video,
+    transcode,
     remoteTimeoutMs,
     privateUrlTtl,
     webhookRetrySchedule,
@@ -394,6 +424,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     metricsToken,
     shutdownDelayMs,
     shutdownTimeoutMs,
+    runJobs,
   };
 }
 

@@ -1,5 +1,7 @@
 // `npm start`: read the configuration, prepare the database, create the first workspace on an
-// empty database, listen, and shut down cleanly on SIGTERM/SIGINT.
+// empty database, listen, and shut down cleanly on SIGTERM/SIGINT. With the argument `worker`
+// (`stowage-server worker`, or `stowage worker`, which loads this module) it runs background jobs
+// only (worker.ts).
 import { chmodSync, mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import pino, { type Logger, type LoggerOptions } from 'pino';
@@ -13,6 +15,7 @@ import type { Server } from 'node:http';
 import { startMetricsServer } from './http/metrics-endpoint.ts';
 import { logStream } from './log-output.ts';
 import { logCorsCheck } from './storage/s3-cors.ts';
+import { runWorker } from './worker.ts';
 
 /** The process's own lines (start, jobs, shutdown) go through pino with the options the app's logger gets. */
 function processLogger(config: Config): Logger {
@@ -39,7 +42,8 @@ async function main(): Promise<void> {
   }
   const log = processLogger(config);
   try {
-    await serve(config, log);
+    if (process.argv[2] === 'worker') await runWorker(config, log);
+    else await serve(config, log);
   } catch (err) {
     log.fatal({ err }, 'failed to start');
     process.exit(1);
@@ -59,8 +63,11 @@ async function serve(config: Config, log: Logger): Promise<void> {
   // Background jobs: the sweep every STOWAGE_SWEEP_INTERVAL_MS and webhook deliveries (unless
   // turned off on this node with 0), on this node's runner (docs/deploy.md, "Background jobs").
   // They start before the listener opens, so nothing is half up once it listens.
-  await services.jobs.start();
-  log.info({ runner: services.jobs.kind }, 'background jobs started');
+  // With STOWAGE_JOBS=off this node only adds jobs; `stowage worker` processes run them.
+  if (config.runJobs) {
+    await services.jobs.start();
+    log.info({ runner: services.jobs.kind }, 'background jobs started');
+  } else log.info({ runner: services.jobs.kind }, 'background jobs left to workers (STOWAGE_JOBS=off)');
 
   // Graceful shutdown, armed before the listener opens: a SIGTERM that arrives right after
   // "Server listening" must drain, not kill the process by the signal's default action.

@@ -208,6 +208,56 @@ describe('in-process job runner', () => {
     await running;
     await jobs.close();
   });
+
+  test('a job name with its own concurrency: the rest of its jobs wait, other jobs still run', async () => {
+    const { jobs } = await queueOver(db);
+    let active = 0;
+    let most = 0;
+    const releases: Array<() => void> = [];
+    const done: string[] = [];
+    jobs.define(
+      'video.transcode',
+      async (job) => {
+        active++;
+        most = Math.max(most, active);
+        await new Promise<void>((r) => releases.push(r));
+        active--;
+        done.push(job.key);
+      },
+      { concurrency: 1 },
+    );
+    const delivered: string[] = [];
+    jobs.define('webhook.deliver', async (p) => void delivered.push(p.id));
+    await jobs.start();
+    try {
+      const job = (key: string) =>
+        ({
+          key,
+          workspaceId: 'w',
+          storageKey: 's',
+          sha256: 'h',
+          size: 1,
+          demuxer: 'mov',
+          spec: {},
+          format: 'mp4',
+          trim: { start: 0, limit: 1 },
+        }) as const;
+      for (const k of ['a', 'b', 'c']) await jobs.add('video.transcode', job(k), { jobKey: k });
+      await until(() => releases.length === 1);
+      // The runner has three more slots, but the name has one: a webhook still gets through.
+      await jobs.add('webhook.deliver', { id: 'w1', attempt: 1 });
+      await until(() => delivered.length === 1);
+      assert.equal(releases.length, 1, 'the other transcodes wait');
+      for (let i = 0; i < 3; i++) {
+        await until(() => releases.length > i);
+        releases[i]();
+      }
+      await until(() => done.length === 3);
+      assert.equal(most, 1);
+    } finally {
+      await jobs.close();
+    }
+  });
 });
 
 describe('graphile-worker job runner (PostgreSQL)', { skip: pgGate.skip }, () => {

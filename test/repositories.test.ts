@@ -320,8 +320,8 @@ for (const dialect of DIALECTS) {
         const updated = await repo.byName(ws, 'thumb');
         assert.deepEqual([updated?.transformation, updated?.created_at, updated?.updated_at], ['w_300', at(1), at(2)]);
         assert.equal((await repo.byName(other, 'thumb'))?.transformation, 'w_999');
-        assert.equal(await repo.lockWorkspace(ws), true);
-        assert.equal(await repo.lockWorkspace('nope'), false);
+        assert.equal(await new WorkspaceRepository(db.kysely).lockWorkspace(ws), true);
+        assert.equal(await new WorkspaceRepository(db.kysely).lockWorkspace('nope'), false);
         assert.equal(await repo.delete(ws, 'thumb'), true);
         assert.equal(await repo.delete(ws, 'thumb'), false);
         assert.equal(await repo.byName(ws, 'thumb'), undefined);
@@ -333,7 +333,7 @@ for (const dialect of DIALECTS) {
         const insertIfUnder = (name: string) =>
           inTransaction(db.kysely, async (trx) => {
             const repo = new PresetRepository(trx);
-            await repo.lockWorkspace(ws);
+            await new WorkspaceRepository(trx).lockWorkspace(ws);
             if ((await repo.count(ws)) >= 1) return false;
             return repo.insert({ workspace_id: ws, name, transformation: 'w_1', created_at: at(0), updated_at: at(0) });
           });

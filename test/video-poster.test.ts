@@ -205,12 +205,15 @@ for (const dialect of DIALECTS) {
       assert.ok(!left.some((r) => live.includes(String(r.key))), 'and out of the ledger');
     });
 
-    test('other transformations of a video stay 400; thumb_ar on an image or an audio file is 400', async () => {
-      for (const path of ['w_100/clip.mp4', 'f_gif/clip.mp4', 'thumb_ar,c_fill/clip.mp4', 'thumb_ar,so_x/clip.mp4']) {
+    test('other tokens beside thumb_ar stay 400; thumb_ar on an image or an audio file is 400', async () => {
+      for (const path of ['thumb_ar,c_fill/clip.mp4', 'thumb_ar,so_x/clip.mp4', 'thumb_ar,f_gif/clip.mp4']) {
         const r = await get(`/${ws()}/${path}`);
         assert.equal(r.status, 400, path);
         assert.equal(r.json?.errorCode, 'TRANSFORM_NOT_APPLICABLE', path);
       }
+      // Without thumb_ar the video grammar applies (test/video-transform.test.ts): queued, 202.
+      const transcode = await get(`/${ws()}/w_100/clip.mp4`);
+      assert.equal(transcode.status, 202);
       const png = await sharp({ create: { width: 8, height: 8, channels: 3, background: '#fff' } })
         .png()
         .toBuffer();
@@ -395,6 +398,10 @@ describe('posters without ffmpeg', { skip }, () => {
       assert.equal(r.json?.success, false);
       assert.equal(r.headers.get('x-should-retry'), 'false');
       assert.equal(h.services.delivery.stats.postersMade, 0);
+      // A transcode too: no job is queued for a node that could not run it.
+      const t = await client(base)(`/${h.ws.workspace_id}/w_100/clip.mp4`);
+      assert.equal(t.status, 501);
+      assert.equal(t.json?.errorCode, 'VIDEO_ENGINE_MISSING');
     } finally {
       await h.close();
     }

@@ -15,6 +15,9 @@ import type {
   MultipartCompleteBody,
   MultipartSession,
   MultipartStartBody,
+  ApiKeyInfo,
+  ApiKeyRotation,
+  NewApiKey,
   Preset,
   PresetList,
   PresetPutBody,
@@ -23,6 +26,9 @@ import type {
   SessionStatus,
   SignedUrl,
   SignedUrlBody,
+  WebhookDelivery,
+  WebhookDeliveryPage,
+  WebhookDeliveryQuery,
   Source,
   SourceCreateBody,
   SourceListQuery,
@@ -509,6 +515,48 @@ export class Stowage {
 
   async deletePreset(name: string, opts: RequestOptions = {}): Promise<void> {
     await this.request('DELETE', `/api/v1/presets/${encodeURIComponent(name)}`, opts);
+  }
+
+  // --- API keys and webhook deliveries (private key) ----------------------------------------
+
+  /** The workspace's keys, oldest first, each by its hint: the keys themselves are never shown again. */
+  async listKeys(opts: RequestOptions = {}): Promise<ApiKeyInfo[]> {
+    return (await this.request<{ keys: ApiKeyInfo[] }>('GET', '/api/v1/keys', opts)).keys;
+  }
+
+  /** A new key; `key` is in this answer only. */
+  createKey(type: 'public' | 'private', opts: RequestOptions = {}): Promise<NewApiKey> {
+    return this.request<NewApiKey>('POST', '/api/v1/keys', { json: { type }, signal: opts.signal });
+  }
+
+  /** A new key of the same type; the old one keeps working for `graceSeconds` (default 0). */
+  rotateKey(keyId: string, opts: RequestOptions & { graceSeconds?: number } = {}): Promise<ApiKeyRotation> {
+    return this.request<ApiKeyRotation>('POST', `/api/v1/keys/${encodeURIComponent(keyId)}/rotate`, {
+      json: { grace_seconds: opts.graceSeconds ?? 0 },
+      signal: opts.signal,
+    });
+  }
+
+  /** Stops a key now. The last private key in force is refused (409 LAST_PRIVATE_KEY). */
+  revokeKey(keyId: string, opts: RequestOptions = {}): Promise<ApiKeyInfo> {
+    return this.request<ApiKeyInfo>('DELETE', `/api/v1/keys/${encodeURIComponent(keyId)}`, opts);
+  }
+
+  /** Webhook deliveries, newest first; pass `next_cursor` back as `cursor` for the next page. */
+  listWebhookDeliveries(
+    query: Partial<WebhookDeliveryQuery> = {},
+    opts: RequestOptions = {},
+  ): Promise<WebhookDeliveryPage> {
+    return this.request<WebhookDeliveryPage>('GET', '/api/v1/webhooks/deliveries', { ...opts, query });
+  }
+
+  /** Sends a delivery again now, with the same webhook-id. */
+  redeliverWebhook(deliveryId: string, opts: RequestOptions = {}): Promise<WebhookDelivery> {
+    return this.request<WebhookDelivery>(
+      'POST',
+      `/api/v1/webhooks/deliveries/${encodeURIComponent(deliveryId)}/redeliver`,
+      opts,
+    );
   }
 
   /** A delivery URL for a file path with transformation tokens, signed with the client's `deliveryKey`. */

@@ -216,6 +216,14 @@ export interface FileListQuery {
   /** A folder path (a/b; / for the root): the files directly in it */
   path?: string;
   tags?: string;
+  /** By MIME type: image/*, video/*, audio/*, document (text, PDF, office, e-book), or other */
+  type?: 'image' | 'video' | 'audio' | 'document' | 'other';
+  /** Created at or after: a date (2026-03-14, UTC) or a date-time */
+  created_after?: string;
+  /** Created before: a date (2026-03-14, UTC) or a date-time */
+  created_before?: string;
+  /** The custom id, exactly */
+  custom_id?: string;
   sort?: 'created_at_desc' | 'created_at_asc' | 'name_asc' | 'name_desc' | 'size_asc' | 'size_desc';
   sort_field?: 'created_at' | 'updated_at' | 'name' | 'file_size';
   sort_order?: 'asc' | 'desc';
@@ -526,6 +534,79 @@ export interface PresetPutBody {
   transformation: string;
 }
 
+/** GET /api/v1/keys: one key (never the key itself) */
+export interface ApiKeyInfo {
+  id: string;
+  workspace_id: string;
+  type: 'public' | 'private';
+  /** The prefix and the last four characters (stw_pk_…a1B2); the key itself is never shown again */
+  hint: string;
+  created_at: string;
+  /** When it stopped (or, in a rotation grace period, will stop) working; null while in force */
+  revoked_at: string | null;
+  /** Whether the key works now */
+  active: boolean;
+}
+
+/** POST /api/v1/keys: the new key, shown once */
+export interface NewApiKey {
+  id: string;
+  workspace_id: string;
+  type: 'public' | 'private';
+  /** The prefix and the last four characters (stw_pk_…a1B2); the key itself is never shown again */
+  hint: string;
+  created_at: string;
+  /** When it stopped (or, in a rotation grace period, will stop) working; null while in force */
+  revoked_at: string | null;
+  /** Whether the key works now */
+  active: boolean;
+  /** The key, shown this once: only its hash is stored */
+  key: string;
+}
+
+/** POST /api/v1/keys/{key_id}/rotate */
+export interface ApiKeyRotation {
+  old: ApiKeyInfo;
+  new: NewApiKey;
+}
+
+export interface WebhookDelivery {
+  /** The message id, sent as webhook-id on every attempt */
+  id: string;
+  /** upload.completed */
+  event: string;
+  /** The file the event is about */
+  file_no: string | null;
+  url: string;
+  status: 'pending' | 'delivered' | 'failed';
+  /** Attempts made so far */
+  attempts: number;
+  /** The receiver's HTTP status on the last attempt, when it answered */
+  last_status: number | null;
+  /** Why the last attempt failed */
+  last_error: string | null;
+  /** When the next attempt is due (pending only) */
+  next_attempt_at: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+/** GET /api/v1/webhooks/deliveries */
+export interface WebhookDeliveryPage {
+  /** Newest first */
+  deliveries: WebhookDelivery[];
+  /** Send as cursor for the next page; null on the last page */
+  next_cursor: string | null;
+}
+
+/** GET /api/v1/webhooks/deliveries: the query */
+export interface WebhookDeliveryQuery {
+  status?: 'pending' | 'delivered' | 'failed';
+  limit: number;
+  /** next_cursor of the previous page */
+  cursor?: string;
+}
+
 /** Every error: docs/api.md#errors */
 export interface ErrorBody {
   success: false;
@@ -566,6 +647,8 @@ export type ErrorCode =
   | 'WEBHOOK_NOT_ALLOWED'
   | 'WORKSPACE_NOT_FOUND'
   | 'KEY_NOT_FOUND'
+  | 'LAST_PRIVATE_KEY'
+  | 'DELIVERY_NOT_FOUND'
   | 'FILE_REQUIRED'
   | 'FILE_NAME_REQUIRED'
   | 'FIELD_TOO_LARGE'
@@ -610,6 +693,7 @@ export type ErrorCode =
   | 'INTERNAL_ERROR'
   | 'VIDEO_ENGINE_MISSING'
   | 'VIDEO_REFUSED'
+  | 'TRANSCODE_FAILED'
   | 'RENDER_TIMEOUT'
   | 'RENDER_BUSY'
   | 'SERVICE_UNAVAILABLE';

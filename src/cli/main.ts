@@ -315,6 +315,17 @@ export async function runCli(
       if (result.status !== 'ok') throw new ExitError('', 1);
     });
 
+  program
+    .command('worker')
+    .description(
+      'Run background jobs (webhooks, sweeps, transcodes) and serve no API, with the same variables as the server; ' +
+        'needs PostgreSQL (DATABASE_URL). Stops cleanly on SIGTERM.',
+    )
+    .action(async () => {
+      // The server's entry point runs the worker when its first argument is `worker`, as it is here.
+      await import('../main.ts');
+    });
+
   try {
     await program.parseAsync(argv, { from: 'user' });
     return 0;

@@ -108,6 +108,12 @@ export const ERROR_CATALOGUE = {
   },
   WORKSPACE_NOT_FOUND: { status: 404, error: 'Workspace not found', message: 'No workspace {id}' },
   KEY_NOT_FOUND: { status: 404, error: 'Key not found', message: 'No API key {id}' },
+  LAST_PRIVATE_KEY: {
+    status: 409,
+    error: 'Last private key',
+    message: 'A workspace keeps at least one private key in force; create or rotate to a new one first',
+  },
+  DELIVERY_NOT_FOUND: { status: 404, error: 'Delivery not found', message: 'No webhook delivery {id}' },
 
   // Uploads
   FILE_REQUIRED: { status: 400, error: 'File is required', message: 'Send the file in the "file" form field' },
@@ -276,6 +282,12 @@ export const ERROR_CATALOGUE = {
     status: 400,
     error: VALIDATION,
     message: 'The media file cannot be processed: {reason}',
+  },
+  TRANSCODE_FAILED: {
+    status: 422,
+    error: 'Unprocessable content',
+    message:
+      'This video rendition could not be made: {reason}. The answer stays the same for an hour, then the next request tries again',
   },
   RENDER_TIMEOUT: {
     status: 503,

@@ -151,3 +151,27 @@ export const EXAMPLE_DELIVERY_KEY = { delivery_key: 'stw_dk_7Hq2Lm9Xv4Rt8Yw1Za3K
 
 /** A workspace id and a file path, for the delivery URL's parameters. */
 export const EXAMPLE_WORKSPACE_ID = WS;
+
+export const EXAMPLE_KEY = {
+  id: '0b6f8f3e-2f4c-4c55-9d0e-6a1c1b9f2e7d',
+  workspace_id: WS,
+  type: 'public' as const,
+  hint: 'stw_pk_…Xq3Z',
+  created_at: AT,
+  revoked_at: null,
+  active: true,
+};
+
+export const EXAMPLE_DELIVERY = {
+  id: 'msg_2aT9qLx0VbN4mK8sR1cW7yZpE3f',
+  event: 'upload.completed',
+  file_no: EXAMPLE_FILE.file_no,
+  url: 'https://shop.example.com/hooks/stowage',
+  status: 'delivered' as const,
+  attempts: 1,
+  last_status: 204,
+  last_error: null,
+  next_attempt_at: null,
+  created_at: AT,
+  updated_at: AT,
+};

@@ -153,6 +153,25 @@ export const FileListQuery = Type.Object({
     }),
   ),
   tags: Type.Optional(Type.String({ maxLength: 4096 })),
+  type: Type.Optional(
+    Type.Union(
+      [
+        Type.Literal('image'),
+        Type.Literal('video'),
+        Type.Literal('audio'),
+        Type.Literal('document'),
+        Type.Literal('other'),
+      ],
+      { description: 'By MIME type: image/*, video/*, audio/*, document (text, PDF, office, e-book), or other' },
+    ),
+  ),
+  created_after: Type.Optional(
+    Type.String({ maxLength: 40, description: 'Created at or after: a date (2026-03-14, UTC) or a date-time' }),
+  ),
+  created_before: Type.Optional(
+    Type.String({ maxLength: 40, description: 'Created before: a date (2026-03-14, UTC) or a date-time' }),
+  ),
+  custom_id: Type.Optional(Type.String({ maxLength: 255, description: 'The custom id, exactly' })),
   sort: Type.Optional(FileSort),
   sort_field: Type.Optional(
     Type.Union([

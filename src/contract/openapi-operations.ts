@@ -156,4 +156,10 @@ export const OPERATIONS: Record<RouteKey, OperationDoc> = {
   'GET /api/v1/presets/:name': { operationId: 'getPreset' },
   'PUT /api/v1/presets/:name': { operationId: 'putPreset' },
   'DELETE /api/v1/presets/:name': { operationId: 'deletePreset' },
+  'GET /api/v1/keys': { operationId: 'listKeys' },
+  'POST /api/v1/keys': { operationId: 'createKey' },
+  'POST /api/v1/keys/:key_id/rotate': { operationId: 'rotateKey' },
+  'DELETE /api/v1/keys/:key_id': { operationId: 'revokeKey' },
+  'GET /api/v1/webhooks/deliveries': { operationId: 'listWebhookDeliveries' },
+  'POST /api/v1/webhooks/deliveries/:delivery_id/redeliver': { operationId: 'redeliverWebhook' },
 };

@@ -64,6 +64,7 @@ const delivery = {
       "- `/{workspace_id}-{source_name}/{path}` (and with tokens): an object of the workspace's source of that name, fetched from its origin.",
       '- Private files need a signed URL (`expires`, `signature`); a workspace with signed transformations needs `tsig` (and optionally `texp`) on URLs with tokens.',
       '- `Range` (one range) gets 206; `If-None-Match` or `If-Modified-Since` get 304 when nothing changed.',
+      '- A video with tokens (docs/video.md) is transcoded by a background job: 202 `{"status":"triggered"}` on the first request, `{"status":"processing"}` while the job waits or runs, then the video (or GIF) as any rendition; 422 `TRANSCODE_FAILED` when it cannot be made.',
     ].join('\n'),
     security: [],
     parameters: [
@@ -116,6 +117,27 @@ const delivery = {
         headers: { ...DELIVERY_HEADERS, 'Content-Range': header('The range sent', 'bytes 0-1023/184322') },
         content: { '*/*': FILE_BYTES },
       },
+      202: {
+        description:
+          'A video rendition is being made (docs/video.md): `triggered` when this request queued its job, `processing` while it waits or runs (with `progress` from 0 to 1 when the node answering runs it). Ask again after Retry-After',
+        headers: {
+          'Retry-After': header('Seconds to wait before asking again', '2'),
+          'Cache-Control': header('Never cached', 'no-store'),
+        },
+        content: {
+          'application/json': {
+            schema: {
+              type: 'object',
+              required: ['status'],
+              properties: {
+                status: { type: 'string', enum: ['triggered', 'processing'] },
+                progress: { type: 'number', minimum: 0, maximum: 1 },
+              },
+            },
+            example: { status: 'processing', progress: 0.4 },
+          },
+        },
+      },
       304: { description: 'Not modified: the client’s copy is current', headers: { ETag: DELIVERY_HEADERS.ETag } },
       400: errorResponse(
         400,
@@ -146,6 +168,11 @@ const delivery = {
       ),
       410: errorResponse(410, 'The source is switched off'),
       416: errorResponse(416, 'The range is outside the file'),
+      422: errorResponse(422, 'A video rendition whose transcode failed (the same answer for an hour)', {
+        errorCode: 'TRANSCODE_FAILED',
+        error: 'Unprocessable content',
+        message: 'This video rendition could not be made: not a readable mov video, or it has no picture',
+      }),
       502: errorResponse(502, "The source's origin failed or refused"),
       503: errorResponse(503, 'Every render slot is busy, or the render took too long: retry after Retry-After'),
     },

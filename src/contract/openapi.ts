@@ -38,6 +38,8 @@ export const OPENAPI_HEAD: OpenApiHead = {
     { name: 'folders', description: 'Folders (docs/api/files-folders.md)' },
     { name: 'sources', description: 'Origins delivery reads through (docs/api/sources.md)' },
     { name: 'presets', description: 'Named transformations (docs/api/presets.md)' },
+    { name: 'keys', description: "The workspace's API keys (docs/api/keys.md)" },
+    { name: 'webhooks', description: 'Webhook deliveries (docs/api/webhooks.md)' },
     { name: 'workspace', description: 'The caller’s workspace (docs/api/workspace.md)' },
     { name: 'delivery', description: 'Public delivery URLs (docs/api/delivery.md)' },
     { name: 'health', description: 'Probes and metrics (docs/api/health.md)' },

@@ -23,6 +23,44 @@ export interface FileFilter {
   createdAtMost?: string;
   /** Tags the file must all carry. */
   tags?: string[];
+  /** Only files of this kind, by MIME type (MEDIA_KINDS). */
+  kind?: MediaKind;
+  /** Only files created at or after this ISO instant. */
+  createdFrom?: string;
+  /** Only files created before this ISO instant. */
+  createdBefore?: string;
+  /** Only the file(s) with this custom id. */
+  customId?: string;
+}
+
+/** What the type filter sorts files into: the first three by MIME type's top level. */
+export type MediaKind = 'image' | 'video' | 'audio' | 'document' | 'other';
+
+/** MIME types counted as documents: text, PDF, office and e-book formats (patterns for LIKE). */
+const DOCUMENT_TYPES = [
+  'text/%',
+  'application/pdf',
+  'application/rtf',
+  'application/msword',
+  'application/epub+zip',
+  'application/vnd.ms-%',
+  'application/vnd.openxmlformats-officedocument.%',
+  'application/vnd.oasis.opendocument.%',
+  'application/vnd.apple.%',
+];
+
+/** Whether a file's mime_type is of `kind`, as a condition on files.mime_type. */
+function kindCondition(kind: MediaKind) {
+  const mime = sql.ref('files.mime_type');
+  const anyOf = (patterns: string[]) =>
+    sql.join(
+      patterns.map((p) => sql`${mime} like ${p}`),
+      sql` or `,
+    );
+  const media = ['image/%', 'video/%', 'audio/%'];
+  if (kind === 'document') return sql<boolean>`(${anyOf(DOCUMENT_TYPES)})`;
+  if (kind === 'other') return sql<boolean>`not (${anyOf([...media, ...DOCUMENT_TYPES])})`;
+  return sql<boolean>`${mime} like ${`${kind}/%`}`;
 }
 
 export type FileSortColumn = 'created_at' | 'updated_at' | 'name' | 'size';
@@ -50,6 +88,8 @@ export interface DeliverableFile {
   sha256: string;
   size: number;
   storage_key: string;
+  /** Seconds, for video and audio (the probe at upload); null when unknown. */
+  duration: number | null;
 }
 
 export type FileChanges = Omit<Updateable<FileTable>, 'id' | 'file_no' | 'workspace_id' | 'created_at'>;
@@ -116,6 +156,7 @@ export class FileRepository {
         'files.mime_type',
         'files.updated_at',
         'files.is_private',
+        'files.duration',
         'blobs.sha256',
         'blobs.size',
         'blobs.storage_key',
@@ -155,6 +196,11 @@ export class FileRepository {
       q = q.where(
         sql<boolean>`${sort === 'created_at' && !counting ? sql.ref('files.created_at') : plain('files.created_at')} <= ${f.createdAtMost}`,
       );
+    if (f.kind) q = q.where(kindCondition(f.kind));
+    if (f.customId !== undefined) q = q.where(sql<boolean>`${plain('files.custom_id')} = ${f.customId}`);
+    const createdRef = sort === 'created_at' && !counting ? sql.ref('files.created_at') : plain('files.created_at');
+    if (f.createdFrom !== undefined) q = q.where(sql<boolean>`${createdRef} >= ${f.createdFrom}`);
+    if (f.createdBefore !== undefined) q = q.where(sql<boolean>`${createdRef} < ${f.createdBefore}`);
     for (const tag of driveByTag ? otherTags : (f.tags ?? []))
       q = q.where(({ exists, selectFrom }) =>
         exists(
@@ -235,7 +281,7 @@ export class FileRepository {
 
   /** How many files match `f`, counting no further than `cap` + 1 (then `exact` is false). */
   async countUpTo(workspaceId: string, f: FileFilter, cap: number): Promise<{ count: number; exact: boolean }> {
-    const onlyTags = !f.folderId && !f.under && !f.nameContains?.length && !f.createdAtMost && f.tags?.length === 1;
+    const onlyTags = !f.folderId && !f.under && !f.nameContains?.length && !hasRowFilters(f) && f.tags?.length === 1;
     const one = sql<number>`1`.as('one');
     const n = sql<number>`count(*)`.as('n');
     // One tag and nothing else: its index range alone answers, without visiting the files.
@@ -317,4 +363,9 @@ export class FileRepository {
   async delete(id: string): Promise<void> {
     await this.db.deleteFrom('files').where('id', '=', id).execute();
   }
+}
+
+/** Whether `f` filters on a file's own columns (dates, type, custom id): then no maintained count answers it. */
+export function hasRowFilters(f: FileFilter): boolean {
+  return Boolean(f.createdAtMost || f.createdFrom || f.createdBefore || f.kind || f.customId !== undefined);
 }

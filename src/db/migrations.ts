@@ -430,6 +430,20 @@ const migrations: Record<string, Migration> = {
       await db.schema.alterTable('files').dropColumn('duration').execute();
     },
   },
+  '0012_webhook_delivery_list': {
+    // Issue 24: a workspace's webhook deliveries, newest first, a page at a time (the dashboard's
+    // deliveries page and GET /api/v1/webhooks/deliveries), without a scan of every workspace's.
+    async up(db: Kysely<unknown>) {
+      await db.schema
+        .createIndex('webhook_deliveries_workspace_idx')
+        .on('webhook_deliveries')
+        .columns(['workspace_id', 'created_at', 'id'])
+        .execute();
+    },
+    async down(db: Kysely<unknown>) {
+      await db.schema.dropIndex('webhook_deliveries_workspace_idx').execute();
+    },
+  },
 };
 
 class InCodeProvider implements MigrationProvider {

@@ -46,20 +46,6 @@ export class PresetRepository {
     return Number(n);
   }
 
-  /**
-   * Holds the workspace's row until the transaction ends (PostgreSQL takes the row lock of an
-   * update; SQLite has one writer at a time anyway), so that two writers counting the
-   * workspace's presets take turns. False when there is no such workspace.
-   */
-  async lockWorkspace(workspaceId: string): Promise<boolean> {
-    const res = await this.db
-      .updateTable('workspaces')
-      .set((eb) => ({ updated_at: eb.ref('updated_at') }))
-      .where('id', '=', workspaceId)
-      .executeTakeFirst();
-    return Number(res.numUpdatedRows) > 0;
-  }
-
   /** Inserts the preset; false when the workspace already has one of that name. */
   async insert(row: PresetRow): Promise<boolean> {
     try {

@@ -91,6 +91,49 @@ export class WebhookDeliveries {
     return q.orderBy('next_attempt_at').orderBy('id').limit(limit).execute();
   }
 
+  /** A workspace's deliveries, newest first, `limit` at a time after `before` (the last of the previous page). */
+  async listOf(
+    workspaceId: string,
+    opts: { status?: WebhookDeliveryRow['status']; limit: number; before?: { created_at: string; id: string } },
+  ): Promise<WebhookDeliveryRow[]> {
+    let q = this.db.kysely.selectFrom('webhook_deliveries').selectAll().where('workspace_id', '=', workspaceId);
+    if (opts.status) q = q.where('status', '=', opts.status);
+    const before = opts.before;
+    if (before)
+      q = q.where((eb) =>
+        eb.or([
+          eb('created_at', '<', before.created_at),
+          eb.and([eb('created_at', '=', before.created_at), eb('id', '<', before.id)]),
+        ]),
+      );
+    return q.orderBy('created_at', 'desc').orderBy('id', 'desc').limit(opts.limit).execute();
+  }
+
+  async byId(workspaceId: string, id: string): Promise<WebhookDeliveryRow | undefined> {
+    return this.db.kysely
+      .selectFrom('webhook_deliveries')
+      .selectAll()
+      .where('workspace_id', '=', workspaceId)
+      .where('id', '=', id)
+      .executeTakeFirst();
+  }
+
+  /**
+   * Makes the delivery due now again, whatever its status: pending (its next attempt moves to
+   * now), delivered or failed (one more attempt, numbered after the last). Returns the number of
+   * the attempt to queue, or undefined when there is no such delivery in the workspace.
+   */
+  async reopen(trx: Kysely<Database>, workspaceId: string, id: string, now: string): Promise<number | undefined> {
+    const row = await trx
+      .updateTable('webhook_deliveries')
+      .set({ status: 'pending', next_attempt_at: now, locked_until: null, updated_at: now })
+      .where('workspace_id', '=', workspaceId)
+      .where('id', '=', id)
+      .returning('attempts')
+      .executeTakeFirst();
+    return row ? row.attempts + 1 : undefined;
+  }
+
   async counts(): Promise<{ pending: number; failed: number }> {
     const rows = await this.db.kysely
       .selectFrom('webhook_deliveries')

@@ -108,6 +108,49 @@ export class WorkspaceRepository {
     return rows.map((r) => ({ id: r.id, delivery_key: r.delivery_key as string }));
   }
 
+  /**
+   * Holds the workspace's row until the transaction ends (PostgreSQL takes the row lock of an
+   * update; SQLite has one writer at a time anyway), so that two writers counting the
+   * workspace's presets take turns. False when there is no such workspace.
+   */
+  async lockWorkspace(workspaceId: string): Promise<boolean> {
+    const res = await this.db
+      .updateTable('workspaces')
+      .set((eb) => ({ updated_at: eb.ref('updated_at') }))
+      .where('id', '=', workspaceId)
+      .executeTakeFirst();
+    return Number(res.numUpdatedRows) > 0;
+  }
+
+  /**
+   * Revokes a private key unless it is the workspace's last one in force at `now`, under the
+   * workspace's lock (call inside a transaction), so two revocations at once cannot together
+   * leave none. 'last' when it would; false when there is no such key in force.
+   */
+  async revokeUnlessLastPrivate(workspaceId: string, id: string, now: string): Promise<boolean | 'last'> {
+    const others = await this.db
+      .selectFrom('api_keys')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .where('workspace_id', '=', workspaceId)
+      .where('type', '=', 'private')
+      .where('id', '<>', id)
+      .where((eb) => eb.or([eb('revoked_at', 'is', null), eb('revoked_at', '>', now)]))
+      .executeTakeFirstOrThrow();
+    if (Number(others.n) === 0) return 'last';
+    return this.revokeNow(id, now);
+  }
+
+  /** Revokes a key at `now`, also one whose rotation grace has not run out; false when it is not in force. */
+  async revokeNow(id: string, now: string): Promise<boolean> {
+    const res = await this.db
+      .updateTable('api_keys')
+      .set({ revoked_at: now })
+      .where('id', '=', id)
+      .where((eb) => eb.or([eb('revoked_at', 'is', null), eb('revoked_at', '>', now)]))
+      .executeTakeFirst();
+    return Number(res.numUpdatedRows) > 0;
+  }
+
   async insertKey(row: Insertable<ApiKeyTable>): Promise<void> {
     await this.db.insertInto('api_keys').values(row).execute();
   }

@@ -103,12 +103,18 @@ export class InProcessJobQueue extends BaseJobQueue {
     const due = [...this.waiting.values()]
       .filter((j) => this.definitions.get(j.name)?.enabled)
       .sort((a, b) => a.runAt - b.runAt || a.seq - b.seq);
+    const busy = new Map<JobName, number>();
+    for (const r of this.running.values()) busy.set(r.job.name, (busy.get(r.job.name) ?? 0) + 1);
     for (const j of due) {
       if (j.runAt > now) {
         next = j.runAt;
         break;
       }
       if (this.running.size >= this.concurrency) break;
+      // A name at its own limit waits for one of its runs to end (which wakes the runner again).
+      const limit = this.definitions.get(j.name)?.concurrency ?? Number.POSITIVE_INFINITY;
+      if ((busy.get(j.name) ?? 0) >= limit) continue;
+      busy.set(j.name, (busy.get(j.name) ?? 0) + 1);
       void this.run(j);
     }
     if (next !== Number.POSITIVE_INFINITY) {

@@ -18,6 +18,7 @@ export interface Definition {
   enabled: boolean;
   maxAttempts: number;
   backoffMs: (attempt: number) => number;
+  concurrency: number;
 }
 
 /** What a runner is told when a job is added; `keepRunAt` keeps a waiting keyed job's time. */
@@ -58,6 +59,7 @@ export abstract class BaseJobQueue implements JobQueue {
       enabled: opts.enabled ?? true,
       maxAttempts: opts.maxAttempts ?? DEFAULT_ATTEMPTS,
       backoffMs: opts.backoffMs ?? defaultBackoff,
+      concurrency: opts.concurrency ?? Number.POSITIVE_INFINITY,
     });
   }
 

@@ -5,6 +5,7 @@
 import type { Kysely } from 'kysely';
 import type { BaseLogger } from 'pino';
 import type { Database } from '../db/schema.ts';
+import type { VideoTranscodeJob } from '../services/video-renditions.ts';
 
 /** Every job there is, by name, with its payload (plain JSON: it is stored on PostgreSQL). */
 export interface JobPayloads {
@@ -18,6 +19,8 @@ export interface JobPayloads {
   'renditions.evict': Record<string, never>;
   /** Recurring until done once: rows for renditions made before the ledger (src/services/rendition-backfill.ts). */
   'renditions.backfill': Record<string, never>;
+  /** One video rendition (src/services/video-renditions.ts), keyed by its storage key: identical asks coalesce. */
+  'video.transcode': VideoTranscodeJob;
 }
 
 export type JobName = keyof JobPayloads;
@@ -54,6 +57,13 @@ export interface JobOptions {
    * its own exponential backoff (e^min(n,10) seconds).
    */
   backoffMs?: (attempt: number) => number;
+  /**
+   * Jobs of this name running at once on this node (in-process runner; default: no limit but the
+   * runner's own). The others stay queued, so long jobs (transcodes) never hold every runner slot
+   * that webhooks and the sweep need. graphile-worker has no such setting: there the handler's
+   * own slots bound the work, and its waiting runs hold worker slots.
+   */
+  concurrency?: number;
 }
 
 export type JobHandler<N extends JobName> = (payload: JobPayloads[N]) => Promise<void>;

@@ -39,6 +39,7 @@ import { DeliverySigner } from '../crypto/delivery-url.ts';
 import { WorkspaceService } from './workspaces.ts';
 import { UploadTokenService } from '../uploads/tokens.ts';
 import { locateVideoEngine, type VideoEngine } from '../media/video/engine.ts';
+import { VideoRenditions } from './video-renditions.ts';
 import { ProbeSlots } from '../uploads/media-probe.ts';
 
 export interface Services {
@@ -49,6 +50,8 @@ export interface Services {
   storage: StorageDriver;
   /** ffmpeg and ffprobe, or what is missing of them (media/video/engine.ts). */
   video: VideoEngine;
+  /** Video renditions: the `video.transcode` job and what delivery answers while it runs. */
+  videoRenditions: VideoRenditions;
   workspaces: WorkspaceService;
   sources: SourceService;
   blobs: BlobStore;
@@ -177,6 +180,17 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
     logger,
   );
   const video = locateVideoEngine(config.video, { log: logger });
+  // Defined on every node: any node may run a transcode job (and a worker process only those).
+  const videoRenditions = new VideoRenditions({
+    storage,
+    jobs,
+    engine: video,
+    settings: config.transcode,
+    tmpDir: join(config.dataDir, 'tmp', 'transcodes'),
+    renditions,
+    log: logger,
+  });
+  videoRenditions.define();
   const uploads = new UploadService({
     db,
     blobs,
@@ -243,6 +257,7 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
     await Promise.race([once(redis, 'ready'), new Promise((r) => setTimeout(r, 2000).unref())]).catch(() => {});
   return {
     video,
+    videoRenditions,
     lifecycle: { draining: false },
     events,
     metrics,
@@ -262,6 +277,7 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
       queue: renderQueue,
       renditions,
       video,
+      videos: videoRenditions,
       tmpDir: join(config.dataDir, 'tmp', 'renders'),
     }),
     deliveryCache: new DeliveryCache({

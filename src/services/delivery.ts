@@ -36,6 +36,9 @@ import { demuxerFor } from '../media/video/containers.ts';
 import { extractPoster } from '../media/video/poster.ts';
 import { asksForPoster, type PosterSpec, parsePosterTokens, posterName } from '../media/video/poster-tokens.ts';
 import type { MediaInput } from '../media/video/probe.ts';
+import { defaultVideoFormat, parseVideoTokens, VIDEO_MIME, videoRenditionName } from '../media/video/tokens.ts';
+import { planTrim } from '../media/video/transcode.ts';
+import type { PendingAnswer, VideoRenditions } from './video-renditions.ts';
 
 /** How long a rendition of an origin's object is served before it is made again. */
 const ORIGIN_RENDITION_TTL_MS = 24 * 3600 * 1000;
@@ -177,10 +180,40 @@ export interface DeliveryServiceDeps {
   presets?: Pick<PresetService, 'expand'>;
   /** ffmpeg, for video posters (`thumb_ar`); without it (or when it is missing) they answer 501. */
   video?: VideoEngine;
+  /** Video renditions (transcodes as jobs); without it they answer 501. */
+  videos?: VideoRenditions;
 }
 
-/** What a reading's tokens ask for: an image rendition, or a video's poster (media/video/poster-tokens.ts). */
-type Asked = { kind: 'image'; spec: TransformSpec; vary: string[] } | { kind: 'poster'; poster: PosterSpec };
+/**
+ * A video rendition is still being made (services/video-renditions.ts): not an error, the route
+ * answers 202 with `answer` as JSON. Thrown rather than returned so that no lookup cache keeps it.
+ */
+export class RenditionPending extends Error {
+  constructor(readonly answer: PendingAnswer) {
+    super(`rendition ${answer.status}`);
+    this.name = 'RenditionPending';
+  }
+}
+
+/** Tokens that parse as neither grammar: which error a request gets depends on the file they name. */
+class TokensInvalid extends Error {
+  constructor(
+    readonly image: unknown,
+    readonly video: unknown,
+  ) {
+    super('transform tokens');
+  }
+}
+
+/**
+ * What a reading's tokens ask for: an image rendition (whose tokens a video file reads with the
+ * video grammar instead), a video's poster (media/video/poster-tokens.ts), or tokens only the
+ * video grammar knows (`imageError`: what an image file answers them).
+ */
+type Asked =
+  | { kind: 'image'; spec: TransformSpec; vary: string[]; tokens: string }
+  | { kind: 'poster'; poster: PosterSpec }
+  | { kind: 'video'; tokens: string; imageError: unknown };
 
 export class DeliveryService {
   private readonly files: FileRepository;
@@ -194,6 +227,7 @@ export class DeliveryService {
   private readonly renditions?: RenditionCache;
   private readonly presets?: Pick<PresetService, 'expand'>;
   private readonly video?: VideoEngine;
+  private readonly videos?: VideoRenditions;
   /** Counts renditions made, posters among them (tests and metrics read it). */
   readonly stats = { renditionsMade: 0, renditionCacheHits: 0, postersMade: 0 };
 
@@ -209,6 +243,7 @@ export class DeliveryService {
     this.renditions = deps.renditions;
     this.presets = deps.presets;
     this.video = deps.video;
+    this.videos = deps.videos;
   }
 
   private expand(workspaceId: string, tokens: string): Promise<string> | string {
@@ -223,7 +258,16 @@ export class DeliveryService {
   private async specOf(workspaceId: string, reading: Reading, hints?: ClientHints): Promise<Asked> {
     const tokens = await this.expand(workspaceId, reading.text);
     if (asksForPoster(tokens)) return { kind: 'poster', poster: parsePosterTokens(tokens) };
-    return { kind: 'image', ...withHints(parseTransform(tokens), hints) };
+    try {
+      return { kind: 'image', ...withHints(parseTransform(tokens), hints), tokens };
+    } catch (imageError) {
+      try {
+        parseVideoTokens(tokens);
+      } catch (videoError) {
+        throw new TokensInvalid(imageError, videoError);
+      }
+      return { kind: 'video', tokens, imageError };
+    }
   }
 
   /**
@@ -300,7 +344,11 @@ export class DeliveryService {
       try {
         asked = await this.specOf(target.workspaceId, reading, target.hints);
       } catch (err) {
-        invalid ??= err;
+        if (err instanceof TokensInvalid && invalid === undefined) {
+          // Neither grammar: the error of the one the named file would be read with.
+          const named = await this.file(target.workspaceId, path.segments.slice(reading.count));
+          invalid = named && isVideo(named.mime_type) ? err.video : err.image;
+        } else invalid ??= err;
         continue;
       }
       parsed = true;
@@ -327,13 +375,15 @@ export class DeliveryService {
     if (!asked || !file) throw notFound();
     target.mayRender?.(Boolean(file.is_private));
     if (asked.kind === 'poster') return this.poster(target.workspaceId, file, asked.poster);
+    if (isVideo(file.mime_type)) return this.videoRendition(target.workspaceId, file, asked.tokens);
+    if (asked.kind === 'video') throw asked.imageError;
     const { spec, vary } = asked;
     if (!DECODABLE.test(file.mime_type))
       throw appError(
         'TRANSFORM_NOT_APPLICABLE',
-        file.mime_type.startsWith('video/')
-          ? 'of the video grammar, only posters (thumb_ar) are served yet'
-          : 'transformations apply to images',
+        file.mime_type.startsWith('audio/')
+          ? 'transformations apply to images and videos, not to audio'
+          : 'transformations apply to images and videos',
       );
     const format =
       spec.format === 'auto' ? negotiate(target.accept, file.mime_type) : (spec.format ?? formatOfMime(file.mime_type));
@@ -362,6 +412,54 @@ export class DeliveryService {
       isRendition: true,
       varyAccept: spec.format === 'auto',
       vary: vary.length > 0 ? vary : undefined,
+      isPrivate: Boolean(file.is_private),
+      ranges: true,
+      renditionKey: key,
+      localFile: this.storage.localPath?.(key),
+    };
+  }
+
+  /**
+   * A video rendition (media/video/tokens.ts): served from storage when made; else the job that
+   * makes it is asked for (services/video-renditions.ts) and RenditionPending carries the 202
+   * answer. Checked first, so a bad token or a trim past the caps is a 400 at once, not a job.
+   */
+  private async videoRendition(workspaceId: string, file: DeliverableFile, tokens: string): Promise<Delivered> {
+    const demuxer = demuxerFor(file.mime_type)!;
+    const spec = parseVideoTokens(tokens);
+    const format = spec.format ?? defaultVideoFormat(file.mime_type);
+    const name = videoRenditionName(spec, format);
+    const key = `${renditionPrefix(file.storage_key)}${name}.${format}`;
+    const info = await this.storage.stat(key);
+    this.events?.emit('rendition', Boolean(info));
+    if (!info) {
+      if (!this.videos) throw appError('VIDEO_ENGINE_MISSING');
+      this.videos.engine.require('ffmpeg');
+      const trim = planTrim(spec, format, file.duration, this.videos.settings);
+      throw new RenditionPending(
+        await this.videos.request({
+          key,
+          workspaceId,
+          storageKey: file.storage_key,
+          sha256: file.sha256,
+          size: Number(file.size),
+          demuxer,
+          spec,
+          format,
+          trim,
+        }),
+      );
+    }
+    this.stats.renditionCacheHits++;
+    this.renditions?.used(key);
+    return {
+      open: (range) => this.storage.get(key, range),
+      size: info.size,
+      contentType: VIDEO_MIME[format],
+      etag: `"${file.sha256.slice(0, 32)}-${name}"`,
+      lastModified: new Date(file.updated_at),
+      isRendition: true,
+      varyAccept: false,
       isPrivate: Boolean(file.is_private),
       ranges: true,
       renditionKey: key,
@@ -510,13 +608,15 @@ export class DeliveryService {
     for (const reading of readings(requested)) {
       try {
         const asked = await this.specOf(workspaceId, reading, target.hints);
-        // An origin's object is fetched per request and never probed: posters are of stored videos.
+        // An origin's object is fetched per request and never probed: posters and transcodes are
+        // of stored videos.
         if (asked.kind === 'poster')
           throw appError('TRANSFORM_NOT_APPLICABLE', "posters (thumb_ar) are made of a workspace's own videos");
-        parsed = { reading, ...asked };
+        if (asked.kind === 'video') throw asked.imageError;
+        parsed = { reading, spec: asked.spec, vary: asked.vary };
         break;
       } catch (err) {
-        invalid ??= err;
+        invalid ??= err instanceof TokensInvalid ? err.image : err;
       }
     }
     if (!parsed && invalid) throw invalid;
@@ -749,6 +849,9 @@ const POSTER_SPOOL_BYTES = 512 * 1024 * 1024;
 const LAYER_BYTES = 32 * 1024 * 1024;
 
 type DeliverableFile = NonNullable<Awaited<ReturnType<FileRepository['deliverable']>>>;
+
+/** A video ffmpeg may read (a detected container with its one demuxer); audio is not transformed. */
+const isVideo = (mimeType: string) => mimeType.startsWith('video/') && demuxerFor(mimeType) !== null;
 
 /** The blob a rendition is made from. */
 interface Owner {

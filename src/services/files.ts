@@ -1,13 +1,20 @@
 // The Files API (list, get, rename, update, delete) over file records (file-records.ts).
 import type { FileDetails, FileListQuery, FileUpdateBody } from '../contract/files.ts';
 import { type Db, inTransaction, nowIso } from '../db/database.ts';
-import { type FileFilter, type FileSortColumn, FileRepository, type FileWithRefs, type PageKey } from '../db/files.ts';
+import {
+  type FileFilter,
+  type FileSortColumn,
+  FileRepository,
+  type FileWithRefs,
+  hasRowFilters,
+  type PageKey,
+} from '../db/files.ts';
 import { FolderRepository } from '../db/folders.ts';
 import type { FileRow } from '../db/schema.ts';
 import { WorkspaceRepository } from '../db/workspaces.ts';
 import { errors } from '../errors.ts';
 import type { DomainEvents } from '../events.ts';
-import { parseTransform } from '../media/transform/parse.ts';
+import { checkAnyGrammar } from '../media/grammars.ts';
 import type { PresetService } from './presets.ts';
 import type { BlobStore } from '../uploads/blob-store.ts';
 import { deliveryPath, type FileRecord, type FileRecords } from './file-records.ts';
@@ -116,6 +123,10 @@ export class FileService {
     // Without a snapshot the page is as of now: files committed while it is read may or may not be in it.
     const snapshot = q.snapshot === undefined ? undefined : parseSnapshot(q.snapshot);
     filter.createdAtMost = snapshot;
+    if (q.type) filter.kind = q.type;
+    if (q.custom_id !== undefined) filter.customId = q.custom_id;
+    if (q.created_after !== undefined) filter.createdFrom = parseInstant('created_after', q.created_after);
+    if (q.created_before !== undefined) filter.createdBefore = parseInstant('created_before', q.created_before);
     const [field, direction] = sortOf(q);
     const sort = SORT_COLUMNS[field];
     const cursor = q.cursor === undefined ? undefined : decodeCursor(q.cursor, sort, direction);
@@ -168,7 +179,7 @@ export class FileService {
     snapshot: string | undefined,
     folder: { id: string; file_count: number } | undefined,
   ): Promise<{ count: number; estimated: boolean }> {
-    const plain = !f.nameContains?.length && !f.tags?.length;
+    const plain = !f.nameContains?.length && !f.tags?.length && !hasRowFilters({ ...f, createdAtMost: undefined });
     if (plain && !f.under) {
       const held = folder ? folder.file_count : ((await this.workspaces.byId(workspaceId))?.file_count ?? 0);
       const newer = snapshot ? await this.files.countCreatedAfter(workspaceId, folder?.id, snapshot) : 0;
@@ -178,7 +189,7 @@ export class FileService {
       const top = await this.folders.byPath(workspaceId, f.under);
       return { count: top ? (await this.folders.contentTotals(top.id)).items : 0, estimated: false };
     }
-    const oneTag = !f.folderId && !f.under && !f.nameContains?.length && !snapshot && f.tags?.length === 1;
+    const oneTag = !f.folderId && !f.under && !f.nameContains?.length && !hasRowFilters(f) && f.tags?.length === 1;
     const cap = oneTag ? TAG_COUNT_CAP : f.nameContains?.length ? SEARCH_COUNT_CAP : COUNT_CAP;
     const counted = await this.files.countUpTo(workspaceId, f, cap);
     if (counted.exact) return { count: counted.count, estimated: false };
@@ -297,7 +308,7 @@ export class FileService {
           .join(',')
       : '';
     // Presets stay named in the URL (delivery expands them when it is used), but must exist now.
-    if (tokens) parseTransform(this.presets ? await this.presets.expand(workspaceId, tokens) : tokens);
+    if (tokens) checkAnyGrammar(this.presets ? await this.presets.expand(workspaceId, tokens) : tokens);
     const path = (tokens ? `${tokens}/` : '') + deliveryPath(row.folder_path, row.name);
     return {
       url: this.records.deliveryUrl(workspaceId, path, true, expiresIn),
@@ -315,6 +326,14 @@ export class FileService {
     this.events?.emit('files.changed', { workspaceId });
     if (released) await this.blobs.forget(workspaceId, released);
   }
+}
+
+/** A date (2026-03-14, the day's start in UTC) or a date-time, as the ISO instant created_at is compared with. */
+function parseInstant(name: string, text: string): string {
+  const at = Date.parse(text);
+  if (!/^\d{4}-\d{2}-\d{2}/.test(text) || !Number.isFinite(at))
+    throw errors.validation(`${name} must be an ISO 8601 date (2026-03-14) or date-time`);
+  return new Date(at).toISOString();
 }
 
 function parseSnapshot(text: string): string {

@@ -6,11 +6,11 @@ import type { Preset } from '../contract/presets.ts';
 import { type Db, inTransaction, nowIso } from '../db/database.ts';
 import { PresetRepository } from '../db/presets.ts';
 import type { PresetRow } from '../db/schema.ts';
+import { WorkspaceRepository } from '../db/workspaces.ts';
 import { AppError, appError, errors } from '../errors.ts';
 import type { DomainEvents } from '../events.ts';
 import { expandPresets, isPresetToken, normalizePresetText, PRESET_NAME } from '../media/presets.ts';
-import { parseTransform } from '../media/transform/parse.ts';
-
+import { checkAnyGrammar } from '../media/grammars.ts';
 /** How long a node uses its copy of a workspace's presets: another node's change shows within it. */
 export const PRESET_TTL_MS = 5000;
 /** Presets a workspace may have. */
@@ -39,15 +39,19 @@ function notFound(name: string): AppError {
 
 /**
  * The text as it will be stored, or a 400 saying what is wrong: the parser's word on each
- * token (whatever grammar the parser reads today), under the field's name.
+ * token, under the field's name. A preset may be for images, videos or posters: any grammar that
+ * reads it will do (media/grammars.ts).
  */
 function checked(text: string): string {
   const normal = normalizePresetText(text);
   try {
-    parseTransform(normal);
+    checkAnyGrammar(normal);
   } catch (err) {
-    if (err instanceof AppError && err.errorCode === 'VALIDATION_FAILED')
-      throw errors.validation(`transformation: ${err.message.replace(/^transform:?\s*/, '')}`);
+    if (
+      err instanceof AppError &&
+      (err.errorCode === 'VALIDATION_FAILED' || err.errorCode === 'TRANSFORM_NOT_APPLICABLE')
+    )
+      throw errors.validation(`transformation: ${err.message.replace(/^(video )?transform:?\s*/, '')}`);
     throw err;
   }
   return normal;
@@ -99,7 +103,7 @@ export class PresetService {
       if (await repo.update(workspaceId, name, transformation, now)) return false;
       // A new preset: the count and the insert under the workspace's lock, so that parallel
       // creates cannot together pass the cap.
-      if (!(await repo.lockWorkspace(workspaceId))) throw errors.workspaceNotFound(workspaceId);
+      if (!(await new WorkspaceRepository(trx).lockWorkspace(workspaceId))) throw errors.workspaceNotFound(workspaceId);
       if (await repo.update(workspaceId, name, transformation, now)) return false;
       if ((await repo.count(workspaceId)) >= this.maxPresets)
         throw appError(

@@ -5,6 +5,7 @@
 // records the outcome and, on failure, queues the next attempt after the retry schedule's wait.
 // The message id stays the same on every attempt (at-least-once). The SQL is in db/webhooks.ts.
 import { createHmac } from 'node:crypto';
+import type { WebhookDelivery, WebhookDeliveryPage, WebhookDeliveryQuery } from '../contract/webhooks.ts';
 import type { Kysely } from 'kysely';
 import { randomBase62 } from '../crypto/ids.ts';
 import { type Db, inTransaction, nowIso } from '../db/database.ts';
@@ -12,6 +13,7 @@ import type { Database, WebhookDeliveryRow } from '../db/schema.ts';
 import { type AttemptOutcome, WebhookDeliveries } from '../db/webhooks.ts';
 import type { JobQueue } from '../jobs/index.ts';
 import type { JobLogger } from '../jobs/types.ts';
+import { errors } from '../errors.ts';
 import type { OutboundGuard } from '../outbound/guard.ts';
 import { outboundRequest } from '../outbound/http-client.ts';
 import type { FileRecord } from './files.ts';
@@ -149,8 +151,81 @@ export class WebhookService {
     }
   }
 
+  /** A workspace's deliveries, newest first, a page at a time (GET /api/v1/webhooks/deliveries). */
+  async list(workspaceId: string, query: WebhookDeliveryQuery): Promise<WebhookDeliveryPage> {
+    const rows = await this.deliveries.listOf(workspaceId, {
+      status: query.status,
+      limit: query.limit + 1,
+      before: query.cursor === undefined ? undefined : readCursor(query.cursor),
+    });
+    const page = rows.slice(0, query.limit);
+    const last = page[page.length - 1];
+    return {
+      deliveries: page.map(deliveryView),
+      next_cursor: rows.length > query.limit && last ? writeCursor(last) : null,
+    };
+  }
+
+  /**
+   * Sends a delivery again now, whatever its status: a pending one's next attempt moves to now; a
+   * delivered or failed one gets one more attempt with the same webhook-id (receivers that
+   * dedupe by it see a repeat), and the retry schedule goes on from where it was.
+   */
+  async redeliver(workspaceId: string, id: string): Promise<WebhookDelivery> {
+    await inTransaction(this.db.kysely, async (trx) => {
+      const attempt = await this.deliveries.reopen(trx, workspaceId, id, nowIso());
+      if (attempt === undefined) throw errors.deliveryNotFound(id);
+      await this.jobs.add('webhook.deliver', { id, attempt }, { trx, jobKey: jobKey(id) });
+    });
+    const row = await this.deliveries.byId(workspaceId, id);
+    if (!row) throw errors.deliveryNotFound(id);
+    return deliveryView(row);
+  }
+
   /** Queue depth and failures, for readiness and metrics. */
   async counts(): Promise<{ pending: number; failed: number }> {
     return this.deliveries.counts();
   }
+}
+
+/** What the API shows of a delivery: its event and file from the payload, never the payload itself. */
+function deliveryView(row: WebhookDeliveryRow): WebhookDelivery {
+  let event = 'unknown';
+  let fileNo: string | null = null;
+  try {
+    const body = JSON.parse(row.payload) as { type?: unknown; data?: { file_no?: unknown } };
+    if (typeof body.type === 'string') event = body.type;
+    if (typeof body.data?.file_no === 'string') fileNo = body.data.file_no;
+  } catch {
+    // Payloads are written by enqueueUpload as JSON; an unreadable one still lists.
+  }
+  return {
+    id: row.id,
+    event,
+    file_no: fileNo,
+    url: row.url,
+    status: row.status,
+    attempts: row.attempts,
+    last_status: row.last_status,
+    last_error: row.last_error,
+    next_attempt_at: row.status === 'pending' ? row.next_attempt_at : null,
+    created_at: row.created_at,
+    updated_at: row.updated_at,
+  };
+}
+
+/** Page cursors: the last row's creation time and id, base64url; anything else is a 400. */
+function writeCursor(row: { created_at: string; id: string }): string {
+  return Buffer.from(JSON.stringify([row.created_at, row.id])).toString('base64url');
+}
+
+function readCursor(cursor: string): { created_at: string; id: string } {
+  try {
+    const v: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+    if (Array.isArray(v) && v.length === 2 && typeof v[0] === 'string' && typeof v[1] === 'string')
+      return { created_at: v[0], id: v[1] };
+  } catch {
+    // fall through
+  }
+  throw errors.validation('cursor: not a next_cursor this endpoint gave');
 }

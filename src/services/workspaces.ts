@@ -13,6 +13,7 @@ import {
 } from '../crypto/ids.ts';
 import type { SecretBox } from '../crypto/secret-box.ts';
 import { type Db, inTransaction, isUniqueViolation, nowIso } from '../db/database.ts';
+import type { ApiKeyRow } from '../db/schema.ts';
 import { type KeyInForce, WorkspaceRepository } from '../db/workspaces.ts';
 import { errors } from '../errors.ts';
 import { loadOrigins, parseOriginList, storeOrigins } from './origins.ts';
@@ -290,21 +291,14 @@ export class WorkspaceService {
   async listKeys(workspaceId: string): Promise<KeyInfo[]> {
     await this.get(workspaceId);
     const rows = await this.repo.keysOf(workspaceId);
-    return rows.map(({ key_hint, ...r }) => ({ ...r, hint: key_hint }));
+    return rows.map(keyInfoOf);
   }
 
   async revokeKey(keyId: string): Promise<KeyInfo> {
     await this.repo.revokeKey(keyId, nowIso());
     const row = await this.repo.keyById(keyId);
     if (!row) throw errors.keyNotFound(keyId);
-    return {
-      id: row.id,
-      workspace_id: row.workspace_id,
-      type: row.type,
-      hint: row.key_hint,
-      created_at: row.created_at,
-      revoked_at: row.revoked_at,
-    };
+    return keyInfoOf(row);
   }
 
   /**
@@ -319,16 +313,41 @@ export class WorkspaceService {
     const revokedAt = new Date(Date.now() + graceSeconds * 1000).toISOString();
     await this.repo.setKeyRevokedAt(keyId, revokedAt);
     return {
-      old: {
-        id: row.id,
-        workspace_id: row.workspace_id,
-        type: row.type,
-        hint: row.key_hint,
-        created_at: row.created_at,
-        revoked_at: revokedAt,
-      },
+      old: { ...keyInfoOf(row), revoked_at: revokedAt },
       new: created,
     };
+  }
+
+  /** A key of this workspace; another workspace's key id is answered as unknown, like a made-up one. */
+  private async keyOf(workspaceId: string, keyId: string) {
+    const row = await this.repo.keyById(keyId);
+    if (!row || row.workspace_id !== workspaceId) throw errors.keyNotFound(keyId);
+    return row;
+  }
+
+  /**
+   * Revokes one of the workspace's keys now (also one in a rotation's grace period). The last
+   * private key in force is refused (409 LAST_PRIVATE_KEY): without one, nobody could manage the
+   * workspace through the API any more. Checked under the workspace's lock, so two revocations
+   * at once cannot together remove the last two.
+   */
+  async revokeWorkspaceKey(workspaceId: string, keyId: string): Promise<KeyInfo> {
+    const row = await this.keyOf(workspaceId, keyId);
+    await inTransaction(this.db.kysely, async (trx) => {
+      const repo = new WorkspaceRepository(trx);
+      await repo.lockWorkspace(workspaceId);
+      const now = nowIso();
+      if (row.type === 'private') {
+        if ((await repo.revokeUnlessLastPrivate(workspaceId, keyId, now)) === 'last') throw errors.lastPrivateKey();
+      } else await repo.revokeNow(keyId, now);
+    });
+    return keyInfoOf(await this.keyOf(workspaceId, keyId));
+  }
+
+  /** rotateKey for a key of this workspace only. */
+  async rotateWorkspaceKey(workspaceId: string, keyId: string, graceSeconds = 0) {
+    await this.keyOf(workspaceId, keyId);
+    return this.rotateKey(keyId, graceSeconds);
   }
 
   /** Re-seals every webhook secret under the current master key; returns how many changed. */
@@ -392,3 +411,15 @@ function principalFrom(row: KeyInForce): Principal {
 
 export const webhookAad = (workspaceId: string) => `workspace:${workspaceId}:webhook`;
 export const deliveryKeyAad = (workspaceId: string) => `workspace:${workspaceId}:delivery-key`;
+
+/** What is shown of a key: never its hash, only its hint (prefix and last four characters). */
+function keyInfoOf(row: Omit<ApiKeyRow, 'key_hash'>): KeyInfo {
+  return {
+    id: row.id,
+    workspace_id: row.workspace_id,
+    type: row.type,
+    hint: row.key_hint,
+    created_at: row.created_at,
+    revoked_at: row.revoked_at,
+  };
+}

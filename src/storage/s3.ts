@@ -1,7 +1,8 @@
 // Any S3-compatible service (AWS S3, MinIO, R2, OpenStack Swift's S3 layer). Puts stream
 // through @aws-sdk/lib-storage (bounded memory, multipart above one part); multipart uploads
 // hand out presigned UploadPart URLs and complete from ListParts, so clients never need to
-// read an ETag.
+// read an ETag. Parts can also come through the service (`writePart`, for tus): each is streamed
+// to UploadPart with its exact length declared, so no part is held in memory.
 import {
   AbortMultipartUploadCommand,
   CompleteMultipartUploadCommand,
@@ -15,9 +16,11 @@ import {
   NoSuchKey,
   NotFound,
   S3Client,
+  UploadPartCommand,
 } from '@aws-sdk/client-s3';
 import { Upload } from '@aws-sdk/lib-storage';
 import type { Readable } from 'node:stream';
+import { PartWriteGate, partMeter } from './part-writes.ts';
 import { applyBucketCors, checkBucketCors } from './s3-cors.ts';
 import { PartPresigner } from './s3-presign.ts';
 import {
@@ -64,6 +67,8 @@ export class S3Storage implements StorageDriver, MultipartStorage {
   private readonly partPresigner: PartPresigner;
   /** Signs for the public endpoint when there is one; never sends a request. */
   private readonly presignClient: S3Client;
+  /** Part writes through the service (tus), which complete and abort seal (storage/part-writes.ts). */
+  private readonly gate = new PartWriteGate();
 
   constructor(settings: S3Settings) {
     this.bucket = settings.bucket;
@@ -196,6 +201,59 @@ export class S3Storage implements StorageDriver, MultipartStorage {
     return this.partPresigner.presign(key, uploadId, parts, expiresInSeconds, signingDate);
   }
 
+  /**
+   * One part through the service, streamed to UploadPart: the length is declared up front (as
+   * S3 requires), and the meter cuts the request the moment the body runs long or ends short,
+   * so S3 never keeps a part of the wrong length. S3 replaces a part sent again whole.
+   */
+  writePart(
+    key: string,
+    uploadId: string,
+    partNumber: number,
+    body: Readable,
+    length: number,
+    signal?: AbortSignal,
+  ): Promise<PartInfo> {
+    assertKey(key);
+    return this.gate.run(uploadId, signal, async (cut) => {
+      const meter = partMeter(length);
+      const failed = new AbortController();
+      meter.stream.on('error', (err) => failed.abort(err));
+      body.once('error', (err) => meter.stream.destroy(err));
+      body.pipe(meter.stream);
+      let etag: string | undefined;
+      try {
+        const res = await this.client.send(
+          new UploadPartCommand({
+            Bucket: this.bucket,
+            Key: key,
+            UploadId: uploadId,
+            PartNumber: partNumber,
+            ContentLength: length,
+            Body: meter.stream,
+          }),
+          { abortSignal: AbortSignal.any([cut, failed.signal]) },
+        );
+        etag = res.ETag;
+      } catch (err) {
+        if (isMissing(err)) throw new ObjectNotFoundError(`multipart ${uploadId}`);
+        throw meter.error ?? err;
+      }
+      meter.check();
+      cut.throwIfAborted();
+      if (!etag) throw new Error('storage returned no ETag for the part');
+      return { partNumber, size: length, etag };
+    });
+  }
+
+  sealMultipart(uploadId: string): Promise<void> {
+    return this.gate.seal(uploadId);
+  }
+
+  unsealMultipart(uploadId: string): void {
+    this.gate.unseal(uploadId);
+  }
+
   async listParts(key: string, uploadId: string): Promise<PartInfo[]> {
     assertKey(key);
     const parts: PartInfo[] = [];
@@ -230,10 +288,14 @@ export class S3Storage implements StorageDriver, MultipartStorage {
 
   async abortMultipart(key: string, uploadId: string): Promise<void> {
     assertKey(key);
+    // Part writes of this node in flight end first: none can land after the abort.
+    await this.gate.seal(uploadId);
     try {
       await this.client.send(new AbortMultipartUploadCommand({ Bucket: this.bucket, Key: key, UploadId: uploadId }));
     } catch (err) {
       if (!isMissing(err)) throw err;
+    } finally {
+      this.gate.unseal(uploadId);
     }
   }
 

@@ -151,6 +151,10 @@ export class BlobStore {
         continue;
       }
       if (intent.reason === 'multipart' && (await this.repo.liveSessionHolds(intent.storage_key))) continue;
+      // Bytes a tus upload keeps beside its session (src/uploads/tus/store.ts) live as long as it
+      // does, however long its client pauses: resuming after hours is what tus is for.
+      if (intent.reason === TUS_SIDE_REASON && (await this.repo.liveSessionHolds(tusSessionKey(intent.storage_key))))
+        continue;
       await this.forget(intent.workspace_id, intent.storage_key);
       done++;
     }
@@ -161,6 +165,11 @@ export class BlobStore {
     return done;
   }
 }
+
+/** The intent reason of objects a tus upload keeps beside its session's key (`<key>.tus-<suffix>`). */
+export const TUS_SIDE_REASON = 'tus-side';
+/** The session key such an object hangs off. */
+export const tusSessionKey = (sideKey: string) => sideKey.replace(/\.tus-[a-z0-9]+$/, '');
 
 /** Renditions of a blob are cached beside it, so they go when it goes. */
 export const renditionPrefix = (blobKey: string) => `${blobKey}.renditions/`;

@@ -10,6 +10,7 @@ import pg from 'pg';
 import { buildApp, REDACT_PATHS } from '../../src/app.ts';
 import { type Config, renderDefaults } from '../../src/config.ts';
 import { videoDefaults } from '../../src/media/video/engine.ts';
+import { transcodeDefaults } from '../../src/media/video/transcode.ts';
 import { createServices, type ServiceOptions, type Services } from '../../src/services/container.ts';
 import type { CreatedWorkspace } from '../../src/services/workspaces.ts';
 import { externalService } from './services.ts';
@@ -83,6 +84,7 @@ export function testConfig(dataDir: string, overrides: Partial<Config> = {}): Co
     startupWaitMs: 0,
     shutdownDelayMs: 0,
     shutdownTimeoutMs: 30_000,
+    runJobs: true,
     // No free-space floor: a test machine's disk is whatever it is (test/disk-full.test.ts sets one).
     minFreeBytes: 0,
     bodyIdleTimeoutMs: 60_000,
@@ -91,6 +93,8 @@ export function testConfig(dataDir: string, overrides: Partial<Config> = {}): Co
     maxConcurrentUploads: 32,
     render: renderDefaults(),
     video: { ...videoDefaults(), searchPath: process.env.PATH },
+    // The encoders' quickest settings: the test machine's cores are shared.
+    transcode: { ...transcodeDefaults(), speed: 'fastest' },
     // Reader threads as in production, so every suite on SQLite reads through them.
     sqliteReaders: 2,
     ...overrides,

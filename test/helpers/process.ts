@@ -63,14 +63,18 @@ export interface StartOptions {
   script?: string;
   /** Where to run it (the repository by default). */
   cwd?: string;
+  /** Arguments after the script (e.g. `worker`). */
+  args?: string[];
+  /** What in the output says it is up, instead of "Server listening at <url>" (a worker serves no URL: `url` is ''). */
+  ready?: RegExp;
 }
 
 /** Starts the server (by default `src/main.ts` through tsx) with PORT=0 and waits until it listens. */
 export function startServer(env: Record<string, string | undefined>, opts: StartOptions = {}): Promise<ServerProcess> {
-  const { nodeArgs = [], onOutput, script, cwd = ROOT } = opts;
+  const { nodeArgs = [], onOutput, script, cwd = ROOT, args = [], ready } = opts;
   return new Promise((resolve, reject) => {
     const entry = script ? [script] : ['--import', 'tsx', 'src/main.ts'];
-    const child = spawn(process.execPath, [...nodeArgs, ...entry], {
+    const child = spawn(process.execPath, [...nodeArgs, ...entry, ...args], {
       cwd,
       env: { ...cleanEnv(), HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'info', ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -81,12 +85,12 @@ export function startServer(env: Record<string, string | undefined>, opts: Start
     const onData = (d: Buffer) => {
       out += d;
       onOutput?.(out);
-      const m = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
+      const m = (ready ?? /Server listening at (http:\/\/127\.0\.0\.1:\d+)/).exec(out);
       if (m) {
         clearTimeout(timer);
         resolve({
           child,
-          url: m[1],
+          url: m[1] ?? '',
           output: () => out,
           async stop(signal = 'SIGTERM') {
             if (child.exitCode === null) child.kill(signal);

@@ -105,7 +105,7 @@ export const CONTRACT_DRIVERS: ContractDriver[] = [
     capabilities: {
       multipart: true,
       presignParts: true,
-      writePart: false,
+      writePart: true,
       readRange: true,
       localPath: false,
       freeSpace: false,

@@ -12,7 +12,12 @@ import { pipeline } from 'node:stream/promises';
 import type { FastifyInstance } from 'fastify';
 import { appError, errors } from '../../errors.ts';
 import type { DeliverySigner } from '../../crypto/delivery-url.ts';
-import type { Delivered, DeliveryService, DeliveryTarget } from '../../services/delivery.ts';
+import {
+  type Delivered,
+  type DeliveryService,
+  type DeliveryTarget,
+  RenditionPending,
+} from '../../services/delivery.ts';
 import type { CachedDelivery, DeliveryCache } from '../../services/delivery-cache.ts';
 import { type ByteRange, ObjectNotFoundError } from '../../storage/driver.ts';
 import { EXPOSED_HEADERS } from '../cors.ts';
@@ -418,7 +423,18 @@ export async function deliveryRoutes(
       // Twice at most: a rendition whose bytes are found gone (evicted by the rendition cache, on
       // any node, between its lookup and its read) is looked up again, which makes it again.
       for (let attempt = 0; ; attempt++) {
-        const { delivered: d, body } = await lookup(target);
+        let found: CachedDelivery;
+        try {
+          found = await lookup(target);
+        } catch (err) {
+          // A video rendition being made (docs/video.md): 202 and where it stands, never cached.
+          if (!(err instanceof RenditionPending)) throw err;
+          return reply
+            .headers({ 'cache-control': 'no-store', 'retry-after': '2', ...SAFE_HEADERS })
+            .code(202)
+            .send(err.answer);
+        }
+        const { delivered: d, body } = found;
         if (d.isPrivate) requireSignature();
 
         const a = answer(request.headers, d, contentAddressed(d, OWN_WORKSPACE.test(workspace), versionOf(query)));

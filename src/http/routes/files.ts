@@ -43,7 +43,7 @@ export async function fileRoutes(
         tags: ['files'],
         summary: 'List files',
         description:
-          'Filters: folder_no, search (name, case-insensitive), tags (comma list, all must match). Order is total: ties are broken by id. ' +
+          'Filters: folder_no, path, search (name, case-insensitive), tags (comma list, all must match), type (image, video, audio, document, other), created_after/created_before, custom_id. Order is total: ties are broken by id. ' +
           'Every answer carries X-Snapshot; send it back as snapshot to page without files added since shifting the pages.',
         querystring: FileListQuery,
         response: {

@@ -46,8 +46,8 @@ export interface TusRouteDeps {
 export async function tusRoutes(app: FastifyInstance, deps: TusRouteDeps): Promise<void> {
   const { config, workspaces, tokens } = deps;
   const ownOrigin = new URL(config.publicUrl).origin;
-  // Parts written through the service only; stores whose parts go straight to storage (S3
-  // presigned URLs) would need a part write of their own first.
+  // tus bytes come through the service, so the store needs a driver that takes parts that way
+  // (`writePart`: local disk, S3, Azure, GCS all do; a driver added without it refuses here).
   const supported = capabilitiesOf(deps.storage).writePart;
   const store = new StowageTusStore({
     ...deps,
@@ -106,6 +106,12 @@ export async function tusRoutes(app: FastifyInstance, deps: TusRouteDeps): Promi
       if (!supported)
         throw errors.validation(
           `tus uploads need storage that takes parts through the service; ${deps.storage.description} does not`,
+        );
+      // @tus/server has no concatenation (its POST only refuses Upload-Concat, with a 501);
+      // said here as the client's to change, in Stowage's error shape.
+      if (request.headers['upload-concat'] !== undefined)
+        throw errors.validation(
+          'tus concatenation (Upload-Concat) is not offered: send the file as one tus upload (tus-js-client: parallelUploads 1), or use multipart uploads for parts in parallel',
         );
       const caller = await callerOf(request, request.method === 'POST');
       const call: TusCall = { caller, checksum: parseChecksum(request), contentLength: contentLength(request) };

@@ -15,6 +15,8 @@ export interface RunOptions {
   stdin?: Readable;
   /** Extra environment; the child otherwise gets a minimal one. */
   env?: Record<string, string>;
+  /** Takes stdout as it comes (ffmpeg's `-progress pipe:1`) instead of keeping it: `stdout` is then empty. */
+  onStdout?: (chunk: Buffer) => void;
 }
 
 export interface RunResult {
@@ -65,6 +67,11 @@ export function runBounded(file: string, args: string[], opts: RunOptions): Prom
     timer.unref();
 
     child.stdout?.on('data', (chunk: Buffer) => {
+      if (opts.onStdout) {
+        // Streamed to the caller, not kept: a long run's progress lines are no answer to hold.
+        opts.onStdout(chunk);
+        return;
+      }
       if (outBytes + chunk.length > opts.maxStdout) {
         if (!overflow) {
           overflow = true;

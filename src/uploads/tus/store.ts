@@ -16,7 +16,7 @@ import { AppError, appError, errors } from '../../errors.ts';
 import type { FileRecord } from '../../services/files.ts';
 import type { Principal } from '../../services/workspaces.ts';
 import type { StorageDriver } from '../../storage/driver.ts';
-import type { BlobStore } from '../blob-store.ts';
+import { type BlobStore, TUS_SIDE_REASON } from '../blob-store.ts';
 import { applyGrant } from '../grants.ts';
 import type { MultipartService } from '../multipart/service.ts';
 import { partLength } from '../multipart/part-layout.ts';
@@ -239,6 +239,8 @@ export class StowageTusStore extends DataStore {
     let checked: string | undefined;
     if (call.checksum) {
       checked = `${s.storage_key}.tus-check`;
+      // Dropped below; the intent covers a crash in between.
+      await blobs.recordIntent(s.workspace_id, checked, TUS_SIDE_REASON).catch(() => {});
       const hash = createHash(call.checksum.algorithm);
       const tee = new Transform({
         transform(chunk: Buffer, _e, cb) {
@@ -250,7 +252,8 @@ export class StowageTusStore extends DataStore {
       body.pipe(tee);
       const { size } = await storage.put(checked, tee, { durable: false });
       if (!hash.digest().equals(call.checksum.digest)) {
-        await storage.delete(checked).catch(() => {});
+        await blobs.forget(s.workspace_id, checked).catch(() => {});
+        checked = undefined;
         throw checksumMismatch();
       }
       source = await storage.get(checked);
@@ -285,8 +288,8 @@ export class StowageTusStore extends DataStore {
         // Less than a part remains (or its length is unknown): the tail grows. Put is atomic, so
         // a cut connection leaves the tail as it was.
         const head = tail > 0 ? await storage.get(key) : null;
-        // Its intent lets the sweeper drop a tail left behind; refreshed as the tail grows.
-        if (tail === 0) await blobs.recordIntent(s.workspace_id, key, 'upload').catch(() => {});
+        // Its intent lets the sweeper drop a tail its session left behind (not while the session lives).
+        if (tail === 0) await blobs.recordIntent(s.workspace_id, key, TUS_SIDE_REASON).catch(() => {});
         else await blobs.touchIntent(key).catch(() => {});
         const { size } = await storage.put(key, joined(head, reader.take(need)));
         const added = size - tail;
@@ -303,7 +306,7 @@ export class StowageTusStore extends DataStore {
       return at;
     } finally {
       source.resume();
-      if (checked) await storage.delete(checked).catch(() => {});
+      if (checked) await blobs.forget(s.workspace_id, checked).catch(() => {});
     }
   }
 

@@ -1,0 +1,247 @@
+// Video renditions (docs/video.md): made by a `video.transcode` job, never within the request.
+// Delivery asks `request()` for a rendition not in storage yet; the first ask queues the job
+// (keyed by the rendition's storage key, so identical asks on any node coalesce into one job)
+// and answers "triggered", later asks "processing" while the job waits or runs, and once the
+// job has stored the rendition delivery serves it like any other (Range, ETag, the rendition
+// cache's ledger and budget). A transcode that fails for a reason a retry cannot fix (the video,
+// a cap, ffmpeg's verdict) leaves a small marker object beside the rendition
+// (`<key>.failed`, JSON), so every node answers the same error for an hour instead of
+// "processing" forever; a failure of storage or the database throws, and the queue retries.
+//
+// `run()` is the job's handler: a plain function of its payload, so a separate worker process
+// can run it with the same dependencies.
+import { randomUUID } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import { mkdir, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { Readable } from 'node:stream';
+import { AppError, appError } from '../errors.ts';
+import type { JobLogger, JobQueue } from '../jobs/types.ts';
+import type { VideoEngine } from '../media/video/engine.ts';
+import type { MediaInput } from '../media/video/probe.ts';
+import type { VideoFormat, VideoSpec } from '../media/video/tokens.ts';
+import { type TranscodeSettings, type TrimPlan, transcode } from '../media/video/transcode.ts';
+import { spoolToFile } from '../media/spool.ts';
+import { ObjectNotFoundError, type StorageDriver } from '../storage/driver.ts';
+import type { RenditionCache } from './rendition-cache.ts';
+
+/** The job's payload: everything the transcode needs, as plain JSON (it is stored on PostgreSQL). */
+export interface VideoTranscodeJob {
+  /** The rendition's storage key (`<blob key>.renditions/video.….mp4`). */
+  key: string;
+  workspaceId: string;
+  /** The source blob. */
+  storageKey: string;
+  sha256: string;
+  size: number;
+  /** The one demuxer ffmpeg may use (containers.ts). */
+  demuxer: string;
+  spec: VideoSpec;
+  format: VideoFormat;
+  trim: TrimPlan;
+}
+
+/** What a request for a rendition still being made is answered (202). */
+export interface PendingAnswer {
+  status: 'triggered' | 'processing';
+  /** 0 to 1, when this node runs the job and knows the output's length. */
+  progress?: number;
+}
+
+/** How long a failure is answered before the next request tries again. */
+export const FAILURE_TTL_MS = 3600_000;
+
+interface FailureMarker {
+  message: string;
+  at: string;
+}
+
+export interface VideoRenditionDeps {
+  storage: StorageDriver;
+  jobs: JobQueue;
+  engine: VideoEngine;
+  settings: TranscodeSettings;
+  /** Where sources from object storage and outputs are written while a transcode runs. */
+  tmpDir: string;
+  renditions?: RenditionCache;
+  log?: JobLogger;
+}
+
+export const transcodeJobKey = (renditionKey: string) => `video.transcode:${renditionKey}`;
+const markerKey = (renditionKey: string) => `${renditionKey}.failed`;
+
+export class VideoRenditions {
+  readonly engine: VideoEngine;
+  readonly settings: TranscodeSettings;
+  /** Transcodes run on this node (tests read it). */
+  readonly stats = { transcodes: 0, failures: 0 };
+  /** Seconds written per rendition key, while this node transcodes it. */
+  private readonly progress = new Map<string, { done: number; total?: number }>();
+  private running = 0;
+  private readonly waiting: Array<() => void> = [];
+
+  constructor(private readonly deps: VideoRenditionDeps) {
+    this.engine = deps.engine;
+    this.settings = deps.settings;
+  }
+
+  /** Defines the job on this node's queue (an API node and a worker alike). */
+  define(): void {
+    this.deps.jobs.define('video.transcode', (job) => this.run(job), {
+      maxAttempts: 3,
+      concurrency: this.settings.concurrency,
+    });
+  }
+
+  /**
+   * The answer for a rendition not in storage: TRANSCODE_FAILED (422) when its last transcode
+   * failed within the hour, else "processing" when its job waits or runs (on any node), else
+   * the job is queued and the answer is "triggered".
+   */
+  async request(job: VideoTranscodeJob): Promise<PendingAnswer> {
+    const failed = await this.failure(job.key);
+    if (failed) throw appError('TRANSCODE_FAILED', `This video rendition could not be made: ${failed.message}`);
+    const jobKey = transcodeJobKey(job.key);
+    // A job running for longer than a transcode may is one whose node died: queued again.
+    const staleAfterMs = this.settings.timeoutMs * 2 + 60_000;
+    if ((await this.deps.jobs.missing([jobKey], staleAfterMs)).size === 0) {
+      const p = this.progress.get(job.key);
+      const progress = p?.total ? Math.min(1, Math.round((p.done / p.total) * 1000) / 1000) : undefined;
+      return progress === undefined ? { status: 'processing' } : { status: 'processing', progress };
+    }
+    await this.deps.jobs.add('video.transcode', job, { jobKey });
+    return { status: 'triggered' };
+  }
+
+  /** The failure recorded for `key` within FAILURE_TTL_MS; an older one is removed (the next ask tries again). */
+  private async failure(key: string): Promise<FailureMarker | undefined> {
+    const marker = markerKey(key);
+    let text: string;
+    try {
+      const chunks: Buffer[] = [];
+      for await (const chunk of await this.deps.storage.get(marker)) chunks.push(chunk as Buffer);
+      text = Buffer.concat(chunks).toString('utf8');
+    } catch (err) {
+      if (err instanceof ObjectNotFoundError) return undefined;
+      throw err;
+    }
+    let parsed: FailureMarker | undefined;
+    try {
+      const v = JSON.parse(text) as Partial<FailureMarker>;
+      if (typeof v.message === 'string' && typeof v.at === 'string') parsed = { message: v.message, at: v.at };
+    } catch {
+      // Unreadable: treated as expired.
+    }
+    if (parsed && Date.now() - Date.parse(parsed.at) < FAILURE_TTL_MS) return parsed;
+    await this.deps.storage.delete(marker);
+    return undefined;
+  }
+
+  /** A slot of this node's STOWAGE_TRANSCODE_CONCURRENCY; the returned function frees it. */
+  private async slot(): Promise<() => void> {
+    if (this.running < this.settings.concurrency) this.running++;
+    else await new Promise<void>((resolve) => this.waiting.push(resolve));
+    return () => {
+      const next = this.waiting.shift();
+      if (next) next();
+      else this.running--;
+    };
+  }
+
+  /** The job: makes and stores one rendition. Does nothing when it is already stored or its video is gone. */
+  async run(job: VideoTranscodeJob): Promise<void> {
+    const { storage } = this.deps;
+    if (await storage.stat(job.key)) return;
+    const free = await this.slot();
+    const tmp: string[] = [];
+    try {
+      if (await storage.stat(job.key)) return;
+      // Deleted since the ask: its renditions went with it, and nothing may be written beside it.
+      if (!(await this.blobExists(job))) return;
+      await mkdir(this.deps.tmpDir, { recursive: true });
+      let input: MediaInput;
+      try {
+        input = await this.input(job, tmp);
+      } catch (err) {
+        // The video was deleted since the ask: nothing to make, nobody to tell.
+        if (err instanceof ObjectNotFoundError) return;
+        throw err;
+      }
+      const outPath = join(this.deps.tmpDir, `${randomUUID()}.${job.format}`);
+      tmp.push(outPath);
+      this.progress.set(job.key, { done: 0, total: job.trim.seconds });
+      this.stats.transcodes++;
+      let size: number;
+      try {
+        size = await transcode(this.engine, this.settings, {
+          input,
+          demuxer: job.demuxer,
+          spec: job.spec,
+          format: job.format,
+          trim: job.trim,
+          outPath,
+          onProgress: (done) => this.progress.set(job.key, { done, total: job.trim.seconds }),
+        });
+      } catch (err) {
+        // ffmpeg's verdict on this video and these tokens: the same next time, so recorded.
+        if (err instanceof AppError && err.status < 500) {
+          // A failure of a video deleted meanwhile (its file vanished under ffmpeg) is nobody's.
+          if (await this.blobExists(job)) await this.recordFailure(job.key, err.message);
+          return;
+        }
+        throw err;
+      }
+      await this.store(job, outPath, size);
+    } finally {
+      this.progress.delete(job.key);
+      free();
+      await Promise.all(tmp.map((p) => rm(p, { force: true })));
+    }
+  }
+
+  private async blobExists(job: VideoTranscodeJob): Promise<boolean> {
+    const ledger = this.deps.renditions;
+    return ledger ? ledger.repo.blobExists(job.workspaceId, job.sha256, job.storageKey) : true;
+  }
+
+  private async recordFailure(key: string, message: string): Promise<void> {
+    this.stats.failures++;
+    this.deps.log?.warn({ rendition: key, reason: message }, 'video transcode failed');
+    const body = JSON.stringify({ message, at: new Date().toISOString() } satisfies FailureMarker);
+    await this.deps.storage.put(markerKey(key), Readable.from([Buffer.from(body)]), { durable: false });
+  }
+
+  /**
+   * The source for ffmpeg: the local file, else a temporary copy (an MP4's index is often at its
+   * end, which a pipe cannot seek back to; a transcode reads the whole file anyway).
+   */
+  private async input(job: VideoTranscodeJob, tmp: string[]): Promise<MediaInput> {
+    const local = this.deps.storage.localPath?.(job.storageKey);
+    if (local) return { path: local };
+    const stream = await this.deps.storage.get(job.storageKey);
+    const path = await spoolToFile(stream, this.deps.tmpDir, job.size + 1);
+    tmp.push(path);
+    return { path };
+  }
+
+  /**
+   * The finished file into storage (a put is whole or nothing on every driver), counted in the
+   * rendition cache: the row before the object, its size after; a video deleted meanwhile takes
+   * the rendition with it.
+   */
+  private async store(job: VideoTranscodeJob, outPath: string, size: number): Promise<void> {
+    const { storage, renditions } = this.deps;
+    await renditions?.reserve(job.key);
+    try {
+      await storage.put(job.key, createReadStream(outPath), { durable: false });
+    } catch (err) {
+      await renditions?.abandon(job.key);
+      throw err;
+    }
+    await renditions?.stored(job.key, size);
+    if (!(await this.blobExists(job))) {
+      await storage.delete(job.key);
+      await renditions?.repo.removeOwner(job.storageKey);
+    }
+  }
+}
