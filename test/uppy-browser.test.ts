@@ -10,8 +10,9 @@
 // way, reload the page, pick the file again, resume, and show from the proxy's count that the
 // parts Stowage already held were not sent again.
 //
-// The multipart path also runs on S3 storage (OpenStack Swift, scripts/start-swift.sh) when
-// STOWAGE_TEST_S3_ENDPOINT is set: parts then go from the page to presigned Swift URLs.
+// Both paths also run on S3 storage (OpenStack Swift, scripts/start-swift.sh) when
+// STOWAGE_TEST_S3_ENDPOINT is set: multipart parts then go from the page to presigned Swift
+// URLs, tus bytes through Stowage into the bucket.
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import { createReadStream, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -420,11 +421,11 @@ describe('Uppy in Chromium from another origin: @uppy/aws-s3 (multipart), @uppy/
     }
   });
 
-  test('createUploader (tus): a reload in the middle resumes from the offset Stowage holds', async () => {
+  test('createUploader (tus): a reload in the middle resumes from the offset Stowage holds', async (t) => {
     const before = local.proxy.seen.length;
     const html = examplePage('uploader.html', local, { PROTOCOL: 'tus' });
-    // 20 MB of the upload reach Stowage, which stores two whole 8 MiB parts of them; then the
-    // page's upload stalls until it is reloaded, and the bytes of the third part are lost.
+    // 20 MB of the upload reach Stowage, which writes two whole 8 MiB parts as they complete
+    // and keeps the rest when the request is cut; the page's upload stalls until the reload.
     local.proxy.cap = (req) => (req.method === 'PATCH' ? 20_000_000 : Infinity);
     const page = await openPage('/uploader-tus.html', html);
     try {
@@ -453,13 +454,17 @@ describe('Uppy in Chromium from another origin: @uppy/aws-s3 (multipart), @uppy/
         0,
         'the same upload goes on',
       );
+      // The resumed page asked Stowage (HEAD) where to go on, and went on from there.
+      const head = afterReload.find((s) => s.method === 'HEAD' && s.path.startsWith('/api/v1/tus/'));
+      const held = Number(head?.responseHeaders?.['upload-offset']);
+      assert.ok(held >= 2 * PART && held <= 20_000_000, `Stowage held ${held} bytes: at least the two parts`);
+      t.diagnostic(`Stowage held ${held} of the 20,000,000 bytes sent before the reload`);
       const patches = afterReload.filter(isTusPatch);
       assert.ok(patches.length >= 1);
-      const offset = Number(patches[0].headers['upload-offset']);
-      assert.equal(offset, 2 * PART, 'the upload went on from the two parts Stowage held');
+      assert.equal(Number(patches[0].headers['upload-offset']), held, 'the upload went on from what Stowage held');
       assert.equal(
         patches.reduce((n, s) => n + s.bytes, 0),
-        SIZE - offset,
+        SIZE - held,
         'only the bytes after them were sent again',
       );
     } finally {
@@ -704,6 +709,22 @@ window.mount(${JSON.stringify({ baseUrl: local.url, publicKey: local.ws.public_k
         'the parts went to the bucket, not through Stowage',
       );
       assert.equal(target.proxy.seen.slice(before).filter(isPartPut).length, 0);
+      await page.close();
+    });
+
+    test('examples/uppy-tus.html: 50 MB through @uppy/tus, stored in the bucket by Stowage', async () => {
+      const before = target.proxy.seen.length;
+      const page = await openPage('/uppy-tus-on-s3.html', examplePage('uppy-tus.html', target));
+      await pickAndUpload(page, big);
+      await assertStored(target, await storedRecord(page));
+      assert.equal(
+        target.proxy.seen
+          .slice(before)
+          .filter(isTusPatch)
+          .reduce((n, s) => n + s.bytes, 0),
+        SIZE,
+        'the file went through Stowage once',
+      );
       await page.close();
     });
   });
