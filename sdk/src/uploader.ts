@@ -155,10 +155,10 @@ export function createUploader(options: CreateUploaderOptions): Uploader {
     note: options.note ?? null,
     disableLocalFiles: !sources.includes('local'),
     proudlyDisplayPoweredByUppy: false,
-    showProgressDetails: true,
-  } as never);
+  });
   if (sources.includes('camera'))
-    uppy.use(Webcam<StowageMeta, Body>, { target: Dashboard, modes: ['picture', 'video-only'] } as never);
+    // Uppy's own pattern (a plugin class as target); its typings want a wider class.
+    uppy.use(Webcam<StowageMeta, Body>, { target: Dashboard as never, modes: ['picture', 'video-only'] });
   if (protocol === 'tus') uppy.use(Tus<StowageMeta, Body>, stowageTus<StowageMeta, Body>(auth));
   else uppy.use(AwsS3<StowageMeta, Body>, stowageMultipart<StowageMeta, Body>(auth));
   if (options.resume !== false) uppy.use(GoldenRetriever<StowageMeta, Body>, {});
