@@ -4,6 +4,7 @@
 //                    and tree-shake it themselves;
 //   node.js          the Node helpers (files on disk), Node built-ins left as imports;
 //   stowage.min.js   one minified ES module for a <script type="module"> or an import map;
+//   video.js         video rendition tokens and waiting for a rendition made in the background;
 //   uppy.js          the option builders for Uppy's plugins (no Uppy inside: types only);
 //   uploader.js      createUploader, importing Uppy 5 (optional peer dependencies) as packages;
 //   react.js         <StowageUploader/>, importing react and Uppy as packages;
@@ -47,6 +48,13 @@ await build({
   outfile: join(DIST, 'stowage.min.js'),
   platform: 'browser',
   minify: true,
+});
+
+await build({
+  ...common,
+  entryPoints: [join(SDK, 'src', 'video.ts')],
+  outfile: join(DIST, 'video.js'),
+  platform: 'neutral',
 });
 
 writeFileSync(join(DIST, 'uploader.css'), uppyStyles());
