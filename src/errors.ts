@@ -162,6 +162,11 @@ export const errors = {
     appError('RENDER_BUSY', `Too many renditions are being made; retry in ${retryAfterSeconds} s`, {
       headers: { 'retry-after': String(retryAfterSeconds) },
     }),
+  /** STOWAGE_TRANSCODE_QUEUE transcodes already wait or run. */
+  transcodeBusy: (retryAfterSeconds: number) =>
+    appError('TRANSCODE_BUSY', `Too many video renditions are waiting to be made; retry in ${retryAfterSeconds} s`, {
+      headers: { 'retry-after': String(retryAfterSeconds) },
+    }),
   serviceUnavailable: (what: string) =>
     appError('SERVICE_UNAVAILABLE', `${what} is not answering; try again shortly`, {
       headers: { 'retry-after': '5' },

@@ -295,6 +295,11 @@ export const ERROR_CATALOGUE = {
     message:
       'The rendition took longer than {ms} ms to make and was abandoned; try again later, or ask for a smaller one',
   },
+  TRANSCODE_BUSY: {
+    status: 503,
+    error: 'Service unavailable',
+    message: 'Too many video renditions are waiting to be made; retry in {seconds} s',
+  },
   RENDER_BUSY: {
     status: 503,
     error: 'Service unavailable',

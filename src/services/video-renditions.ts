@@ -15,7 +15,7 @@ import { createReadStream } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
-import { AppError, appError } from '../errors.ts';
+import { AppError, appError, errors } from '../errors.ts';
 import type { JobLogger, JobQueue } from '../jobs/types.ts';
 import type { VideoEngine } from '../media/video/engine.ts';
 import type { MediaInput } from '../media/video/probe.ts';
@@ -109,7 +109,14 @@ export class VideoRenditions {
       const progress = p?.total ? Math.min(1, Math.round((p.done / p.total) * 1000) / 1000) : undefined;
       return progress === undefined ? { status: 'processing' } : { status: 'processing', progress };
     }
-    await this.deps.jobs.add('video.transcode', job, { jobKey });
+    // Bounded across the deployment: each distinct URL of a public video is a new job, so an
+    // anonymous client could otherwise queue hours of transcoding.
+    const added = await this.deps.jobs.addUnlessFull('video.transcode', job, {
+      jobKey,
+      maxLive: this.settings.maxQueued,
+      staleAfterMs,
+    });
+    if (!added) throw errors.transcodeBusy(30);
     return { status: 'triggered' };
   }
 
