@@ -55,7 +55,8 @@ function preview(f: FileRecord): void {
     media.controls = true;
     media.preload = 'metadata';
     media.setAttribute('aria-label', `Play ${f.name}`);
-    if (media instanceof HTMLVideoElement && f.thumbnail) media.poster = f.thumbnail.replace('w_200,h_200', 'w_800,h_800');
+    if (media instanceof HTMLVideoElement && f.thumbnail)
+      media.poster = f.thumbnail.replace('w_200,h_200', 'w_800,h_800');
     media.src = f.url;
     if (f.is_private) void originalUrl(f).then((u) => (media.src = u));
     box.append(media);
@@ -228,7 +229,9 @@ export function wireFilePage(): void {
   for (const id of ['t-width', 't-height', 't-crop', 't-format', 't-quality', 't-gray'])
     $(id).addEventListener('input', updateBuilder);
   // What the preview shows: signed by the service where the URL needs a signature.
-  $('copy').addEventListener('click', () => guarded('Copying', () => copy('URL', $('t-url').textContent || builderUrl())));
+  $('copy').addEventListener('click', () =>
+    guarded('Copying', () => copy('URL', $('t-url').textContent || builderUrl())),
+  );
   $('copy-original').addEventListener('click', () =>
     guarded('Copying', async () => {
       if (current) await copy('Original URL', await originalUrl(current));

@@ -36,10 +36,12 @@ function open(folderNo: string | null): void {
 
 function render(): void {
   const current = lib.folders.find((f) => f.folder_no === lib.folderNo);
+  // The folder you are in is open, and so is the way to it; they stay open when you go back up.
+  for (const f of lib.folders) if (current && `${current.path}/`.startsWith(`${f.path}/`)) expanded.add(f.folder_no);
   const list = $('folders');
   const root = document.createElement('li');
   root.append(folderButton('All files (root)', null));
-  list.replaceChildren(root, ...childrenOf('').map((f) => branch(f, current)));
+  list.replaceChildren(root, ...childrenOf('').map((f) => branch(f)));
   crumbs(current);
   tools(current);
   const move = $<HTMLSelectElement>('move');
@@ -74,13 +76,13 @@ function folderButton(label: string, folderNo: string | null): HTMLButtonElement
   return b;
 }
 
-function branch(f: Folder, current: Folder | undefined): HTMLLIElement {
+function branch(f: Folder): HTMLLIElement {
   const li = document.createElement('li');
   const kids = childrenOf(f.path);
   const b = folderButton(f.name, f.folder_no);
   li.append(b);
   if (kids.length === 0) return li;
-  const isOpen = expanded.has(f.folder_no) || Boolean(current && (current.path + '/').startsWith(`${f.path}/`));
+  const isOpen = expanded.has(f.folder_no);
   b.setAttribute('aria-expanded', String(isOpen));
   const toggle = (want: boolean) => {
     if (want) expanded.add(f.folder_no);
@@ -103,7 +105,7 @@ function branch(f: Folder, current: Folder | undefined): HTMLLIElement {
   });
   if (isOpen) {
     const ul = document.createElement('ul');
-    ul.append(...kids.map((k) => branch(k, current)));
+    ul.append(...kids.map((k) => branch(k)));
     li.append(ul);
   }
   return li;

@@ -32,7 +32,10 @@ function selectRange(from: string, to: string, on = true): void {
   const nos = shown().map((li) => li.dataset.fileNo!);
   const a = nos.indexOf(from);
   const b = nos.indexOf(to);
-  if (a < 0 || b < 0) return mark(to, on);
+  if (a < 0 || b < 0) {
+    mark(to, on);
+    return;
+  }
   for (const no of nos.slice(Math.min(a, b), Math.max(a, b) + 1)) mark(no, on);
 }
 
@@ -146,7 +149,7 @@ async function bulk(nos: string[], done: string, fn: (no: string) => Promise<voi
       .join('; ');
     const more = failed.length > 5 ? `; and ${failed.length - 5} more` : '';
     status(
-      `${done}: ${nos.length - failed.length} of ${plural(nos.length)}; ${failed.length} failed and stay selected: ${why}${more}`,
+      `${done}: ${nos.length - failed.length} of ${plural(nos.length)}; ${failed.length} failed (kept selected): ${why}${more}`,
       true,
     );
   }
