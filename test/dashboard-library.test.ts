@@ -48,8 +48,9 @@ describe('dashboard: a media library', { skip: chromiumSkip() || ffmpegSkip }, (
       headers: { 'x-api-key': ws.private_key },
       body: form,
     });
-    assert.equal(res.status, 201, await res.text());
-    return (await res.json()) as FileRecord;
+    const text = await res.text();
+    assert.equal(res.status, 201, text);
+    return JSON.parse(text) as FileRecord;
   }
   const files = async (query = '') =>
     (await call<{ files: FileRecord[] }>('GET', `/api/v1/files?limit=100${query}`)).json.files;
@@ -76,8 +77,14 @@ describe('dashboard: a media library', { skip: chromiumSkip() || ffmpegSkip }, (
     ws = JSON.parse(
       (await runCli(['workspace', 'create', '--name', 'Library', '--json'], { STOWAGE_DATA_DIR: dataDir })).stdout,
     );
+    // Delivery URLs name the public URL: the server is started on a port known beforehand.
+    const probe = await startServer({ STOWAGE_DATA_DIR: dataDir });
+    const port = new URL(probe.url).port;
+    await probe.stop();
     server = await startServer({
       STOWAGE_DATA_DIR: dataDir,
+      PORT: port,
+      STOWAGE_PUBLIC_URL: `http://127.0.0.1:${port}`,
       STOWAGE_SWEEP_INTERVAL_MS: '0',
       STOWAGE_RATE_LIMIT_UPLOAD: 'off',
     });
@@ -136,7 +143,9 @@ describe('dashboard: a media library', { skip: chromiumSkip() || ffmpegSkip }, (
     assert.equal(await box(page, 'pic-2.png').isChecked(), false);
     // Shift+click on a card selects the range from the last chosen one.
     await card(page, 'pic-6.png').click({ modifiers: ['Shift'] });
-    await bar(page).getByText('5 files selected').waitFor();
+    await bar(page).getByText('6 files selected').waitFor();
+    assert.equal(await box(page, 'pic-2.png').isChecked(), true);
+    assert.equal(await box(page, 'pic-0.png').isChecked(), false);
     // The keyboard: Space toggles the focused card, Shift+arrow extends.
     await page.getByRole('button', { name: 'Clear selection' }).click();
     assert.equal(await bar(page).isVisible(), false);
@@ -168,9 +177,10 @@ describe('dashboard: a media library', { skip: chromiumSkip() || ffmpegSkip }, (
       /Removed the tag batch: 7 of 8 files; 1 failed \(kept selected\): pic-7\.png \(File not found/,
     );
     assert.equal((await files('&tags=batch')).length, 0);
+    // What succeeded is no longer selected; the failed file is gone from the list, so nothing is.
+    await bar(page).waitFor({ state: 'hidden' });
 
     // Move two by the bar.
-    await page.getByRole('button', { name: 'Clear selection' }).click();
     await box(page, 'pic-0.png').click();
     await box(page, 'pic-1.png').click();
     await bar(page).getByLabel('Move to').selectOption({ label: 'sorted' });
@@ -189,7 +199,7 @@ describe('dashboard: a media library', { skip: chromiumSkip() || ffmpegSkip }, (
     assert.equal((await files(`&folder_no=${sorted.folder_no}`)).length, 4);
 
     // Delete: the confirmation names the count; refusing it deletes nothing.
-    await page.getByRole('button', { name: 'Clear selection' }).click();
+    await bar(page).waitFor({ state: 'hidden' });
     await box(page, 'pic-5.png').click();
     await box(page, 'pic-6.png').click();
     answers.push(false);
@@ -215,7 +225,9 @@ describe('dashboard: a media library', { skip: chromiumSkip() || ffmpegSkip }, (
     await phone.page.getByRole('button', { name: 'Select all shown' }).click();
     await bar(phone.page).getByText('4 files selected').waitFor();
     await phone.page.screenshot({ path: join(ARTIFACTS, 'dashboard-library-selection-375.png'), fullPage: true });
-    assert.deepEqual([...errors, ...phone.errors], []);
+    // The one error logged is the 404 of the untag sent for the file deleted behind the page's back.
+    assert.deepEqual(errors, ['Failed to load resource: the server responded with a status of 404 (Not Found)']);
+    assert.deepEqual(phone.errors, []);
     await phone.close();
   });
 
@@ -231,6 +243,7 @@ describe('dashboard: a media library', { skip: chromiumSkip() || ffmpegSkip }, (
     await statusSays(page, 'Created the folder alpha/beta');
     await treeItem(page, 'beta').click();
     const crumbs = page.getByRole('navigation', { name: 'Breadcrumb' });
+    await crumbs.getByText('beta').waitFor();
     assert.deepEqual(await crumbs.getByRole('listitem').allTextContents(), ['All files', 'alpha', 'beta']);
     assert.equal(await crumbs.getByText('beta').getAttribute('aria-current'), 'location');
 
@@ -270,9 +283,11 @@ describe('dashboard: a media library', { skip: chromiumSkip() || ffmpegSkip }, (
 
     // Move gamma to the root by the form.
     await treeItem(page, 'gamma').click();
+    await page.getByRole('heading', { name: 'Folder gamma' }).waitFor();
     await page.getByLabel('Move into').selectOption({ label: '(root)' });
     await page.getByRole('button', { name: 'Move folder' }).click();
     await statusSays(page, 'Moved the folder to gamma');
+    await page.waitForFunction(() => document.querySelectorAll('#crumbs li').length === 2);
     assert.deepEqual(await crumbs.getByRole('listitem').allTextContents(), ['All files', 'gamma']);
 
     // Not empty: the first question counts what is inside; a no at the second keeps everything.
@@ -316,21 +331,23 @@ describe('dashboard: a media library', { skip: chromiumSkip() || ffmpegSkip }, (
     await page.getByRole('heading', { name: 'Folder drops' }).waitFor();
     // Chromium cannot make directory entries for a synthetic drop, so the drop carries an entry
     // tree built here, shaped as FileSystemEntry is (directories read in batches), with real Files.
-    await page.evaluate(() => {
-      const file = (name: string, text: string) => ({
+    // The script is a string: a function passed to page.evaluate would carry the __name helper
+    // tsx adds, which the page does not have.
+    await page.evaluate(`(() => {
+      const file = (name, text) => ({
         isFile: true,
         isDirectory: false,
         name,
-        file: (ok: (f: File) => void) => ok(new File([text], name, { type: 'text/plain' })),
+        file: (ok) => ok(new File([text], name, { type: 'text/plain' })),
       });
-      const dir = (name: string, children: unknown[]) => ({
+      const dir = (name, children) => ({
         isFile: false,
         isDirectory: true,
         name,
         createReader: () => {
           // Two batches, then an empty one, as Chromium hands out big directories.
           const batches = [children.slice(0, 1), children.slice(1), []];
-          return { readEntries: (ok: (e: unknown[]) => void) => ok(batches.shift() ?? []) };
+          return { readEntries: (ok) => ok(batches.shift() ?? []) };
         },
       });
       const tree = dir('site', [
@@ -341,15 +358,15 @@ describe('dashboard: a media library', { skip: chromiumSkip() || ffmpegSkip }, (
       const items = [{ kind: 'file', webkitGetAsEntry: () => tree }];
       const drop = new Event('drop', { bubbles: true, cancelable: true });
       Object.defineProperty(drop, 'dataTransfer', { value: { items, files: [], types: ['Files'] } });
-      document.getElementById('drop')!.dispatchEvent(drop);
-    });
+      document.getElementById('drop').dispatchEvent(drop);
+    })()`);
     await statusSays(page, 'Uploaded 4 files');
     const paths = (await files('&path=drops')).map((f) => f.path).sort();
     assert.deepEqual(paths, [
-      'drops/site/about.txt',
-      'drops/site/img/a.txt',
-      'drops/site/img/deep/b.txt',
-      'drops/site/index.txt',
+      '/drops/site/about.txt',
+      '/drops/site/img/a.txt',
+      '/drops/site/img/deep/b.txt',
+      '/drops/site/index.txt',
     ]);
     await treeItem(page, 'site').waitFor();
     await page.screenshot({ path: join(ARTIFACTS, 'dashboard-library-folders-1280.png'), fullPage: true });
@@ -409,7 +426,7 @@ describe('dashboard: a media library', { skip: chromiumSkip() || ffmpegSkip }, (
     await page.getByLabel('Tags (comma-separated)').fill('hero, blue');
     await dialog.getByRole('button', { name: 'Save', exact: true }).click();
     await statusSays(page, 'Saved');
-    const saved = (await call<FileRecord>('GET', `/api/v1/files/${image.file_no}`)).json;
+    const saved = (await call<{ data: FileRecord }>('GET', `/api/v1/files/${image.file_no}`)).json.data;
     assert.equal(saved.custom_id, 'sku-77');
     assert.deepEqual([...saved.tags].sort(), ['blue', 'hero']);
     await page.screenshot({ path: join(ARTIFACTS, 'dashboard-library-file-page-1280.png'), fullPage: true });
