@@ -123,6 +123,19 @@ describe('dashboard: a media library', { skip: chromiumSkip() || ffmpegSkip }, (
   const box = (page: Page, name: string) => page.getByRole('checkbox', { name: `Select ${name}`, exact: true });
   const bar = (page: Page) => page.getByRole('region', { name: 'Selected files' });
   const statusSays = (page: Page, text: string | RegExp) => page.locator('#status').filter({ hasText: text }).waitFor();
+  /** Labels, buttons and headings shown but cut off or past the screen's edge (a phone-sized screen). */
+  const clipped = (page: Page) =>
+    page.evaluate(() =>
+      [...document.querySelectorAll<HTMLElement>('label, button, h1, h2, h3, legend, dt, dd')]
+        .filter((el) => el.offsetParent !== null && el.getClientRects().length > 0)
+        .filter((el) => {
+          const r = el.getBoundingClientRect();
+          for (let a: HTMLElement | null = el; a; a = a.parentElement)
+            if (getComputedStyle(a).clip.startsWith('rect(0')) return false;
+          return el.scrollWidth > el.clientWidth + 1 || r.right > window.innerWidth + 1 || r.left < -1;
+        })
+        .map((el) => `${el.tagName.toLowerCase()} "${(el.textContent ?? '').trim().slice(0, 30)}"`),
+    );
   const treeItem = (page: Page, name: string) => page.locator('#folders').getByRole('button', { name, exact: true });
 
   test('act on many: select by mouse and keyboard, tag, untag, move, drag onto a folder, delete', async () => {
@@ -224,6 +237,7 @@ describe('dashboard: a media library', { skip: chromiumSkip() || ffmpegSkip }, (
     await phone.page.getByText('Showing 4 of 4 files').waitFor();
     await phone.page.getByRole('button', { name: 'Select all shown' }).click();
     await bar(phone.page).getByText('4 files selected').waitFor();
+    assert.deepEqual(await clipped(phone.page), [], 'the selection bar at 375 px');
     await phone.page.screenshot({ path: join(ARTIFACTS, 'dashboard-library-selection-375.png'), fullPage: true });
     // The one error logged is the 404 of the untag sent for the file deleted behind the page's back.
     assert.deepEqual(errors, ['Failed to load resource: the server responded with a status of 404 (Not Found)']);
@@ -375,6 +389,7 @@ describe('dashboard: a media library', { skip: chromiumSkip() || ffmpegSkip }, (
     await treeItem(phone.page, 'drops').click();
     await treeItem(phone.page, 'site').click();
     await phone.page.getByRole('heading', { name: 'Folder site' }).waitFor();
+    assert.deepEqual(await clipped(phone.page), [], 'a folder at 375 px');
     await phone.page.screenshot({ path: join(ARTIFACTS, 'dashboard-library-folders-375.png'), fullPage: true });
     assert.deepEqual([...errors, ...phone.errors], []);
     await phone.close();
@@ -464,6 +479,7 @@ describe('dashboard: a media library', { skip: chromiumSkip() || ffmpegSkip }, (
 
     const phone = await open(375, 740, `/dashboard/?folder=${image.folder_no}&file=${image.file_no}`);
     await phone.page.getByRole('dialog').getByRole('heading', { name: 'page-photo.png' }).waitFor();
+    assert.deepEqual(await clipped(phone.page), [], "a file's page at 375 px");
     await phone.page.screenshot({ path: join(ARTIFACTS, 'dashboard-library-file-page-375.png'), fullPage: true });
     await phone.close();
   });
