@@ -1,7 +1,7 @@
 // A file's page: a full-window dialog whose address (?file=<file_no>) can be shared. Preview by
 // kind (image, video with its poster, audio, a link for anything else: Stowage renders no PDF
 // page), every field of the record, editing of name, folder, tags, metadata, custom id and
-// privacy, copyable delivery URLs, and the transformation builder for images only.
+// privacy, copyable delivery URLs, the transformation builder for images, a poster builder for videos.
 import type { Stowage } from '../sdk/src/index.ts';
 import type { FileRecord } from '../sdk/src/types.ts';
 import { setAddressFile } from './find.ts';
@@ -31,7 +31,10 @@ export function openFilePage(f: FileRecord): void {
   $<HTMLInputElement>('custom-id').value = f.custom_id ?? '';
   $<HTMLInputElement>('private').checked = f.is_private;
   $('builder').hidden = !f.mime_type.startsWith('image/');
+  // A video's builder makes posters (one frame as an image); its other tokens are background jobs.
+  $('poster-builder').hidden = !(f.mime_type.startsWith('video/') && f.thumbnail);
   updateBuilder();
+  updatePoster();
   if (!dialog().open) dialog().showModal();
 }
 
@@ -164,6 +167,36 @@ function updateBuilder(): void {
   else show(url);
 }
 
+/** The poster URL of the current video: thumb_ar with the chosen second and width. */
+function posterUrl(): string | undefined {
+  if (!current || $('poster-builder').hidden) return undefined;
+  const at = Number($<HTMLInputElement>('v-at').value);
+  const width = $<HTMLInputElement>('v-width').value.trim();
+  const tokens = ['thumb_ar', ...(at > 0 ? [`so_${at}`] : []), ...(width ? [`w_${width}`] : [])].join(',');
+  const url = new URL(current.url);
+  const [, workspace, ...rest] = url.pathname.split('/');
+  url.pathname = `/${workspace}/${tokens}/${rest.join('/')}`;
+  return url.toString();
+}
+
+/** Answers to poster changes can arrive out of order: only the latest is shown. */
+let posterSeq = 0;
+
+function updatePoster(): void {
+  const url = posterUrl();
+  if (!url || !current) return;
+  const seq = ++posterSeq;
+  const show = (u: string) => {
+    if (seq !== posterSeq) return;
+    $('v-url').textContent = u;
+    $<HTMLImageElement>('v-preview').src = u;
+  };
+  const file = current;
+  if (file.thumbnail?.includes('?'))
+    void signedRendition(file, new URL(url).pathname.split('/')[2]!).then((signed) => show(signed ?? url));
+  else show(url);
+}
+
 async function save(patch: Parameters<Stowage['updateFile']>[1], done: string): Promise<void> {
   if (!current) return;
   await guarded(done, async () => {
@@ -228,6 +261,10 @@ export function wireFilePage(): void {
   });
   for (const id of ['t-width', 't-height', 't-crop', 't-format', 't-quality', 't-gray'])
     $(id).addEventListener('input', updateBuilder);
+  for (const id of ['v-at', 'v-width']) $(id).addEventListener('input', updatePoster);
+  $('v-copy').addEventListener('click', () =>
+    guarded('Copying', () => copy('Poster URL', $('v-url').textContent || posterUrl())),
+  );
   // What the preview shows: signed by the service where the URL needs a signature.
   $('copy').addEventListener('click', () =>
     guarded('Copying', () => copy('URL', $('t-url').textContent || builderUrl())),

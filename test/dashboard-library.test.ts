@@ -421,6 +421,7 @@ describe('dashboard: a media library', { skip: chromiumSkip() || ffmpegSkip }, (
     await card(page, 'page-photo.png').click();
     const dialog = page.getByRole('dialog');
     await dialog.getByRole('img', { name: 'Preview of page-photo.png' }).waitFor();
+    assert.equal(await dialog.locator('#poster-builder').isVisible(), false, 'posters are for videos');
     assert.equal(new URL(page.url()).searchParams.get('file'), image.file_no);
     const facts = await dialog.locator('#facts dt').allTextContents();
     for (const field of ['File number', 'Id', 'Folder', 'Path', 'Type', 'Size', 'Dimensions', 'Tags', 'Custom id'])
@@ -461,6 +462,19 @@ describe('dashboard: a media library', { skip: chromiumSkip() || ffmpegSkip }, (
     assert.match((await player.evaluate((v: HTMLVideoElement) => v.poster)) ?? '', /thumb/);
     await page.waitForFunction(() => (document.querySelector('#preview video') as HTMLVideoElement).readyState >= 1);
     assert.equal(await page.getByLabel('Width').isVisible(), false);
+    // Its builder makes posters: a frame at a time, a width; the preview loads.
+    await page.getByLabel('Frame at (seconds)').fill('0.4');
+    await page.getByLabel('Poster size (px across)').fill('32');
+    await page.waitForFunction(() => {
+      const img = document.getElementById('v-preview') as HTMLImageElement;
+      return img.src.includes('thumb_ar,so_0.4,w_32/') && img.complete && img.naturalWidth === 32;
+    });
+    await dialog.getByRole('button', { name: 'Copy poster URL' }).click();
+    await statusSays(page, 'Poster URL copied');
+    assert.match(
+      await page.evaluate(() => navigator.clipboard.readText()),
+      /\/thumb_ar,so_0\.4,w_32\/pages\/page-clip\.mp4$/,
+    );
     await page.screenshot({ path: join(ARTIFACTS, 'dashboard-library-file-page-video-1280.png'), fullPage: true });
     await page.getByRole('button', { name: 'Close details' }).click();
 
