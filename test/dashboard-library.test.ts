@@ -136,6 +136,10 @@ describe('dashboard: a media library', { skip: chromiumSkip() || ffmpegSkip }, (
         })
         .map((el) => `${el.tagName.toLowerCase()} "${(el.textContent ?? '').trim().slice(0, 30)}"`),
     );
+  /** Waits until `ready()` holds: Playwright hands dialogs to the test a moment after they open. */
+  const until = async (ready: () => boolean) => {
+    for (let i = 0; i < 200 && !ready(); i++) await new Promise((r) => setTimeout(r, 50));
+  };
   const treeItem = (page: Page, name: string) => page.locator('#folders').getByRole('button', { name, exact: true });
 
   test('act on many: select by mouse and keyboard, tag, untag, move, drag onto a folder, delete', async () => {
@@ -208,6 +212,8 @@ describe('dashboard: a media library', { skip: chromiumSkip() || ffmpegSkip }, (
     await box(page, 'pic-2.png').click();
     await box(page, 'pic-3.png').click();
     await card(page, 'pic-2.png').dragTo(treeItem(page, 'sorted'));
+    // The status already says this from the move before: the bar going is the sign this one ended.
+    await bar(page).waitFor({ state: 'hidden' });
     await statusSays(page, 'Moved to sorted: 2 files');
     assert.equal((await files(`&folder_no=${sorted.folder_no}`)).length, 4);
 
@@ -217,6 +223,7 @@ describe('dashboard: a media library', { skip: chromiumSkip() || ffmpegSkip }, (
     await box(page, 'pic-6.png').click();
     answers.push(false);
     await bar(page).getByRole('button', { name: 'Delete selected' }).click();
+    await until(() => asked.length > 0);
     assert.equal(asked.at(-1), 'Delete 2 files?');
     assert.equal((await files()).length, 7);
     await bar(page).getByRole('button', { name: 'Delete selected' }).click();
@@ -309,7 +316,9 @@ describe('dashboard: a media library', { skip: chromiumSkip() || ffmpegSkip }, (
     await page.reload();
     await page.getByRole('heading', { name: 'Folder gamma' }).waitFor();
     answers.push(true, false);
+    const asks = asked.length;
     await page.getByRole('button', { name: 'Delete folder' }).click();
+    await until(() => asked.length === asks + 2);
     assert.match(asked.at(-2)!, /gamma is not empty: it holds 1 file and 1 folder\. Delete it\?/);
     assert.match(asked.at(-1)!, /Really delete gamma and the 1 file and 1 folder in it\?/);
     assert.ok(
@@ -332,6 +341,7 @@ describe('dashboard: a media library', { skip: chromiumSkip() || ffmpegSkip }, (
     const before = asked.length;
     await page.getByRole('button', { name: 'Delete folder' }).click();
     await statusSays(page, 'Deleted the folder alpha');
+    await until(() => asked.length > before);
     assert.deepEqual(asked.slice(before), ['Delete the empty folder alpha?']);
     assert.deepEqual(errors, []);
     await close();
@@ -452,7 +462,8 @@ describe('dashboard: a media library', { skip: chromiumSkip() || ffmpegSkip }, (
     await page.getByRole('dialog').getByRole('heading', { name: 'page-photo.png' }).waitFor();
     await page.getByRole('dialog').getByText('sku-77').first().waitFor();
     await page.getByRole('button', { name: 'Close details' }).click();
-    assert.equal(new URL(page.url()).searchParams.get('file'), null);
+    // The dialog's close event comes a task later: the address loses the file then.
+    await page.waitForURL((url) => !url.searchParams.has('file'));
 
     // A video plays with its poster; no image builder.
     await card(page, 'page-clip.mp4').click();
