@@ -112,6 +112,7 @@ export const errors = {
   fileNameTaken: () => appError('FILE_NAME_TAKEN'),
   folderNotEmpty: () => appError('FOLDER_NOT_EMPTY'),
   folderExists: () => appError('FOLDER_EXISTS'),
+  folderIntoItself: () => appError('FOLDER_INTO_ITSELF'),
   /** A CORS preflight the service does not allow (an origin a workspace refuses, or a path that is not cross-origin). */
   preflightRefused: () => appError('CORS_NOT_ALLOWED'),
   originNotAllowed: (origin: string) =>

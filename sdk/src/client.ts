@@ -10,6 +10,7 @@ import type {
   FileUpdateBody,
   Folder,
   FolderCreateBody,
+  FolderMoveBody,
   FolderListQuery,
   FolderPage,
   GenerateTokenOptions,
@@ -472,6 +473,14 @@ export class Stowage {
   renameFolder(folderNo: string, name: string, opts: RequestOptions = {}): Promise<Folder> {
     return this.request<Folder>('POST', `/api/v1/folders/rename/${encodeURIComponent(folderNo)}`, {
       json: { name },
+      signal: opts.signal,
+    });
+  }
+
+  /** Moves a folder, with everything in it, under another parent (null: the root). */
+  moveFolder(folderNo: string, parentFolderNo: string | null, opts: RequestOptions = {}): Promise<Folder> {
+    return this.request<Folder>('POST', `/api/v1/folders/move/${encodeURIComponent(folderNo)}`, {
+      json: { parent_folder_no: parentFolderNo } satisfies FolderMoveBody,
       signal: opts.signal,
     });
   }

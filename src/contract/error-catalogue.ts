@@ -225,6 +225,11 @@ export const ERROR_CATALOGUE = {
     error: 'Folder is not empty',
     message: 'The folder holds files or folders; delete them first, or send ?recursive=true to delete everything in it',
   },
+  FOLDER_INTO_ITSELF: {
+    status: 409,
+    error: 'A folder cannot move into itself',
+    message: 'The new parent is this folder or a folder inside it; choose a folder outside it, or the root',
+  },
   FOLDER_EXISTS: {
     status: 409,
     error: 'Folder already exists',
