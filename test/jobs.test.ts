@@ -226,6 +226,15 @@ describe('in-process job runner', () => {
     // One runs: still five live, so a sixth is refused; past the stale time the running one no longer counts.
     const running = jobs.runDue('webhook.deliver', 1);
     await sleep(50);
+    // c0 (added first, so running now) asked again: coalesced (true) though the cap is reached.
+    assert.equal(
+      await jobs.addUnlessFull(
+        'webhook.deliver',
+        { id: 'again', attempt: 1 },
+        { jobKey: 'c0', maxLive: 5, staleAfterMs: 60_000 },
+      ),
+      true,
+    );
     assert.equal(
       await jobs.addUnlessFull('webhook.deliver', { id: 'x', attempt: 1 }, { maxLive: 5, staleAfterMs: 60_000 }),
       false,
@@ -356,6 +365,22 @@ describe('graphile-worker job runner (PostgreSQL)', { skip: pgGate.skip }, () =>
     assert.equal(results.filter(Boolean).length, 6);
     const keys = Array.from({ length: 16 }, (_, i) => `cap${i}`);
     assert.equal(keys.length - (await a.jobs.missing(keys, 60_000)).size, 6, 'six waiting jobs, no more');
+    // The same key again, while its job waits: coalesced (true), nothing added, though the cap is reached.
+    const queuedKey = keys.find((_, i) => results[i])!;
+    assert.equal(
+      await b.jobs.addUnlessFull(
+        'webhook.deliver',
+        { id: 'again', attempt: 1 },
+        { jobKey: queuedKey, maxLive: 6, staleAfterMs: 60_000 },
+      ),
+      true,
+    );
+    const { rows } = await sql<{
+      n: string;
+    }>`select count(*) as n from graphile_worker.jobs where task_identifier = 'webhook.deliver'`.execute(
+      dbs.at(-1)!.kysely,
+    );
+    assert.equal(Number(rows[0]!.n), 6);
     await a.jobs.close();
     await b.jobs.close();
     for (const db of dbs.splice(-2)) await db.close();

@@ -44,7 +44,8 @@ export async function deadGraphileJobKeys(
 
 /**
  * Adds `job` unless `maxLive` jobs of its task are already waiting (with tries left) or running
- * for less than `staleAfterMs`. The count and the add happen under a transaction-scoped advisory
+ * for less than `staleAfterMs`, or a live job has its key (then it is not added but counts as
+ * queued: true). The count and the add happen under a transaction-scoped advisory
  * lock of the task's name, so concurrent adds on any node take turns; false when full.
  */
 export async function addGraphileJobUnlessFull(
@@ -55,6 +56,9 @@ export async function addGraphileJobUnlessFull(
 ): Promise<boolean> {
   return db.transaction().execute(async (trx) => {
     await sql`select pg_advisory_xact_lock(hashtext(${`stowage:job-cap:${job.identifier}`}))`.execute(trx);
+    // A live job with this key already does the work: nothing is added (add_job would make a
+    // second one beside a job that is running), and the ask counts as queued.
+    if (job.jobKey !== null && (await deadGraphileJobKeys(trx, [job.jobKey], staleAfterMs)).size === 0) return true;
     const { rows } = await sql<{ n: string }>`select count(*) as n from ${sql.id(GRAPHILE_SCHEMA, 'jobs')}
         where task_identifier = ${job.identifier}
         and ((locked_at is null and attempts < max_attempts)

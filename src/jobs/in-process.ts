@@ -59,10 +59,16 @@ export class InProcessJobQueue extends BaseJobQueue {
   }
 
   async missing(keys: string[], staleAfterMs: number): Promise<Set<string>> {
+    const live = this.liveKeys(staleAfterMs);
+    return new Set(keys.filter((k) => !live.has(k)));
+  }
+
+  /** Keys of the jobs waiting, or running for no longer than `staleAfterMs`. */
+  private liveKeys(staleAfterMs: number): Set<string> {
     const live = new Set(this.waitingByKey.keys());
     const now = Date.now();
     for (const r of this.running.values()) if (r.job.key && now - r.startedAt <= staleAfterMs) live.add(r.job.key);
-    return new Set(keys.filter((k) => !live.has(k)));
+    return live;
   }
 
   async addUnlessFull<N extends JobName>(
@@ -72,6 +78,8 @@ export class InProcessJobQueue extends BaseJobQueue {
   ): Promise<boolean> {
     // Counted and queued with no await in between: one process, so no other add comes between.
     const now = Date.now();
+    // A live job with this key already does the work: the ask counts as queued.
+    if (opts.jobKey && this.liveKeys(opts.staleAfterMs).has(opts.jobKey)) return true;
     let live = 0;
     for (const j of this.waiting.values()) if (j.name === name) live++;
     for (const r of this.running.values()) if (r.job.name === name && now - r.startedAt <= opts.staleAfterMs) live++;

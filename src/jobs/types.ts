@@ -84,6 +84,7 @@ export interface JobQueue {
   /**
    * Adds the job only while fewer than `maxLive` jobs of `name` are waiting or running (one
    * running for longer than `staleAfterMs` counts as lost); false, and nothing added, when full.
+   * When a live job already has `jobKey`, nothing is added and the answer is true (coalesced).
    * The count and the add are one step across every node, so parallel adds cannot pass the cap.
    */
   addUnlessFull<N extends JobName>(
