@@ -183,7 +183,7 @@ export function answer(headers: IncomingHttpHeaders, d: Delivered, immutable: bo
           ? 'public, max-age=60, stale-while-revalidate=60'
           : d.isRendition
             ? 'public, max-age=86400, stale-while-revalidate=604800'
-          : 'public, max-age=300, must-revalidate',
+            : 'public, max-age=300, must-revalidate',
     'accept-ranges': d.ranges ? 'bytes' : 'none',
   };
   // Replaces CORS's `Vary: Origin`, as `Vary: Accept` always did: delivery answers

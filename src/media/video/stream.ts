@@ -32,7 +32,8 @@ export const DASH_MANIFEST = 'manifest.mpd';
  * media playlist per stream, and per stream an initialisation segment and numbered segments.
  * Nothing else is ever looked up under a package.
  */
-const PACKAGE_FILE = /^(?:ar-master\.m3u8|manifest\.mpd|media_\d{1,2}\.m3u8|init-stream\d{1,2}\.m4s|chunk-stream\d{1,2}-\d{5,6}\.m4s)$/;
+const PACKAGE_FILE =
+  /^(?:ar-master\.m3u8|manifest\.mpd|media_\d{1,2}\.m3u8|init-stream\d{1,2}\.m4s|chunk-stream\d{1,2}-\d{5,6}\.m4s)$/;
 
 export type StreamFileKind = 'hls' | 'dash' | 'segment';
 
@@ -79,7 +80,8 @@ export function parseLadder(tokens: string | undefined): number[] {
   const asked = m[1].slice(1).split('_').map(Number);
   if (asked.length > MAX_RUNGS) throw bad(`at most ${MAX_RUNGS} heights (st_ has ${asked.length})`);
   for (const h of asked)
-    if (h < MIN_RUNG || h > VIDEO_MAX_SIDE) throw bad(`st_ heights are from ${MIN_RUNG} to ${VIDEO_MAX_SIDE} pixels (${h})`);
+    if (h < MIN_RUNG || h > VIDEO_MAX_SIDE)
+      throw bad(`st_ heights are from ${MIN_RUNG} to ${VIDEO_MAX_SIDE} pixels (${h})`);
   return [...new Set(asked.map((h) => h + (h % 2)))].sort((a, b) => a - b);
 }
 
@@ -254,7 +256,10 @@ async function folderBytes(dir: string): Promise<number> {
 export function withQuery(text: string, kind: 'hls' | 'dash', query: string): string {
   const add = (uri: string) => `${uri}${uri.includes('?') ? '&' : '?'}${query}`;
   if (kind === 'dash')
-    return text.replace(/\b(initialization|media)="([^"]*)"/g, (_, attr: string, uri: string) => `${attr}="${add(uri.replaceAll('&amp;', '&')).replaceAll('&', '&amp;')}"`);
+    return text.replace(
+      /\b(initialization|media)="([^"]*)"/g,
+      (_, attr: string, uri: string) => `${attr}="${add(uri.replaceAll('&amp;', '&')).replaceAll('&', '&amp;')}"`,
+    );
   return text
     .split('\n')
     .map((line) => {
