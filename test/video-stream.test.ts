@@ -240,6 +240,30 @@ describe('adaptive streaming through delivery', { skip: ffmpegSkip }, () => {
     assert.ok(total > 10_000, `ledger bytes ${total}`);
   });
 
+  test('a segment evicted from the rendition cache: the package is made again, a name never listed is just 404', async () => {
+    const listed = async () => {
+      const keys: string[] = [];
+      for await (const o of h.services.storage.list(`${ws()}/`))
+        if (o.key.includes('/stream.h_120_240/')) keys.push(o.key);
+      return keys;
+    };
+    assert.equal((await get('st_120_240/docs/clip.mp4/chunk-stream0-99999.m4s')).status, 404);
+    assert.equal(
+      (await get('st_120_240/docs/clip.mp4/ar-master.m3u8')).status,
+      200,
+      'an unlisted name remakes nothing',
+    );
+    const segment = (await listed()).find((k) => k.endsWith('chunk-stream1-00001.m4s'))!;
+    await h.services.storage.delete(segment);
+    // What this node's memory still holds of it goes too (as after the lookup cache's short TTL).
+    h.services.deliveryCache.invalidate(ws());
+    assert.equal((await get('st_120_240/docs/clip.mp4/chunk-stream1-00001.m4s')).status, 404);
+    const again = await get('st_120_240/docs/clip.mp4/ar-master.m3u8');
+    assert.equal(again.status, 202, 'the master went with the hole');
+    assert.equal(await runJobs(), 1);
+    assert.equal((await get('st_120_240/docs/clip.mp4/chunk-stream1-00001.m4s')).status, 200);
+  });
+
   test('bad ladders are 400 and queue nothing; a path that merely ends like a stream is still a path', async () => {
     for (const ladder of ['st_8_240', 'st_240_9000', 'st_100_200_300_400_500_600_700', 'st_240,w_100']) {
       const r = await get(`${ladder}/docs/clip.mp4/ar-master.m3u8`);
@@ -311,7 +335,7 @@ describe('adaptive streaming through delivery', { skip: ffmpegSkip }, () => {
   const video = document.getElementById('v');
   window.failure = null;
   const hls = new Hls({ maxBufferLength: 4 });
-  hls.on(Hls.Events.ERROR, (_, d) => { if (d.fatal) window.failure = d.type + ':' + d.details; });
+  hls.on(Hls.Events.ERROR, (_, d) => { if (d.fatal) window.failure = d.type + ':' + d.details + ':' + (d.reason || (d.error && d.error.message) || '') + ':' + (d.url || ''); });
   hls.loadSource(${JSON.stringify(master)});
   hls.attachMedia(video);
   hls.on(Hls.Events.MANIFEST_PARSED, () => video.play().catch((e) => { window.failure = String(e); }));

@@ -23,7 +23,7 @@ import { tokenSegmentCount } from '../media/transform/tokens.ts';
 import type { OutputFormat, TransformSpec } from '../media/transform/spec.ts';
 import { spoolLimit, spoolToFile } from '../media/spool.ts';
 import { guardSvgStream, isSvgType } from '../media/svg-guard.ts';
-import type { ByteRange, ObjectInfo, StorageDriver } from '../storage/driver.ts';
+import { type ByteRange, type ObjectInfo, ObjectNotFoundError, type StorageDriver } from '../storage/driver.ts';
 import type { RenditionCache } from './rendition-cache.ts';
 import { renditionPrefix } from '../uploads/blob-store.ts';
 import { createHash } from 'node:crypto';
@@ -501,7 +501,16 @@ export class DeliveryService {
     }
     const key = `${prefix}${suffix.file}`;
     const info = suffix.file === HLS_MASTER ? made : await this.storage.stat(key);
-    if (!info) throw notFound();
+    if (!info) {
+      // A file the package lists was evicted by the rendition cache (each file has its own row):
+      // the master goes too, so the next ask of it makes the package again instead of a player
+      // meeting a hole. A name the package never had is merely not found.
+      if (await this.listedInPackage(prefix, suffix.file)) {
+        await this.storage.delete(master);
+        await this.renditions?.abandon(master);
+      }
+      throw notFound();
+    }
     this.stats.renditionCacheHits++;
     this.renditions?.used(key);
     const kind = streamFileKind(suffix.file);
@@ -521,6 +530,26 @@ export class DeliveryService {
       playlist: kind === 'segment' ? undefined : kind,
       shortLived: suffix.file === HLS_MASTER || suffix.file === DASH_MANIFEST,
     };
+  }
+
+  /**
+   * Whether the package lists `file` (read only when that file is missing): a media playlist is
+   * listed by the master, a stream's segments by that stream's media playlist. A name it never
+   * had (`chunk-stream0-99999.m4s`) must not make anyone remake a package.
+   */
+  private async listedInPackage(prefix: string, file: string): Promise<boolean> {
+    const stream = /^(?:init-stream|chunk-stream)(\d+)/.exec(file);
+    const listing = stream ? `media_${stream[1]}.m3u8` : file.startsWith('media_') ? HLS_MASTER : undefined;
+    if (!listing) return false;
+    try {
+      const chunks: Buffer[] = [];
+      for await (const c of await this.storage.get(`${prefix}${listing}`)) chunks.push(c as Buffer);
+      // Listed as the name itself, with the `?v=` it was stored with.
+      return Buffer.concat(chunks).toString('utf8').includes(`${file}?`);
+    } catch (err) {
+      if (err instanceof ObjectNotFoundError) return stream !== null && (await this.listedInPackage(prefix, listing));
+      throw err;
+    }
   }
 
   /**
