@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
 import { Stowage } from '../sdk/src/index.ts';
+import { signTransformUrl } from '../src/crypto/transform-url.ts';
 import { locateVideoEngine, videoDefaults } from '../src/media/video/engine.ts';
 import {
   capLadder,
@@ -322,6 +323,27 @@ describe('adaptive streaming through delivery', { skip: ffmpegSkip }, () => {
     }
     const segment = await get(`st_120_240/secret.mp4/init-stream0.m4s`);
     assert.equal(segment.json?.errorCode, 'SIGNED_URL_REQUIRED', 'a segment is private too');
+  });
+
+  test('a workspace that requires signed transformations: a tsig on the master opens its package; unsigned, nothing', async () => {
+    await h.services.workspaces.updateSettings(ws(), { signed_transformations: true });
+    try {
+      const key = await h.services.workspaces.deliveryKey(ws());
+      for (const path of ['st_120_240/docs/clip.mp4/ar-master.m3u8', 'docs/clip.mp4/ar-master.m3u8']) {
+        const r = await get(path);
+        assert.equal(r.json?.errorCode, 'TRANSFORMATION_SIGNATURE_REQUIRED', `${path}: ${r.text.slice(0, 120)}`);
+      }
+      assert.equal(await runJobs(), 0);
+      const signed = signTransformUrl(key, `${base}/${ws()}/st_120_240/docs/clip.mp4/ar-master.m3u8`);
+      // Another node's cached policy may lag for a few seconds; this one was told.
+      const res = await fetch(signed);
+      const text = await res.text();
+      assert.equal(res.status, 200, text.slice(0, 200));
+      assert.match(text.split('\n').find((l) => l.startsWith('media_'))!, /&expires=\d+&signature=/);
+      assert.deepEqual(heights(await probeUrl(signed)), ['160x120', '320x240']);
+    } finally {
+      await h.services.workspaces.updateSettings(ws(), { signed_transformations: false });
+    }
   });
 
   test('hls.js plays the stream in Chromium: time advances, the picture is a variant', {

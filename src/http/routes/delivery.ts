@@ -23,7 +23,13 @@ import { type ByteRange, ObjectNotFoundError } from '../../storage/driver.ts';
 import { EXPOSED_HEADERS } from '../cors.ts';
 import { clientHints } from '../../media/transform/client-hints.ts';
 import { withQuery } from '../../media/video/stream.ts';
-import { checkTransformSignature, hasTokens, type TransformGateDeps } from '../transform-signature.ts';
+import {
+  checkTransformSignature,
+  hasTokens,
+  streamDepth,
+  streamScope,
+  type TransformGateDeps,
+} from '../transform-signature.ts';
 
 /** User files are served as data, never as active content on the service's origin. */
 const SAFE_HEADERS = {
@@ -120,12 +126,6 @@ export function contentAddressed(d: Delivered, own: boolean, v: string | undefin
 
 export const IMMUTABLE = 'public, max-age=31536000, immutable';
 
-/** The path a streaming package's signature covers: up to the video's name, with its "/". */
-export function streamScope(pathname: string, depth: number): string {
-  const parts = pathname.split('/');
-  return `${parts.slice(0, parts.length - depth).join('/')}/`;
-}
-
 /** Playlists are small; a larger one is not a package's. */
 const MAX_PLAYLIST_BYTES = 4 * 1024 * 1024;
 
@@ -157,6 +157,8 @@ async function signedPlaylist(
     open: async () => Readable.from([signed]),
     size: signed.length,
     etag: `${d.etag.slice(0, -1)}-e${expires}"`,
+    // Signed addresses expire: never a shared or year-long copy (`private, max-age=300`).
+    isPrivate: true,
     ranges: false,
     localFile: undefined,
   };
@@ -291,9 +293,12 @@ export function deliveryFastPath(
   return (req, res, fallback) => {
     const url = req.url ?? '';
     const pathname = rawPath(url);
+    const stream = transformGate ? streamDepth(pathname) : 0;
+    // A stream's playlist may need its addresses signed (a private or gated package): the route's.
+    if (stream && /\.(m3u8|mpd)$/.test(pathname)) return false;
     // A rendition of a workspace that may require signed transformations: the gate first, as on
     // the route; a refusal (or anything unexpected) is left to the route, which answers it.
-    if (transformGate && (req.method === 'GET' || req.method === 'HEAD') && hasTokens(pathname)) {
+    if (transformGate && (req.method === 'GET' || req.method === 'HEAD') && (hasTokens(pathname) || stream)) {
       const workspaceId = pathname.slice(1, pathname.indexOf('/', 1));
       if (!OWN_WORKSPACE.test(workspaceId)) return false;
       checkTransformSignature(transformGate, workspaceId, pathname, rawQuery(url), Math.floor(Date.now() / 1000)).then(
@@ -406,6 +411,10 @@ export async function deliveryRoutes(
   },
 ): Promise<void> {
   const { delivery, signer, cache } = opts;
+  /** Whether a stream path of this workspace passed the signed-transformations gate (it requires them). */
+  const gated = async (workspace: string, pathname: string) =>
+    Boolean(opts.transformGate && streamDepth(pathname) && OWN_WORKSPACE.test(workspace)) &&
+    (await opts.transformGate!.policy(workspace)).required;
   const resolve = (t: DeliveryTarget) => delivery.resolve(t);
   const lookup = async (target: DeliveryTarget): Promise<CachedDelivery> => {
     if (!cache) return { delivered: await resolve(target) };
@@ -483,9 +492,12 @@ export async function deliveryRoutes(
         }
         let { delivered: d, body } = found;
         if (d.isPrivate) requireSignature(d.streamDepth);
-        if (d.isPrivate && d.playlist && d.streamDepth) {
-          // Its addresses get the package's signature, so the player's next requests are let in.
-          const expires = Number(text(request.query.expires));
+        if (d.playlist && d.streamDepth && (d.isPrivate || (await gated(workspace, pathname)))) {
+          // Its addresses get the package's signature, so the player's next requests are let in:
+          // until the URL's own expiry, or an hour for a `tsig` without one (the master is
+          // fetched again for fresh ones).
+          const given = text(request.query.expires);
+          const expires = given && /^\d{1,12}$/.test(given) ? Number(given) : Math.floor(Date.now() / 1000) + 3600;
           const query = `expires=${expires}&signature=${signer.signature(streamScope(pathname, d.streamDepth), expires)}`;
           ({ delivered: d, body } = await signedPlaylist(d, body, query, expires));
         }
