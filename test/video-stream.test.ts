@@ -26,7 +26,7 @@ import {
 } from '../src/media/video/stream.ts';
 import { planTrim, transcodeDefaults } from '../src/media/video/transcode.ts';
 import { chromiumSkip, launchChromium } from './helpers/browser.ts';
-import { type Harness, makeHarness } from './helpers/harness.ts';
+import { DIALECTS, type Harness, makeHarness } from './helpers/harness.ts';
 import { clipFolder, ffmpegSkip } from './helpers/video.ts';
 
 const { at, ffmpeg } = clipFolder('stowage-vstream-');
@@ -130,6 +130,22 @@ async function probeUrl(url: string): Promise<Probe> {
 const heights = (p: Probe) =>
   [...new Set(p.streams.filter((s) => s.codec_type === 'video').map((s) => `${s.width}x${s.height}`))].sort();
 
+let clipsMade = false;
+/** 2 s of 320x240 at 25 fps with a tone; the same at 160x120 without sound; a cut-off file. */
+function makeClips(): void {
+  if (clipsMade) return;
+  clipsMade = true;
+  ffmpeg(
+    ...['-f', 'lavfi', '-i', 'testsrc2=s=320x240:r=25:d=2', '-f', 'lavfi', '-i', 'sine=f=440:d=2'],
+    ...['-c:v', 'libx264', '-preset', 'ultrafast', '-pix_fmt', 'yuv420p', '-c:a', 'aac', '-shortest', at('clip.mp4')],
+  );
+  ffmpeg(
+    ...['-f', 'lavfi', '-i', 'testsrc2=s=160x120:r=25:d=2'],
+    ...['-c:v', 'libx264', '-preset', 'ultrafast', '-pix_fmt', 'yuv420p', at('silent.mp4')],
+  );
+  writeFileSync(at('broken.mp4'), readFileSync(at('clip.mp4')).subarray(0, 4096));
+}
+
 describe('adaptive streaming through delivery', { skip: ffmpegSkip }, () => {
   let h: Harness;
   let base: string;
@@ -147,16 +163,7 @@ describe('adaptive streaming through delivery', { skip: ffmpegSkip }, () => {
   };
 
   before(async () => {
-    // 2 s of 320x240 at 25 fps with a tone; the same without sound; a cut-off file.
-    ffmpeg(
-      ...['-f', 'lavfi', '-i', 'testsrc2=s=320x240:r=25:d=2', '-f', 'lavfi', '-i', 'sine=f=440:d=2'],
-      ...['-c:v', 'libx264', '-preset', 'ultrafast', '-pix_fmt', 'yuv420p', '-c:a', 'aac', '-shortest', at('clip.mp4')],
-    );
-    ffmpeg(
-      ...['-f', 'lavfi', '-i', 'testsrc2=s=160x120:r=25:d=2'],
-      ...['-c:v', 'libx264', '-preset', 'ultrafast', '-pix_fmt', 'yuv420p', at('silent.mp4')],
-    );
-    writeFileSync(at('broken.mp4'), readFileSync(at('clip.mp4')).subarray(0, 4096));
+    makeClips();
     h = await makeHarness('sqlite', { config: { transcode: { ...transcodeDefaults(), speed: 'fastest' } } });
     base = await h.app.listen({ host: '127.0.0.1', port: 0 });
     sdk = new Stowage({ baseUrl: base, apiKey: h.ws.private_key });
@@ -398,5 +405,36 @@ describe('adaptive streaming through delivery', { skip: ffmpegSkip }, () => {
       await browser.close();
       await new Promise((resolve) => site.close(resolve));
     }
+  });
+});
+
+const postgres = DIALECTS.find((d) => d.name === 'postgres')!;
+describe('adaptive streaming on PostgreSQL (graphile-worker runs the job)', {
+  skip: ffmpegSkip || postgres.skip,
+}, () => {
+  let h: Harness;
+  let base: string;
+  before(async () => {
+    makeClips();
+    h = await makeHarness('postgres');
+    base = await h.app.listen({ host: '127.0.0.1', port: 0 });
+    const sdk = new Stowage({ baseUrl: base, apiKey: h.ws.private_key });
+    await sdk.upload(new Blob([readFileSync(at('clip.mp4'))]), 'clip.mp4');
+  });
+  after(async () => {
+    await h?.close();
+  });
+
+  test('identical asks queue one job; the package is then served and read by ffprobe', async () => {
+    const url = `${base}/${h.ws.workspace_id}/st_120/clip.mp4/ar-master.m3u8`;
+    const asks = await Promise.all([fetch(url), fetch(url), fetch(url.replace('ar-master.m3u8', 'dash/manifest.mpd'))]);
+    for (const r of asks) {
+      assert.equal(r.status, 202);
+      await r.arrayBuffer();
+    }
+    assert.equal(await h.services.jobs.runDue('video.stream'), 1);
+    const done = await fetch(url);
+    assert.equal(done.status, 200, (await done.clone().text()).slice(0, 200));
+    assert.deepEqual(heights(await probeUrl(url)), ['160x120']);
   });
 });
