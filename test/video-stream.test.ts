@@ -330,6 +330,19 @@ describe('adaptive streaming through delivery', { skip: ffmpegSkip }, () => {
     }
     const segment = await get(`st_120_240/secret.mp4/init-stream0.m4s`);
     assert.equal(segment.json?.errorCode, 'SIGNED_URL_REQUIRED', 'a segment is private too');
+
+    // Deleted with the video: every file of its package, and their rows in the rendition ledger.
+    const packageKeys = async () => {
+      const keys: string[] = [];
+      for await (const o of h.services.storage.list(`${ws()}/`)) if (o.key.includes('/stream.')) keys.push(o.key);
+      return keys;
+    };
+    const before = (await packageKeys()).length;
+    const bytesBefore = await h.services.renditions!.totalBytes();
+    await sdk.deleteFile(rec.file_no);
+    const left = (await packageKeys()).length;
+    assert.ok(left < before && left > 0, `${before} → ${left}: only the deleted video's package went`);
+    assert.ok((await h.services.renditions!.totalBytes()) < bytesBefore, 'its bytes left the ledger');
   });
 
   test('a workspace that requires signed transformations: a tsig on the master opens its package; unsigned, nothing', async () => {
