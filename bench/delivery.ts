@@ -10,25 +10,25 @@
 // (Stowage is one process with one JavaScript thread: one nginx worker is the like-for-like
 // comparison), @fastify/static from bench/delivery-static-server.mjs. The original is also
 // asked of a second Stowage with STOWAGE_ACCEL_REDIRECT behind nginx as docs/deploy.md
-// configures it (its block read from the page): Stowage checks and heads, nginx sends.
+// configures it (its block read from the page): Stowage checks and heads, nginx sends. The
+// rendition is also asked of nginx's proxy_cache in front of Stowage, as docs/deploy.md
+// ("Caching delivery in nginx") configures it: nginx answers from its cache.
+// `npm run bench:delivery-profile` shows where Stowage's own time goes for the rendition.
 //
 // Targets (issue 19): cached 50 KB rendition >= 0.25x nginx's req/s and >= 2x @fastify/static's;
 // 3 MB original >= 0.8x nginx's throughput; first render within 1.15x of sharp alone.
 // Issue 20: a typical chain (resize + 3 effects + a text layer) within 1.2x of sharp doing the same.
-import { type ChildProcess, spawn } from 'node:child_process';
-import { once } from 'node:events';
+import type { ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import sharp from 'sharp';
-import { documentedStowageServer, type Nginx, startNginx } from '../test/helpers/nginx.ts';
+import { documentedCachingProxy, documentedStowageServer, type Nginx, startNginx } from '../test/helpers/nginx.ts';
+import { bytesOf, CONNECTIONS, DURATION, type Load, makePhoto, TOKENS, upload, wrk } from './delivery-common.ts';
 import { Stowage } from './scale/server.ts';
 import { fmt, startProcess } from './lib.ts';
 
-const DURATION = Number(process.env.BENCH_DURATION_S ?? 10);
-const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 /** Resize, three effects and a text layer: the chain issue 20 times. */
 const CHAIN =
@@ -36,57 +36,14 @@ const CHAIN =
 /** Interleaved load rounds per server and file; each server's best round is printed. */
 const LOAD_ROUNDS = Number(process.env.BENCH_LOAD_ROUNDS ?? 2);
 const NGINX = process.env.BENCH_NGINX ?? '/usr/sbin/nginx';
-/** The same for both nginx servers: the plain one, and the one in front of Stowage. */
-const NGINX_HTTP = `  sendfile on;
+/** The same for every nginx server: the plain one, and the ones in front of Stowage. */
+const NGINX_SOCKETS = `  sendfile on;
   tcp_nopush on;
   tcp_nodelay on;
-  keepalive_requests 1000000;
+  keepalive_requests 1000000;`;
+/** The caching proxy goes without open_file_cache, as docs/deploy.md says (a purged file would be served on). */
+const NGINX_HTTP = `${NGINX_SOCKETS}
   open_file_cache max=100 inactive=60s;`;
-const SCRIPT = fileURLToPath(new URL('delivery-wrk.lua', import.meta.url));
-/** About 50 KB from the 3 MB photo below. */
-const TOKENS = 'w_640,f_webp';
-
-interface Load {
-  rps: number;
-  p99: number;
-  /** Bytes per second read by the client (headers included). */
-  bps: number;
-  errors: number;
-}
-
-async function wrk(url: string): Promise<Load> {
-  const args = ['-t2', `-c${CONNECTIONS}`, `-d${DURATION}s`, `--timeout=${DURATION + 30}s`, '-s', SCRIPT, url];
-  const child = spawn('wrk', args, { stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  child.stdout.on('data', (d: Buffer) => (out += d));
-  child.stderr.on('data', (d: Buffer) => (out += d));
-  const [code] = (await once(child, 'exit')) as [number];
-  const m = /WRK_RESULT (\{.*\})/.exec(out);
-  if (code !== 0 || !m) throw new Error(`wrk failed (${code}): ${out}`);
-  const r = JSON.parse(m[1]) as Record<string, number>;
-  const s = r.duration_us / 1e6;
-  return {
-    rps: r.requests / s,
-    p99: r.p99 / 1000,
-    bps: r.bytes / s,
-    errors: r.status_errors + r.socket_errors,
-  };
-}
-
-async function upload(base: string, key: string, name: string, bytes: Buffer): Promise<void> {
-  const form = new FormData();
-  form.set('file_name', name);
-  form.set('file', new Blob([new Uint8Array(bytes)], { type: 'image/jpeg' }), name);
-  const res = await fetch(`${base}/api/v1/uploads`, { method: 'POST', headers: { 'x-api-key': key }, body: form });
-  if (res.status !== 201 && res.status !== 200) throw new Error(`upload ${name}: ${res.status} ${await res.text()}`);
-}
-
-async function bytesOf(url: string): Promise<Buffer> {
-  const res = await fetch(url);
-  if (res.status !== 200) throw new Error(`${url}: ${res.status}`);
-  return Buffer.from(await res.arrayBuffer());
-}
-
 const line = (name: string, l: Load) =>
   `${name.padEnd(22)}${fmt(l.rps, 0).padStart(8)} req/s  p99 ${fmt(l.p99, 1).padStart(6)} ms  ${fmt(l.bps / 1e6, 0).padStart(6)} MB/s${l.errors ? `  errors ${l.errors}` : ''}`;
 
@@ -94,18 +51,7 @@ async function main() {
   const dir = mkdtempSync(join(tmpdir(), 'bench-delivery-'));
   const staticDir = join(dir, 'static');
   mkdirSync(staticDir);
-  // A photo-like JPEG: noise compresses (and decodes) like a real photo, not like a flat fill.
-  const photo = await sharp({
-    create: {
-      width: 2600,
-      height: 1950,
-      channels: 3,
-      background: '#808080',
-      noise: { type: 'gaussian', mean: 128, sigma: 40 },
-    },
-  })
-    .jpeg({ quality: 88 })
-    .toBuffer();
+  const photo = await makePhoto();
   const photoPath = join(dir, 'photo.jpg');
   writeFileSync(photoPath, photo);
 
@@ -218,6 +164,24 @@ ${documentedStowageServer(port, Number(new URL(accelStowage.base).port), accelDi
     const redirected = await fetch(`${accelStowage.base}/${accelFirst.workspace_id}/photo.jpg`);
     await redirected.arrayBuffer();
     if (!redirected.headers.get('x-accel-redirect')) throw new Error('Stowage did not answer with X-Accel-Redirect');
+    // nginx's proxy_cache in front of the first Stowage, as docs/deploy.md configures it.
+    const cacheDir = join(dir, 'proxy-cache');
+    mkdirSync(cacheDir);
+    const cachingNginx = await startNginx(
+      join(dir, 'nginx-cache'),
+      (port) => `${NGINX_SOCKETS}
+${documentedCachingProxy(port, Number(new URL(stowage.base).port), cacheDir)}`,
+      NGINX,
+    );
+    nginxes.push(cachingNginx);
+    const cachedUrl = `${cachingNginx.base}${new URL(renditionUrl).pathname}`;
+    for (let i = 0; i < 2; i++) {
+      const res = await fetch(cachedUrl);
+      const body = Buffer.from(await res.arrayBuffer());
+      if (!body.equals(rendition)) throw new Error('the rendition came back different through the caching proxy');
+      if (i === 1 && res.headers.get('x-cache-status') !== 'HIT')
+        throw new Error(`the caching proxy did not keep the rendition: ${res.headers.get('x-cache-status')}`);
+    }
     const fst = await startProcess(['bench/delivery-static-server.mjs'], { BENCH_DIR: staticDir }, /listening (\d+)/);
     children.push(fst.child);
     const fstBase = `http://127.0.0.1:${fst.match[1]}`;
@@ -227,26 +191,29 @@ ${documentedStowageServer(port, Number(new URL(accelStowage.base).port), accelDi
     // Interleaved rounds, the best of each kept: on a shared machine a round can be disturbed,
     // and taking each server's best in turns disturbs none of them more than the others.
     const best = (a: Load | undefined, b: Load) => (a && a.rps >= b.rps ? a : b);
-    const r: Record<'nginx' | 'stowage' | 'fastifyStatic' | 'accel', Load | undefined> = {
+    const r: Record<'nginx' | 'stowage' | 'fastifyStatic' | 'accel' | 'cached', Load | undefined> = {
       nginx: undefined,
       stowage: undefined,
       fastifyStatic: undefined,
       accel: undefined,
+      cached: undefined,
     };
     const o = { ...r };
     for (let round = 0; round < LOAD_ROUNDS; round++) {
       r.nginx = best(r.nginx, await wrk(`${nginx.base}/rendition.webp`));
       r.stowage = best(r.stowage, await wrk(renditionUrl));
       r.fastifyStatic = best(r.fastifyStatic, await wrk(`${fstBase}/rendition.webp`));
+      r.cached = best(r.cached, await wrk(cachedUrl));
       o.nginx = best(o.nginx, await wrk(`${nginx.base}/photo.jpg`));
       o.stowage = best(o.stowage, await wrk(`${ws}/photo.jpg`));
       o.fastifyStatic = best(o.fastifyStatic, await wrk(`${fstBase}/photo.jpg`));
       o.accel = best(o.accel, await wrk(accelUrl));
     }
-    const [rn, rs, rf, on, os, of, oa] = [
+    const [rn, rs, rf, rc, on, os, of, oa] = [
       r.nginx,
       r.stowage,
       r.fastifyStatic,
+      r.cached,
       o.nginx,
       o.stowage,
       o.fastifyStatic,
@@ -264,6 +231,8 @@ ${documentedStowageServer(port, Number(new URL(accelStowage.base).port), accelDi
       line('  Stowage', rs),
       line('  @fastify/static', rf),
       `  Stowage/nginx ${fmt(rs.rps / rn.rps, 2)}x req/s (target >= 0.25)   Stowage/@fastify/static ${fmt(rs.rps / rf.rps, 2)}x (target >= 2)`,
+      line('  nginx proxy_cache in front of Stowage', rc),
+      `  proxy_cache in front of Stowage/nginx ${fmt(rc.rps / rn.rps, 2)}x req/s (target >= 0.25)`,
       '',
       `original (JPEG, ${fmt(photo.length / 1024 / 1024, 2)} MiB)`,
       line('  nginx', on),

@@ -49,6 +49,9 @@ export function saveToAddress(view: string, folderNo: string | null): void {
   const params = new URLSearchParams();
   if (view !== 'files') params.set('view', view);
   if (folderNo) params.set('folder', folderNo);
+  // The open file's page stays in the address while the list behind it changes.
+  const file = new URLSearchParams(location.search).get('file');
+  if (file && view === 'files') params.set('file', file);
   for (const [param, id] of Object.entries(FIELDS)) {
     const value = input(id).value.trim();
     const isDefault = (param === 'in' && value === 'name') || (param === 'sort' && value === 'created_at_desc');
@@ -58,8 +61,17 @@ export function saveToAddress(view: string, folderNo: string | null): void {
   history.replaceState(null, '', `${location.pathname}${search ? `?${search}` : ''}`);
 }
 
+/** Names the file whose page is open in the address (`?file=<file_no>`), or takes it out. */
+export function setAddressFile(fileNo: string | null): void {
+  const params = new URLSearchParams(location.search);
+  if (fileNo) params.set('file', fileNo);
+  else params.delete('file');
+  const search = params.toString();
+  history.replaceState(null, '', `${location.pathname}${search ? `?${search}` : ''}`);
+}
+
 /** Reads the address into the controls; returns the view and folder it names. */
-export function loadFromAddress(): { view: string | null; folderNo: string | null } {
+export function loadFromAddress(): { view: string | null; folderNo: string | null; fileNo: string | null } {
   const params = new URLSearchParams(location.search);
   for (const [param, id] of Object.entries(FIELDS)) {
     const value = params.get(param);
@@ -69,7 +81,7 @@ export function loadFromAddress(): { view: string | null; folderNo: string | nul
     if (el instanceof HTMLSelectElement && ![...el.options].some((o) => o.value === value)) continue;
     el.value = value;
   }
-  return { view: params.get('view'), folderNo: params.get('folder') };
+  return { view: params.get('view'), folderNo: params.get('folder'), fileNo: params.get('file') };
 }
 
 /** Calls `onChange` when a control changes; typing in the search box waits for a pause. */

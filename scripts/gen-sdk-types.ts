@@ -41,6 +41,7 @@ const SCHEMAS: [string, TSchema, string?][] = [
   ['FolderPage', contract.FolderPage, 'GET /api/v1/folders'],
   ['FolderListQuery', contract.FolderListQuery, 'GET /api/v1/folders: the query'],
   ['FolderCreateBody', contract.FolderCreateBody, 'POST /api/v1/folders'],
+  ['FolderMoveBody', contract.FolderMoveBody, 'POST /api/v1/folders/move/{folder_no}'],
   ['SourceType', contract.SourceType],
   ['SourceConfiguration', contract.Configuration],
   ['Source', contract.Source],

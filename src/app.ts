@@ -10,6 +10,7 @@ import { installCors } from './http/cors.ts';
 import { clientErrorHandler, frameworkErrors, installErrorHandling } from './http/errors.ts';
 import { DiskSpace, installBodyIdleTimeout, installUploadSlots, UploadSlots } from './http/upload-slots.ts';
 import { installValidation } from './http/validation.ts';
+import { installCachePolicy } from './http/cache-policy.ts';
 import { installRetryHints } from './http/retry-hints.ts';
 import { withLogRedaction } from './http/log-redaction.ts';
 import { metricsAllowed } from './http/metrics-endpoint.ts';
@@ -143,6 +144,7 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
 
   installValidation(app);
   installRetryHints(app);
+  installCachePolicy(app);
   installErrorHandling(app);
   // Before auth, so that preflights are answered and refusals carry CORS headers.
   await installCors(app, { tokens: services.tokens, publicUrl: config.publicUrl });

@@ -354,6 +354,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     maxOutputSeconds: integer('STOWAGE_TRANSCODE_MAX_SECONDS', transcodeFallback.maxOutputSeconds, 1, 24 * 3600),
     maxOutputBytes: integer('STOWAGE_TRANSCODE_MAX_BYTES', transcodeFallback.maxOutputBytes, 1024 * 1024, 2 ** 50),
     concurrency: integer('STOWAGE_TRANSCODE_CONCURRENCY', transcodeFallback.concurrency, 1, 64),
+    maxQueued: integer('STOWAGE_TRANSCODE_QUEUE', transcodeFallback.maxQueued, 1, 100_000),
     speed,
     gifMaxSeconds: integer('STOWAGE_GIF_MAX_SECONDS', transcodeFallback.gifMaxSeconds, 1, 600),
     gifMaxSide: integer('STOWAGE_GIF_MAX_SIDE', transcodeFallback.gifMaxSide, 16, 4320),

@@ -112,6 +112,7 @@ export const errors = {
   fileNameTaken: () => appError('FILE_NAME_TAKEN'),
   folderNotEmpty: () => appError('FOLDER_NOT_EMPTY'),
   folderExists: () => appError('FOLDER_EXISTS'),
+  folderIntoItself: () => appError('FOLDER_INTO_ITSELF'),
   /** A CORS preflight the service does not allow (an origin a workspace refuses, or a path that is not cross-origin). */
   preflightRefused: () => appError('CORS_NOT_ALLOWED'),
   originNotAllowed: (origin: string) =>
@@ -160,6 +161,11 @@ export const errors = {
   /** Every render slot is busy and STOWAGE_RENDER_QUEUE requests already wait. */
   renderBusy: (retryAfterSeconds: number) =>
     appError('RENDER_BUSY', `Too many renditions are being made; retry in ${retryAfterSeconds} s`, {
+      headers: { 'retry-after': String(retryAfterSeconds) },
+    }),
+  /** STOWAGE_TRANSCODE_QUEUE transcodes already wait or run. */
+  transcodeBusy: (retryAfterSeconds: number) =>
+    appError('TRANSCODE_BUSY', `Too many video renditions are waiting to be made; retry in ${retryAfterSeconds} s`, {
       headers: { 'retry-after': String(retryAfterSeconds) },
     }),
   serviceUnavailable: (what: string) =>

@@ -136,6 +136,13 @@ for (const dialect of DIALECTS) {
           body: { name: 'stolen' },
           otherWorkspace: 404,
         },
+        {
+          method: 'POST',
+          url: `/api/v1/folders/move/${file.folder_no}`,
+          need: 'private',
+          body: { parent_folder_no: null },
+          otherWorkspace: 404,
+        },
         { method: 'DELETE', url: `/api/v1/folders/${file.folder_no}`, need: 'private', otherWorkspace: 404 },
         {
           method: 'POST',

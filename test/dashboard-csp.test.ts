@@ -171,6 +171,7 @@ describe('the pages pin their scripts by hash', () => {
       assert.deepEqual(policy.get('default-src'), ["'self'"]);
       assert.deepEqual(policy.get('style-src'), ["'self'"]);
       assert.deepEqual(policy.get('img-src'), ["'self'", 'data:', 'blob:', origin]);
+      assert.deepEqual(policy.get('media-src'), ["'self'", origin]);
       assert.deepEqual(policy.get('connect-src'), ["'self'", origin]);
       assert.deepEqual(policy.get('frame-ancestors'), ["'none'"]);
       assert.deepEqual(policy.get('base-uri'), ["'none'"]);

@@ -3,6 +3,7 @@
 // dangling colon, the transformation builder offered on a PDF, an <input pattern> the browser
 // cannot compile, and labels cut off on a phone-sized screen.
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -31,7 +32,16 @@ describe('dashboard quality bugs', { skip: chromiumSkip() }, () => {
     ws = JSON.parse(
       (await runCli(['workspace', 'create', '--name', 'UIQ', '--json'], { STOWAGE_DATA_DIR: dataDir })).stdout,
     );
-    server = await startServer({ STOWAGE_DATA_DIR: dataDir, STOWAGE_SWEEP_INTERVAL_MS: '0' });
+    // Part URLs are made from the public URL: start once to learn a free port, then on it.
+    const probe = await startServer({ STOWAGE_DATA_DIR: dataDir });
+    const port = new URL(probe.url).port;
+    await probe.stop();
+    server = await startServer({
+      STOWAGE_DATA_DIR: dataDir,
+      STOWAGE_SWEEP_INTERVAL_MS: '0',
+      PORT: port,
+      STOWAGE_PUBLIC_URL: `http://127.0.0.1:${port}`,
+    });
     browser = await launchChromium();
   });
   after(async () => {
@@ -142,6 +152,45 @@ describe('dashboard quality bugs', { skip: chromiumSkip() }, () => {
     assert.equal(await page.getByLabel('Source name').evaluate((i: HTMLInputElement) => i.checkValidity()), true);
     await page.getByLabel('Source name').fill('no spaces allowed');
     assert.equal(await page.getByLabel('Source name').evaluate((i: HTMLInputElement) => i.checkValidity()), false);
+    assert.deepEqual(errors, []);
+    await close();
+  });
+
+  test('upload progress moves with the bytes, not only when an 8 MiB part finishes', async () => {
+    const { page, errors, close } = await open(1280, 900);
+    await page.getByLabel('Private key').fill(ws.private_key);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { name: /Files/ }).waitFor();
+    // A link of 16 MB/s (Chromium's own throttling), so that the upload lasts long enough for
+    // the page to show values between parts: on loopback a part takes a few milliseconds.
+    const cdp = await page.context().newCDPSession(page);
+    await cdp.send('Network.emulateNetworkConditions', {
+      offline: false,
+      latency: 0,
+      downloadThroughput: -1,
+      uploadThroughput: 16 * 1024 * 1024,
+    });
+    // Samples the progress bar's value as the page shows it, every 5 ms, while the upload runs.
+    await page.evaluate(() => {
+      const seen: number[] = [];
+      (window as unknown as { seen: number[] }).seen = seen;
+      setInterval(() => {
+        const bar = document.querySelector<HTMLProgressElement>('#uploads progress');
+        if (bar && bar.value !== seen.at(-1)) seen.push(bar.value);
+      }, 5);
+    });
+    const size = 3 * 8 * 1024 * 1024 + 999;
+    await page.locator('#file-input').setInputFiles({
+      name: 'bytes.bin',
+      mimeType: 'application/octet-stream',
+      buffer: randomBytes(size),
+    });
+    await page.getByText(/Upload(ed| of) bytes\.bin/).waitFor({ timeout: 60_000 });
+    assert.equal(await statusText(page), 'Uploaded bytes.bin');
+    const seen = await page.evaluate(() => (window as unknown as { seen: number[] }).seen);
+    const part = 8 * 1024 * 1024;
+    const inside = seen.filter((v) => v > 0 && v % part !== 0 && v < size);
+    assert.ok(inside.length >= 3, `values between part boundaries: ${seen.join(', ')}`);
     assert.deepEqual(errors, []);
     await close();
   });

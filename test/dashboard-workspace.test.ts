@@ -170,7 +170,32 @@ describe('dashboard workspace page and accessibility', { skip: chromiumSkip() },
       await page.getByRole('button', { name: /hooked\.bin/ }).click();
       await page.getByRole('dialog').waitFor();
       found['File details'] = await axe(page);
-      assert.deepEqual(found, { Files: [], Sources: [], Presets: [], Workspace: [], 'File details': [] });
+      await page.getByRole('button', { name: 'Close details' }).click();
+      // Files chosen, with the bar of bulk actions.
+      await page.getByRole('checkbox', { name: 'Select hooked.bin' }).check();
+      await page.getByRole('region', { name: 'Selected files' }).waitFor();
+      found['Selection'] = await axe(page);
+      // Inside a folder: breadcrumbs, the folder's own rename, move and delete, a nested tree.
+      await page.getByLabel('New folder').fill(`axe-${width}`);
+      await page.getByRole('button', { name: 'Create folder' }).click();
+      await page
+        .locator('#folders')
+        .getByRole('button', { name: `axe-${width}`, exact: true })
+        .click();
+      await page.getByRole('heading', { name: `Folder axe-${width}` }).waitFor();
+      await page.getByLabel('New folder').fill('inner');
+      await page.getByRole('button', { name: 'Create folder' }).click();
+      await page.locator('#folders').getByRole('button', { name: 'inner', exact: true }).waitFor();
+      found['Folder'] = await axe(page);
+      assert.deepEqual(found, {
+        Files: [],
+        Sources: [],
+        Presets: [],
+        Workspace: [],
+        'File details': [],
+        Selection: [],
+        Folder: [],
+      });
       await close();
     });
   }

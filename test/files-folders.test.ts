@@ -506,6 +506,73 @@ for (const dialect of DIALECTS) {
         assert.equal(up.folder_no, photos.folder_no, 'uploads find the renamed folder');
       });
 
+      test('move: under another parent or the root, paths follow; never into itself, never onto a name', async () => {
+        // Folder by folder from the root: a list shows one level.
+        const byPath = async (path: string) => {
+          let parent: any;
+          for (const name of path.split('/')) {
+            const q = parent ? `?parent_folder_no=${parent.folder_no}` : '';
+            parent = (await api('GET', `/api/v1/folders${q}`)).body.folders.find((f: any) => f.name === name);
+            if (!parent) return undefined;
+          }
+          return parent;
+        };
+        const photos = await byPath('assets/photos');
+        const projects = await byPath('projects');
+        const moved = await api('POST', `/api/v1/folders/move/${photos.folder_no}`, {
+          parent_folder_no: projects.folder_no,
+        });
+        assert.equal(moved.status, 200);
+        assert.equal(moved.body.data.path, 'projects/photos');
+        assert.equal(moved.body.data.parent_folder_no, projects.folder_no);
+        const paths = async (prefix: string) =>
+          (await api('GET', '/api/v1/files?limit=100&search=.bin')).body.files
+            .map((f: any) => f.path)
+            .filter((p: string) => p.startsWith(prefix))
+            .sort();
+        assert.deepEqual(await paths('/projects/photos/'), [
+          '/projects/photos/2026/two.bin',
+          '/projects/photos/late.bin',
+          '/projects/photos/one.bin',
+        ]);
+        // Into itself, or a folder inside it: refused, nothing changes.
+        for (const target of [projects.folder_no, photos.folder_no, (await byPath('projects/photos/2026')).folder_no]) {
+          const refused = await api('POST', `/api/v1/folders/move/${projects.folder_no}`, { parent_folder_no: target });
+          assert.equal(refused.status, 409);
+          assert.equal(refused.body.errorCode, 'FOLDER_INTO_ITSELF');
+        }
+        assert.ok(await byPath('projects/photos/2026'));
+        // The new parent already holds that name.
+        const clash = (await api('POST', '/api/v1/folders', { name: 'photos' })).body;
+        const taken = await api('POST', `/api/v1/folders/move/${photos.folder_no}`, { parent_folder_no: null });
+        assert.equal(taken.status, 409);
+        assert.equal(taken.body.errorCode, 'FOLDER_EXISTS');
+        assert.equal((await api('DELETE', `/api/v1/folders/${clash.folder_no}`)).status, 200);
+        // An unknown parent, and a body without the parent.
+        assert.equal(
+          (await api('POST', `/api/v1/folders/move/${photos.folder_no}`, { parent_folder_no: 'nosuchfolder1' })).status,
+          404,
+        );
+        assert.equal((await api('POST', `/api/v1/folders/move/${photos.folder_no}`, {})).status, 400);
+        // To the root, then back where it was: uploads find it there.
+        const root = await api('POST', `/api/v1/folders/move/${photos.folder_no}`, { parent_folder_no: null });
+        assert.equal(root.body.data.path, 'photos');
+        assert.equal(root.body.data.parent_folder_no, null);
+        const assets = await byPath('assets');
+        const back = await api('POST', `/api/v1/folders/move/${photos.folder_no}`, {
+          parent_folder_no: assets.folder_no,
+        });
+        assert.equal(back.body.data.path, 'assets/photos');
+        assert.deepEqual(await paths('/assets/photos/'), [
+          '/assets/photos/2026/two.bin',
+          '/assets/photos/late.bin',
+          '/assets/photos/one.bin',
+        ]);
+        const up = await add('later.bin', { folder: 'assets/photos/2026' });
+        assert.equal(up.folder_no, (await byPath('assets/photos/2026')).folder_no);
+        assert.equal((await api('DELETE', `/api/v1/files/${up.file_no}`)).status, 200);
+      });
+
       test('delete: the folder, its subfolders, their files, and bytes no other file uses', async () => {
         const before = await objects();
         const assets = (await api('GET', '/api/v1/folders?search=assets')).body.folders[0];

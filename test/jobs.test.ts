@@ -209,6 +209,37 @@ describe('in-process job runner', () => {
     await jobs.close();
   });
 
+  test('addUnlessFull: of 12 parallel adds under a cap of 5, five are queued; a running one counts until stale', async () => {
+    const { jobs } = await queueOver(db);
+    let release!: () => void;
+    jobs.define('webhook.deliver', () => new Promise<void>((r) => (release = r)));
+    const results = await Promise.all(
+      Array.from({ length: 12 }, (_, i) =>
+        jobs.addUnlessFull(
+          'webhook.deliver',
+          { id: `c${i}`, attempt: 1 },
+          { jobKey: `c${i}`, maxLive: 5, staleAfterMs: 60_000 },
+        ),
+      ),
+    );
+    assert.equal(results.filter(Boolean).length, 5);
+    // One runs: still five live, so a sixth is refused; past the stale time the running one no longer counts.
+    const running = jobs.runDue('webhook.deliver', 1);
+    await sleep(50);
+    assert.equal(
+      await jobs.addUnlessFull('webhook.deliver', { id: 'x', attempt: 1 }, { maxLive: 5, staleAfterMs: 60_000 }),
+      false,
+    );
+    await sleep(60);
+    assert.equal(
+      await jobs.addUnlessFull('webhook.deliver', { id: 'y', attempt: 1 }, { maxLive: 5, staleAfterMs: 50 }),
+      true,
+    );
+    release();
+    await running;
+    await jobs.close();
+  });
+
   test('a job name with its own concurrency: the rest of its jobs wait, other jobs still run', async () => {
     const { jobs } = await queueOver(db);
     let active = 0;
@@ -299,6 +330,36 @@ describe('graphile-worker job runner (PostgreSQL)', { skip: pgGate.skip }, () =>
     assert.deepEqual(ran, ['committed']);
     assert.deepEqual([...(await jobs.missing(['c'], 1000))], ['c'], 'a finished job is gone');
     await jobs.close();
+  });
+
+  test('addUnlessFull across two nodes at once: the cap holds (advisory lock); other job names do not count', async () => {
+    // A database of its own: the jobs it leaves waiting must not meet the other tests'.
+    const own = await freshPostgres();
+    const node = async () => {
+      const db = openDatabase({ databaseUrl: own.url, dataDir: '/nonexistent' });
+      dbs.push(db);
+      await migrateToLatest(db.kysely);
+      return queueOver(db, own.url);
+    };
+    const a = await node();
+    const b = await node();
+    await a.jobs.add('sweep', {});
+    const results = await Promise.all(
+      Array.from({ length: 16 }, (_, i) =>
+        (i % 2 ? a : b).jobs.addUnlessFull(
+          'webhook.deliver',
+          { id: `cap${i}`, attempt: 1 },
+          { jobKey: `cap${i}`, maxLive: 6, staleAfterMs: 60_000 },
+        ),
+      ),
+    );
+    assert.equal(results.filter(Boolean).length, 6);
+    const keys = Array.from({ length: 16 }, (_, i) => `cap${i}`);
+    assert.equal(keys.length - (await a.jobs.missing(keys, 60_000)).size, 6, 'six waiting jobs, no more');
+    await a.jobs.close();
+    await b.jobs.close();
+    for (const db of dbs.splice(-2)) await db.close();
+    await own.drop();
   });
 
   test('jobs survive a restart; two started nodes take each job once; a failed run is retried', async () => {

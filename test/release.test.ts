@@ -109,10 +109,24 @@ test('the release the image is built from: the script on a copy of the checkout,
 test('deploy/compose.yaml: health checks, start order, a bucket made once, secrets from files, /metrics not published', () => {
   const compose = parse(readFileSync(join(ROOT, 'deploy', 'compose.yaml'), 'utf8'), { merge: true });
   const services = compose.services as Record<string, any>;
-  assert.deepEqual(Object.keys(services).sort(), ['db', 'proxy', 'redis', 's3', 's3-init', 'stowage-1', 'stowage-2']);
-  for (const name of ['db', 'redis', 's3', 'stowage-1', 'stowage-2'])
+  assert.deepEqual(Object.keys(services).sort(), [
+    'db',
+    'proxy',
+    'redis',
+    's3',
+    's3-init',
+    'stowage-1',
+    'stowage-2',
+    'worker',
+  ]);
+  for (const name of ['db', 'redis', 's3', 'stowage-1', 'stowage-2', 'worker'])
     assert.ok(services[name].healthcheck?.test, `${name} has a health check`);
-  for (const node of ['stowage-1', 'stowage-2']) {
+  // The API nodes leave jobs to the worker, which runs the same image as `stowage-server worker`.
+  for (const node of ['stowage-1', 'stowage-2']) assert.equal(services[node].environment.STOWAGE_JOBS, 'off');
+  assert.deepEqual(services.worker.command, ['node', 'bin/stowage-server.js', 'worker']);
+  assert.equal(services.worker.environment.STOWAGE_JOBS, undefined, 'the worker runs the jobs');
+  assert.match(services.worker.healthcheck.test.join(' '), /127\.0\.0\.1:9464\/metrics/);
+  for (const node of ['stowage-1', 'stowage-2', 'worker']) {
     const s = services[node];
     assert.equal(s.build, '..');
     assert.deepEqual(s.depends_on, {
@@ -121,7 +135,7 @@ test('deploy/compose.yaml: health checks, start order, a bucket made once, secre
       's3-init': { condition: 'service_completed_successfully' },
     });
     assert.equal(s.ports, undefined, 'nodes are reached through the proxy only');
-    assert.match(s.healthcheck.test.join(' '), /\/readyz/);
+    if (node !== 'worker') assert.match(s.healthcheck.test.join(' '), /\/readyz/);
     assert.equal(s.environment.STOWAGE_METRICS_PORT, '9464');
     assert.ok(s.environment.DATABASE_URL_FILE && s.environment.STOWAGE_MASTER_KEY_FILE);
     assert.ok(s.environment.S3_SECRET_ACCESS_KEY_FILE && s.environment.S3_PUBLIC_ENDPOINT);

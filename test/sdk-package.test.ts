@@ -90,19 +90,40 @@ describe('@stowage/sdk, packed and installed into a scratch project', () => {
       'dist/stowage.min.js',
       'dist/client.d.ts',
       'dist/types.gen.d.ts',
+      'dist/uppy.js',
+      'dist/uppy.d.ts',
+      'dist/uploader.js',
+      'dist/uploader.d.ts',
+      'dist/uploader.min.js',
+      'dist/uploader.css',
+      'dist/react.js',
+      'dist/react.d.ts',
       'README.md',
       'package.json',
     ])
       assert.ok(files.includes(`package/${f}`), `${f} is in the package`);
     assert.deepEqual(
-      files.filter((f) => !/^package\/(dist\/[\w.-]+\.(js|d\.ts)|README\.md|package\.json)$/.test(f)),
+      files.filter(
+        (f) => !/^package\/(dist\/[\w.-]+\.(js|d\.ts)|dist\/uploader\.css|README\.md|package\.json)$/.test(f),
+      ),
       [],
       'nothing else is in the package (no src/, scripts/ or tsconfig)',
     );
     const pkg = JSON.parse(readFileSync(join(pkgDir, 'package.json'), 'utf8'));
     assert.equal(pkg.dependencies, undefined, 'the SDK has no runtime dependencies');
-    assert.equal(pkg.peerDependencies, undefined);
+    // Uppy and react are for the uploader subpaths only: optional peers, so a Node install pulls neither.
+    assert.deepEqual(
+      Object.keys(pkg.peerDependencies).filter((name) => !/^(@uppy\/|react$)/.test(name)),
+      [],
+      'peers are Uppy packages and react',
+    );
+    for (const name of Object.keys(pkg.peerDependencies))
+      assert.equal(pkg.peerDependenciesMeta?.[name]?.optional, true, `${name} is an optional peer`);
     assert.equal(pkg.sideEffects, false);
+    // The main entry and its browser build are free of Uppy; the uploader subpaths import it.
+    for (const f of ['index.js', 'stowage.min.js', 'uppy.js'])
+      assert.doesNotMatch(readFileSync(join(pkgDir, 'dist', f), 'utf8'), /@uppy\/|from\s*["']react/, f);
+    assert.match(readFileSync(join(pkgDir, 'dist', 'uploader.js'), 'utf8'), /from\s*["']@uppy\/dashboard["']/);
     // The declarations name the built files, not the TypeScript sources.
     for (const f of files.filter((f) => f.endsWith('.d.ts')))
       assert.doesNotMatch(readFileSync(join(pkgDir, f.slice('package/'.length)), 'utf8'), /from '\.[^']*\.ts'/, f);

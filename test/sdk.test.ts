@@ -11,6 +11,10 @@ import { fileFromPath } from '../sdk/src/node.ts';
 import sharp from 'sharp';
 import { type Harness, makeHarness } from './helpers/harness.ts';
 import { localServer } from './helpers/servers.ts';
+import { externalService } from './helpers/services.ts';
+import { freshS3Storage } from './helpers/storage.ts';
+
+const s3Gate = externalService('STOWAGE_TEST_S3_ENDPOINT', 'an S3-compatible server');
 
 const MiB = 1024 * 1024;
 const sha = (b: Buffer | Uint8Array) => createHash('sha256').update(b).digest('hex');
@@ -482,3 +486,42 @@ describe('SDK: upload tokens and workspace settings', () => {
     await assert.rejects(priv.deletePreset('small'), refusal(404, 'PRESET_NOT_FOUND'));
   });
 });
+
+// Progress in bytes, not parts: the SDK counts what has gone out of each part in flight (a
+// counted stream in Node; XHR upload events in browsers), on local part URLs and on presigned S3
+// ones (Swift checks Content-Length like S3, so the counted body must still declare it).
+for (const storage of ['local', 's3'] as const) {
+  describe(`SDK multipart progress in bytes (${storage})`, { skip: storage === 's3' ? s3Gate.skip : false }, () => {
+    let h: Harness;
+    let client: Stowage;
+    before(async () => {
+      h = await makeHarness('sqlite', storage === 's3' ? { config: { storage: await freshS3Storage() } } : {});
+      const base = await h.app.listen({ host: '127.0.0.1', port: 0 });
+      (h.services.multipart as any).settings.publicUrl = base;
+      client = new Stowage({ baseUrl: base, apiKey: h.ws.public_key });
+    });
+    after(() => h?.close());
+
+    test('progress moves inside each part, only grows with one part at a time, and ends at the size', async () => {
+      const data = randomBytes(2 * 8 * MiB + 4321);
+      const seen: number[] = [];
+      const r = await client.uploadMultipart(new Blob([data]), 'progress.bin', {
+        parallel: 1,
+        onProgress: (p) => seen.push(p.loaded),
+      });
+      assert.equal(r.hash, sha(data));
+      assert.equal(seen.at(-1), data.length);
+      const insideFirst = seen.filter((v) => v > 0 && v < 8 * MiB);
+      assert.ok(insideFirst.length >= 8, `progress inside the first part: ${insideFirst.length} steps`);
+      assert.ok(
+        seen.some((v) => v > 8 * MiB && v < 16 * MiB),
+        'and inside the second',
+      );
+      assert.deepEqual(
+        seen,
+        [...seen].sort((a, b) => a - b),
+        'one part at a time: progress only grows',
+      );
+    });
+  });
+}

@@ -1,15 +1,17 @@
 // `stowage worker`: processes that run background jobs and serve no API. An API node started with
 // STOWAGE_JOBS=off only queues jobs; two workers on one PostgreSQL share the queue and each job
-// is done once. Without PostgreSQL, both settings are refused at start with a clear message.
+// is done once (webhook deliveries and video transcodes). Without PostgreSQL, both settings are
+// refused at start with a clear message.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { rmSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { freshPostgres } from './helpers/harness.ts';
 import { readFirstWorkspace, runCli, type ServerProcess, startServer } from './helpers/process.ts';
 import { externalService } from './helpers/services.ts';
+import { clipFolder, ffmpegSkip } from './helpers/video.ts';
 
 const pgGate = externalService('STOWAGE_TEST_DATABASE_URL', 'PostgreSQL');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -88,11 +90,13 @@ describe('two workers beside an API node that runs no jobs', { skip: pgGate.skip
     assert.equal(res.status, 201, await res.text());
   };
 
-  const deliveredRuns = async (port: number) => {
+  /** How many runs of `job` a worker made, from its own /metrics. */
+  const jobRuns = async (port: number, job: string) => {
     const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-    const m = /^stowage_job_runs_total\{job="webhook\.deliver"\} (\d+)$/m.exec(text);
-    return m ? Number(m[1]) : 0;
+    const line = text.split('\n').find((l) => l.startsWith(`stowage_job_runs_total{job="${job}"} `));
+    return line ? Number(line.split(' ').at(-1)) : 0;
   };
+  const deliveredRuns = (port: number) => jobRuns(port, 'webhook.deliver');
 
   before(async () => {
     db = await freshPostgres();
@@ -146,6 +150,53 @@ describe('two workers beside an API node that runs no jobs', { skip: pgGate.skip
       runs.reduce((a, b) => a + b, 0),
       20,
       `runs per worker: ${runs.join(', ')}`,
+    );
+  });
+
+  test('video transcodes asked of the API node are made by the workers, each once, though asked twice at once', {
+    skip: ffmpegSkip,
+  }, async () => {
+    const clips = clipFolder('stowage-worker-clips-');
+    clips.ffmpeg(
+      '-f',
+      'lavfi',
+      '-i',
+      'testsrc=size=96x64:rate=10:duration=1',
+      '-pix_fmt',
+      'yuv420p',
+      clips.at('w.mp4'),
+    );
+    const form = new FormData();
+    form.append('file', new Blob([readFileSync(clips.at('w.mp4'))]), 'w.mp4');
+    form.append('file_name', 'w.mp4');
+    const up = await fetch(`${api.url}/api/v1/uploads`, {
+      method: 'POST',
+      headers: { 'x-api-key': ws.private_key },
+      body: form,
+    });
+    const record = (await up.json()) as { workspace_id: string };
+    assert.equal(up.status, 201, JSON.stringify(record));
+    const wsId = record.workspace_id;
+    const widths = [32, 48, 64, 80];
+    const urls = widths.map((w) => `${api.url}/${wsId}/w_${w},f_webm/w.mp4`);
+    // Every rendition asked twice at once: the job key makes one job of each pair.
+    const firsts = await Promise.all([...urls, ...urls].map((u) => fetch(u).then((r) => r.status)));
+    assert.ok(
+      firsts.every((st) => st === 202),
+      `first answers: ${firsts.join(', ')}`,
+    );
+    const deadline = Date.now() + 90_000;
+    const done = new Set<string>();
+    while (done.size < urls.length && Date.now() < deadline) {
+      for (const u of urls) if (!done.has(u) && (await fetch(u, { method: 'HEAD' })).status === 200) done.add(u);
+      await sleep(200);
+    }
+    assert.equal(done.size, urls.length, 'every rendition was made (by the workers: the API node runs no jobs)');
+    const runs = await Promise.all(metricsPorts.map((port) => jobRuns(port, 'video.transcode')));
+    assert.equal(
+      runs.reduce((a, b) => a + b, 0),
+      urls.length,
+      `transcodes per worker: ${runs.join(', ')}`,
     );
   });
 

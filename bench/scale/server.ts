@@ -18,10 +18,14 @@ export class Stowage {
   private output = '';
   base = '';
 
-  /** `env`: settings on top of the bench's (bench/delivery sets STOWAGE_ACCEL_REDIRECT). */
+  /**
+   * `env`: settings on top of the bench's (bench/delivery sets STOWAGE_ACCEL_REDIRECT); `nodeArgs`:
+   * options for node itself (bench/delivery-profile passes --cpu-prof).
+   */
   constructor(
     private readonly db: Target,
     private readonly env: Record<string, string> = {},
+    private readonly nodeArgs: string[] = [],
   ) {}
 
   get pid(): number {
@@ -31,7 +35,7 @@ export class Stowage {
   async start(): Promise<void> {
     const port = await freePort();
     this.output = '';
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+    const child = spawn(process.execPath, [...this.nodeArgs, '--import', 'tsx', 'src/main.ts'], {
       cwd: ROOT,
       env: {
         ...process.env,

@@ -4,6 +4,13 @@
 //                    and tree-shake it themselves;
 //   node.js          the Node helpers (files on disk), Node built-ins left as imports;
 //   stowage.min.js   one minified ES module for a <script type="module"> or an import map;
+//   video.js         video rendition tokens and waiting for a rendition made in the background;
+//   uppy.js          the option builders for Uppy's plugins (no Uppy inside: types only);
+//   uploader.js      createUploader, importing Uppy 5 (optional peer dependencies) as packages;
+//   react.js         <StowageUploader/>, importing react and Uppy as packages;
+//   uploader.css     Uppy's style sheets the uploader needs, in one file;
+//   uploader.min.js  createUploader with Uppy and its styles inside, one minified ES module for
+//                    pages without a build step (not in the size budget: Uppy is most of it);
 //   *.d.ts           declarations, one per source file, with `.js` specifiers.
 // Prints the gzipped size of stowage.min.js; the budget lives in package.json (`sizeBudget`) and
 // test/sdk-package.test.ts holds the build to it.
@@ -14,6 +21,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { gzipSync } from 'node:zlib';
 import { build } from 'esbuild';
+import { uploaderBundleOptions, uppyStyles } from './uploader-bundle.mjs';
 
 const SDK = fileURLToPath(new URL('..', import.meta.url));
 const DIST = join(SDK, 'dist');
@@ -42,11 +50,47 @@ await build({
   minify: true,
 });
 
+await build({
+  ...common,
+  entryPoints: [join(SDK, 'src', 'video.ts')],
+  outfile: join(DIST, 'video.js'),
+  platform: 'neutral',
+});
+
+writeFileSync(join(DIST, 'uploader.css'), uppyStyles());
+const uppyExternal = ['@uppy/*', 'react', 'react-dom'];
+await build({
+  ...common,
+  entryPoints: [join(SDK, 'src', 'uppy.ts')],
+  outfile: join(DIST, 'uppy.js'),
+  platform: 'neutral',
+  external: uppyExternal,
+});
+await build({
+  ...common,
+  entryPoints: [join(SDK, 'src', 'uploader.ts')],
+  outfile: join(DIST, 'uploader.js'),
+  platform: 'browser',
+  external: uppyExternal,
+});
+await build({
+  ...common,
+  entryPoints: [join(SDK, 'src', 'react.ts')],
+  outfile: join(DIST, 'react.js'),
+  platform: 'browser',
+  external: uppyExternal,
+});
+await build(uploaderBundleOptions(join(DIST, 'uploader.min.js')));
+
 // Declarations: the compiler keeps the sources' `./x.ts` specifiers in .d.ts files, which a
 // consumer's compiler resolves only with allowImportingTsExtensions; the built files are `.js`.
 const tsc = join(dirname(createRequire(import.meta.url).resolve('typescript/package.json')), 'bin', 'tsc');
 execFileSync(process.execPath, [tsc, '-p', join(SDK, 'tsconfig.build.json')], { stdio: 'inherit', cwd: SDK });
 for (const name of readdirSync(DIST).filter((n) => n.endsWith('.d.ts'))) {
+  if (name === 'uploader-bundle.d.ts') {
+    rmSync(join(DIST, name)); // the bundle's types are those of uppy.d.ts and uploader.d.ts
+    continue;
+  }
   const file = join(DIST, name);
   const text = readFileSync(file, 'utf8');
   writeFileSync(file, text.replace(/(from\s+['"]\.{1,2}\/[^'"]+)\.ts(['"])/g, '$1.js$2'));

@@ -1,5 +1,6 @@
 // The Stowage client: every endpoint, for Node (>= 20) and browsers, on plain `fetch`.
 import { StowageAbortError, StowageError, StowageNetworkError } from './errors.ts';
+import { bodySender, type SendBody } from './send-body.ts';
 import { type SignDeliveryUrlOptions, signDeliveryUrl } from './sign.ts';
 import type {
   DeliveryKey,
@@ -9,6 +10,7 @@ import type {
   FileUpdateBody,
   Folder,
   FolderCreateBody,
+  FolderMoveBody,
   FolderListQuery,
   FolderPage,
   GenerateTokenOptions,
@@ -102,9 +104,12 @@ export class Stowage {
   private readonly retryDelayMs: number;
   private readonly maxRetryDelayMs: number;
 
+  private readonly sendBody: SendBody;
+
   constructor(private readonly options: ClientOptions) {
     this.base = options.baseUrl.replace(/\/+$/, '');
     this.fetchImpl = options.fetch ?? globalThis.fetch.bind(globalThis);
+    this.sendBody = bodySender(this.fetchImpl, options.fetch !== undefined);
     this.retries = options.retries ?? 4;
     this.retryDelayMs = options.retryDelayMs ?? 300;
     this.maxRetryDelayMs = options.maxRetryDelayMs ?? 30_000;
@@ -263,31 +268,49 @@ export class Stowage {
     }
     const s = session;
     const total = file.size;
-    let loaded = [...done].reduce((n, p) => n + partLength(s, total, p), 0);
-    opts.onProgress?.({ loaded, total });
+    // Progress in bytes: the parts stored, plus what has gone out of each part in flight (a
+    // part sent again starts from 0, so a retry shows as a step back).
+    let stored = [...done].reduce((n, p) => n + partLength(s, total, p), 0);
+    const sending = new Map<number, number>();
+    const report = () => {
+      let loaded = stored;
+      for (const n of sending.values()) loaded += n;
+      opts.onProgress?.({ loaded: Math.min(loaded, total), total });
+    };
+    report();
     const queue = s.parts.map((url, i) => ({ url, n: i + 1 })).filter((p) => !done.has(p.n));
     const workers = Array.from({ length: Math.max(1, Math.min(opts.parallel ?? 4, queue.length)) }, async () => {
       for (let job = queue.shift(); job; job = queue.shift()) {
-        const start = (job.n - 1) * s.part_size;
+        const { url, n } = job;
+        const start = (n - 1) * s.part_size;
         const chunk = file.slice(start, Math.min(start + s.part_size, total));
         const res = await this.withRetries(
-          job.url,
+          url,
           () =>
-            this.fetchImpl(job.url, {
-              method: 'PUT',
-              body: chunk,
-              headers: { 'content-type': 'application/octet-stream' },
-              signal: opts.signal,
-            }),
+            this.sendBody(
+              url,
+              {
+                method: 'PUT',
+                body: chunk,
+                headers: { 'content-type': 'application/octet-stream' },
+                signal: opts.signal,
+              },
+              (sent) => {
+                sending.set(n, sent);
+                report();
+              },
+            ),
           opts.signal,
         );
         if (!res.ok) {
+          sending.delete(n);
           const text = await res.text();
-          throw toError(res, text ? safeJson(text) : undefined, `part ${job.n}`);
+          throw toError(res, text ? safeJson(text) : undefined, `part ${n}`);
         }
         await res.arrayBuffer().catch(() => {});
-        loaded += chunk.size;
-        opts.onProgress?.({ loaded, total });
+        sending.delete(n);
+        stored += chunk.size;
+        report();
       }
     });
     await Promise.all(workers);
@@ -450,6 +473,14 @@ export class Stowage {
   renameFolder(folderNo: string, name: string, opts: RequestOptions = {}): Promise<Folder> {
     return this.request<Folder>('POST', `/api/v1/folders/rename/${encodeURIComponent(folderNo)}`, {
       json: { name },
+      signal: opts.signal,
+    });
+  }
+
+  /** Moves a folder, with everything in it, under another parent (null: the root). */
+  moveFolder(folderNo: string, parentFolderNo: string | null, opts: RequestOptions = {}): Promise<Folder> {
+    return this.request<Folder>('POST', `/api/v1/folders/move/${encodeURIComponent(folderNo)}`, {
+      json: { parent_folder_no: parentFolderNo } satisfies FolderMoveBody,
       signal: opts.signal,
     });
   }

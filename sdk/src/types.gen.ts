@@ -309,6 +309,12 @@ export interface FolderCreateBody {
   path?: string;
 }
 
+/** POST /api/v1/folders/move/{folder_no} */
+export interface FolderMoveBody {
+  /** The new parent; null for the root */
+  parent_folder_no: string | null;
+}
+
 /** One of s3, azure, google_cloud, image_source */
 export type SourceType = 's3' | 'azure' | 'google_cloud' | 'image_source';
 
@@ -677,6 +683,7 @@ export type ErrorCode =
   | 'FOLDER_NOT_FOUND'
   | 'FILE_NAME_TAKEN'
   | 'FOLDER_NOT_EMPTY'
+  | 'FOLDER_INTO_ITSELF'
   | 'FOLDER_EXISTS'
   | 'SOURCE_NOT_FOUND'
   | 'SOURCE_NAME_TAKEN'
@@ -695,5 +702,6 @@ export type ErrorCode =
   | 'VIDEO_REFUSED'
   | 'TRANSCODE_FAILED'
   | 'RENDER_TIMEOUT'
+  | 'TRANSCODE_BUSY'
   | 'RENDER_BUSY'
   | 'SERVICE_UNAVAILABLE';

@@ -225,6 +225,11 @@ export const ERROR_CATALOGUE = {
     error: 'Folder is not empty',
     message: 'The folder holds files or folders; delete them first, or send ?recursive=true to delete everything in it',
   },
+  FOLDER_INTO_ITSELF: {
+    status: 409,
+    error: 'A folder cannot move into itself',
+    message: 'The new parent is this folder or a folder inside it; choose a folder outside it, or the root',
+  },
   FOLDER_EXISTS: {
     status: 409,
     error: 'Folder already exists',
@@ -294,6 +299,11 @@ export const ERROR_CATALOGUE = {
     error: 'Service unavailable',
     message:
       'The rendition took longer than {ms} ms to make and was abandoned; try again later, or ask for a smaller one',
+  },
+  TRANSCODE_BUSY: {
+    status: 503,
+    error: 'Service unavailable',
+    message: 'Too many video renditions are waiting to be made; retry in {seconds} s',
   },
   RENDER_BUSY: {
     status: 503,

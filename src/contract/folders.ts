@@ -82,5 +82,15 @@ export const FolderCreateBody = Type.Object(
 );
 export type FolderCreateBody = Static<typeof FolderCreateBody>;
 
+export const FolderMoveBody = Type.Object(
+  {
+    parent_folder_no: Type.Union([Type.String({ maxLength: 64 }), Type.Null()], {
+      description: 'The new parent; null for the root',
+    }),
+  },
+  { examples: [{ parent_folder_no: 'f8Kq2Lm9' }] },
+);
+export type FolderMoveBody = Static<typeof FolderMoveBody>;
+
 export const FolderDeleteQuery = Type.Object({ recursive: Type.Optional(Type.Boolean()) });
 export type FolderDeleteQuery = Static<typeof FolderDeleteQuery>;

@@ -145,6 +145,7 @@ export const OPERATIONS: Record<RouteKey, OperationDoc> = {
   'GET /api/v1/folders': { operationId: 'listFolders' },
   'POST /api/v1/folders': { operationId: 'createFolder' },
   'POST /api/v1/folders/rename/:folder_no': { operationId: 'renameFolder' },
+  'POST /api/v1/folders/move/:folder_no': { operationId: 'moveFolder' },
   'DELETE /api/v1/folders/:folder_no': { operationId: 'deleteFolder' },
 
   'GET /api/v1/workspace': { operationId: 'getWorkspace' },

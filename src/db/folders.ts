@@ -120,8 +120,11 @@ export class FolderRepository {
    * it follow (files hold no path: none is touched). False when a folder is already at the new
    * path: then the transaction must be rolled back (throw).
    */
-  async movePath(id: string, change: { name: string; oldPath: string; newPath: string; at: string }): Promise<boolean> {
-    const { name, oldPath, newPath, at } = change;
+  async movePath(
+    id: string,
+    change: { name: string; oldPath: string; newPath: string; at: string; parentId?: string | null },
+  ): Promise<boolean> {
+    const { name, oldPath, newPath, at, parentId } = change;
     try {
       await this.db
         .updateTable('folders')
@@ -129,7 +132,11 @@ export class FolderRepository {
         .where('id', 'in', subtree(id))
         .where('id', '<>', id)
         .execute();
-      await this.db.updateTable('folders').set({ name, path: newPath, updated_at: at }).where('id', '=', id).execute();
+      await this.db
+        .updateTable('folders')
+        .set({ name, path: newPath, updated_at: at, ...(parentId !== undefined ? { parent_id: parentId } : {}) })
+        .where('id', '=', id)
+        .execute();
       return true;
     } catch (err) {
       if (isUniqueViolation(err)) return false;

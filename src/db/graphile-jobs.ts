@@ -41,3 +41,26 @@ export async function deadGraphileJobKeys(
   const live = new Set(rows.map((r) => r.key));
   return new Set(keys.filter((k) => !live.has(k)));
 }
+
+/**
+ * Adds `job` unless `maxLive` jobs of its task are already waiting (with tries left) or running
+ * for less than `staleAfterMs`. The count and the add happen under a transaction-scoped advisory
+ * lock of the task's name, so concurrent adds on any node take turns; false when full.
+ */
+export async function addGraphileJobUnlessFull(
+  db: Kysely<Database>,
+  job: GraphileJob,
+  maxLive: number,
+  staleAfterMs: number,
+): Promise<boolean> {
+  return db.transaction().execute(async (trx) => {
+    await sql`select pg_advisory_xact_lock(hashtext(${`stowage:job-cap:${job.identifier}`}))`.execute(trx);
+    const { rows } = await sql<{ n: string }>`select count(*) as n from ${sql.id(GRAPHILE_SCHEMA, 'jobs')}
+        where task_identifier = ${job.identifier}
+        and ((locked_at is null and attempts < max_attempts)
+          or locked_at > now() - make_interval(secs => ${staleAfterMs / 1000}::float8))`.execute(trx);
+    if (Number(rows[0]?.n ?? 0) >= maxLive) return false;
+    await addGraphileJob(trx, job);
+    return true;
+  });
+}

@@ -104,7 +104,7 @@ export function clientErrorHandler(err: NodeJS.ErrnoException, socket: Duplex): 
 /** A complete HTTP/1.1 answer that closes the connection, for sockets without a response object. */
 export function rawAnswer(status: number, payload: unknown): string {
   const text = JSON.stringify(payload);
-  return `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(text)}\r\nConnection: close\r\n\r\n${text}`;
+  return `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\nContent-Type: application/json; charset=utf-8\r\nCache-Control: no-store\r\nContent-Length: ${Buffer.byteLength(text)}\r\nConnection: close\r\n\r\n${text}`;
 }
 
 export function installErrorHandling(app: FastifyInstance): void {

@@ -6,10 +6,10 @@
 import { Logger, type Runner, run, runMigrations, runOnce, type TaskList } from 'graphile-worker';
 import pg from 'pg';
 import type { Db } from '../db/database.ts';
-import { addGraphileJob, deadGraphileJobKeys, GRAPHILE_SCHEMA } from '../db/graphile-jobs.ts';
+import { addGraphileJob, addGraphileJobUnlessFull, deadGraphileJobKeys, GRAPHILE_SCHEMA } from '../db/graphile-jobs.ts';
 import type { JobMetrics } from './metrics.ts';
 import { BaseJobQueue, type EnqueueOptions } from './queue.ts';
-import type { JobLogger, JobName } from './types.ts';
+import type { JobLogger, JobName, JobPayloads } from './types.ts';
 
 const SCHEMA = GRAPHILE_SCHEMA;
 
@@ -81,6 +81,26 @@ export class GraphileJobQueue extends BaseJobQueue {
       jobKey: opts.jobKey ?? null,
       jobKeyMode: opts.keepRunAt ? 'preserve_run_at' : 'replace',
     });
+  }
+
+  async addUnlessFull<N extends JobName>(
+    name: N,
+    payload: JobPayloads[N],
+    opts: { jobKey?: string; maxLive: number; staleAfterMs: number },
+  ): Promise<boolean> {
+    return addGraphileJobUnlessFull(
+      this.db.kysely,
+      {
+        identifier: name,
+        payload,
+        runAt: null,
+        maxAttempts: this.attemptsOf(name),
+        jobKey: opts.jobKey ?? null,
+        jobKeyMode: 'replace',
+      },
+      opts.maxLive,
+      opts.staleAfterMs,
+    );
   }
 
   async missing(keys: string[], staleAfterMs: number): Promise<Set<string>> {

@@ -4,7 +4,7 @@
 import { afterCommit } from '../db/database.ts';
 import type { JobMetrics } from './metrics.ts';
 import { BaseJobQueue, type EnqueueOptions } from './queue.ts';
-import type { JobLogger, JobName } from './types.ts';
+import type { JobLogger, JobName, JobPayloads } from './types.ts';
 
 interface Queued {
   seq: number;
@@ -63,6 +63,21 @@ export class InProcessJobQueue extends BaseJobQueue {
     const now = Date.now();
     for (const r of this.running.values()) if (r.job.key && now - r.startedAt <= staleAfterMs) live.add(r.job.key);
     return new Set(keys.filter((k) => !live.has(k)));
+  }
+
+  async addUnlessFull<N extends JobName>(
+    name: N,
+    payload: JobPayloads[N],
+    opts: { jobKey?: string; maxLive: number; staleAfterMs: number },
+  ): Promise<boolean> {
+    // Counted and queued with no await in between: one process, so no other add comes between.
+    const now = Date.now();
+    let live = 0;
+    for (const j of this.waiting.values()) if (j.name === name) live++;
+    for (const r of this.running.values()) if (r.job.name === name && now - r.startedAt <= opts.staleAfterMs) live++;
+    if (live >= opts.maxLive) return false;
+    void this.enqueue(name, payload, { jobKey: opts.jobKey, maxAttempts: this.attemptsOf(name) });
+    return true;
   }
 
   async runDue(name: JobName, limit = Number.POSITIVE_INFINITY): Promise<number> {

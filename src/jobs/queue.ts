@@ -46,6 +46,11 @@ export abstract class BaseJobQueue implements JobQueue {
   ) {}
 
   protected abstract enqueue(name: JobName, payload: unknown, opts: EnqueueOptions): Promise<void>;
+  abstract addUnlessFull<N extends JobName>(
+    name: N,
+    payload: JobPayloads[N],
+    opts: { jobKey?: string; maxLive: number; staleAfterMs: number },
+  ): Promise<boolean>;
   protected abstract startRunner(): Promise<void>;
   protected abstract stopRunner(): Promise<void>;
   abstract missing(keys: string[], staleAfterMs: number): Promise<Set<string>>;
@@ -85,8 +90,13 @@ export abstract class BaseJobQueue implements JobQueue {
   async add<N extends JobName>(name: N, payload: JobPayloads[N], opts: AddOptions = {}): Promise<void> {
     await this.enqueue(name, payload, {
       ...opts,
-      maxAttempts: this.definitions.get(name)?.maxAttempts ?? DEFAULT_ATTEMPTS,
+      maxAttempts: this.attemptsOf(name),
     });
+  }
+
+  /** Runs a job of `name` gets in all (its definition's, or the default). */
+  protected attemptsOf(name: JobName): number {
+    return this.definitions.get(name)?.maxAttempts ?? DEFAULT_ATTEMPTS;
   }
 
   async start(): Promise<void> {

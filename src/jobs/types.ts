@@ -84,6 +84,16 @@ export interface JobQueue {
   every(name: RecurringJobName, everyMs: number, run: () => Promise<void>, opts?: { atStart?: boolean }): void;
   add<N extends JobName>(name: N, payload: JobPayloads[N], opts?: AddOptions): Promise<void>;
   /**
+   * Adds the job only while fewer than `maxLive` jobs of `name` are waiting or running (one
+   * running for longer than `staleAfterMs` counts as lost); false, and nothing added, when full.
+   * The count and the add are one step across every node, so parallel adds cannot pass the cap.
+   */
+  addUnlessFull<N extends JobName>(
+    name: N,
+    payload: JobPayloads[N],
+    opts: { jobKey?: string; maxLive: number; staleAfterMs: number },
+  ): Promise<boolean>;
+  /**
    * Of these job keys, the ones with no job waiting or running; a job running for longer than
    * `staleAfterMs` counts as lost (its node died) and its key is returned too.
    */

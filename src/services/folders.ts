@@ -141,6 +141,28 @@ export class FolderService {
   }
 
   /**
+   * Moves a folder, with everything in it, under another parent (null: the root). A folder cannot
+   * go into itself or a folder inside it (409 FOLDER_INTO_ITSELF); the new parent holding a folder
+   * of the same name is 409 FOLDER_EXISTS.
+   */
+  async move(workspaceId: string, folderNo: string, parentNo: string | null): Promise<Folder> {
+    const moved = await inTransaction(this.db.kysely, async (trx) => {
+      const repo = new FolderRepository(trx);
+      const row = await this.byNo(workspaceId, folderNo, repo);
+      const parent = parentNo === null ? null : await this.byNo(workspaceId, parentNo, repo);
+      if (parent && (parent.id === row.id || parent.path.startsWith(`${row.path}/`))) throw errors.folderIntoItself();
+      const newPath = parent ? `${parent.path}/${row.name}` : row.name;
+      if (newPath === row.path) return row;
+      const now = nowIso();
+      const change = { name: row.name, oldPath: row.path, newPath, at: now, parentId: parent?.id ?? null };
+      if (!(await repo.movePath(row.id, change))) throw errors.folderExists();
+      return { ...row, path: newPath, parent_id: parent?.id ?? null, updated_at: now };
+    });
+    this.events?.emit('files.changed', { workspaceId });
+    return this.view(moved);
+  }
+
+  /**
    * Deletes an empty folder; with `recursive`, also its subfolders and every file in them
    * (bytes no other file uses go). A non-empty folder without `recursive` is 409: nothing is
    * lost by surprise.

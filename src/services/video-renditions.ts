@@ -15,7 +15,7 @@ import { createReadStream } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
-import { AppError, appError } from '../errors.ts';
+import { AppError, appError, errors } from '../errors.ts';
 import type { JobLogger, JobQueue } from '../jobs/types.ts';
 import type { VideoEngine } from '../media/video/engine.ts';
 import type { MediaInput } from '../media/video/probe.ts';
@@ -121,8 +121,8 @@ export class VideoRenditions {
 
   /** As `request`, for a streaming package (one job for the whole ladder). */
   requestStream(job: VideoStreamJob): Promise<PendingAnswer> {
-    return this.ask(job.key, streamJobKey(job.key), () =>
-      this.deps.jobs.add('video.stream', job, { jobKey: streamJobKey(job.key) }),
+    return this.ask(job.key, streamJobKey(job.key), (bound) =>
+      this.deps.jobs.addUnlessFull('video.stream', job, bound),
     );
   }
 
@@ -132,12 +132,20 @@ export class VideoRenditions {
    * the job is queued and the answer is "triggered".
    */
   request(job: VideoTranscodeJob): Promise<PendingAnswer> {
-    return this.ask(job.key, transcodeJobKey(job.key), () =>
-      this.deps.jobs.add('video.transcode', job, { jobKey: transcodeJobKey(job.key) }),
+    return this.ask(job.key, transcodeJobKey(job.key), (bound) =>
+      this.deps.jobs.addUnlessFull('video.transcode', job, bound),
     );
   }
 
-  private async ask(key: string, jobKey: string, add: () => Promise<unknown>): Promise<PendingAnswer> {
+  /**
+   * `add` queues the job unless its kind already has `maxLive` jobs waiting or running
+   * (STOWAGE_TRANSCODE_QUEUE, counted per kind: transcodes and stream packages apart).
+   */
+  private async ask(
+    key: string,
+    jobKey: string,
+    add: (bound: { jobKey: string; maxLive: number; staleAfterMs: number }) => Promise<boolean>,
+  ): Promise<PendingAnswer> {
     const failed = await this.failure(key);
     if (failed) throw appError('TRANSCODE_FAILED', `This video rendition could not be made: ${failed.message}`);
     // A job running for longer than a transcode may is one whose node died: queued again.
@@ -147,7 +155,10 @@ export class VideoRenditions {
       const progress = p?.total ? Math.min(1, Math.round((p.done / p.total) * 1000) / 1000) : undefined;
       return progress === undefined ? { status: 'processing' } : { status: 'processing', progress };
     }
-    await add();
+    // Bounded across the deployment: each distinct URL of a public video is a new job, so an
+    // anonymous client could otherwise queue hours of transcoding.
+    const added = await add({ jobKey, maxLive: this.settings.maxQueued, staleAfterMs });
+    if (!added) throw errors.transcodeBusy(30);
     return { status: 'triggered' };
   }
 

@@ -104,3 +104,24 @@ export function documentedStowageServer(port: number, upstream: number, dataDir:
   }
   return conf;
 }
+
+/**
+ * The nginx block of docs/deploy.md ("Caching delivery in nginx"): the cache, its maps and the
+ * server in front of Stowage on 127.0.0.1:`upstream`, listening on `port`, its cache files in
+ * `cacheDir`. Read from the page, as `documentedStowageServer` is.
+ */
+export function documentedCachingProxy(port: number, upstream: number, cacheDir: string): string {
+  const page = readFileSync(DEPLOY_MD, 'utf8');
+  const section = page.slice(page.indexOf('## Caching delivery in nginx (proxy_cache)'));
+  let conf = /```nginx\n([\s\S]*?)```/.exec(section)?.[1];
+  if (!conf) throw new Error('docs/deploy.md has no nginx block under "Caching delivery in nginx"');
+  for (const [from, to] of [
+    ['server 127.0.0.1:3000;', `server 127.0.0.1:${upstream};`],
+    ['listen 80;', `listen 127.0.0.1:${port};`],
+    ['proxy_cache_path /var/cache/nginx/stowage ', `proxy_cache_path ${cacheDir} `],
+  ]) {
+    if (!conf.includes(from)) throw new Error(`the caching block of docs/deploy.md no longer has "${from}"`);
+    conf = conf.replace(from, to);
+  }
+  return conf;
+}

@@ -70,7 +70,7 @@ export async function dashboardRoutes(
     '/examples/public-upload.html': 'examples/public-upload.html',
   };
 
-  // Styles from this origin only; images and uploads may also go to the public URL (delivery)
+  // Styles from this origin only; images, video, audio and uploads may also go to the public URL (delivery)
   // and the storage endpoint (presigned part URLs). Trusted Types with no policy: no page
   // writes HTML or script through the DOM's string sinks (innerHTML, script.src = …), so any
   // such write is an injection and is refused.
@@ -81,6 +81,8 @@ export async function dashboardRoutes(
       `script-src ${scriptSrc}`,
       "style-src 'self'",
       `img-src 'self' data: blob: ${extra}`,
+      // A file's page plays its video and audio from the delivery origin.
+      `media-src 'self' ${extra}`,
       `connect-src 'self' ${extra}`,
       "frame-ancestors 'none'",
       "base-uri 'none'",

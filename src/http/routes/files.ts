@@ -19,6 +19,7 @@ import {
   FolderCreateBody,
   FolderDeleteQuery,
   FolderListQuery,
+  FolderMoveBody,
   FolderPage,
   FolderParams,
 } from '../../contract/folders.ts';
@@ -235,6 +236,24 @@ export async function fileRoutes(
       },
     },
     async (request) => bothShapes(await folders.rename(ws(request), request.params.folder_no, request.body.name)),
+  );
+
+  api.post(
+    '/api/v1/folders/move/:folder_no',
+    {
+      config: { auth: 'private' },
+      schema: {
+        tags: ['folders'],
+        summary: 'Move a folder under another parent (paths below follow)',
+        description:
+          'parent_folder_no: the new parent, or null for the root. 409 FOLDER_INTO_ITSELF when the new parent is the folder or inside it; 409 FOLDER_EXISTS when the new parent holds a folder of that name.',
+        params: FolderParams,
+        body: FolderMoveBody,
+        response: { 200: FolderAnswer, ...errorResponses(400, 401, 403, 404, 409) },
+      },
+    },
+    async (request) =>
+      bothShapes(await folders.move(ws(request), request.params.folder_no, request.body.parent_folder_no)),
   );
 
   api.delete(

@@ -21,6 +21,11 @@ export interface TranscodeSettings {
   maxOutputBytes: number;
   /** Transcodes at once on a node (STOWAGE_TRANSCODE_CONCURRENCY). */
   concurrency: number;
+  /**
+   * Transcode jobs waiting or running across the deployment (STOWAGE_TRANSCODE_QUEUE): past it a
+   * new rendition is refused 503 TRANSCODE_BUSY, so anonymous URLs cannot queue unbounded work.
+   */
+  maxQueued: number;
   /** STOWAGE_TRANSCODE_SPEED. */
   speed: TranscodeSpeed;
   /** A GIF is at most this long (STOWAGE_GIF_MAX_SECONDS); without a trim, the first that many seconds. */
@@ -37,6 +42,7 @@ export function transcodeDefaults(): TranscodeSettings {
     maxOutputSeconds: 10 * 60,
     maxOutputBytes: 1024 ** 3,
     concurrency: 1,
+    maxQueued: 32,
     speed: 'fast',
     gifMaxSeconds: 10,
     gifMaxSide: 640,
