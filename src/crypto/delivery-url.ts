@@ -14,6 +14,11 @@ export class DeliverySigner {
     return createHmac('sha256', this.key).update(`${pathname}\n${expires}`).digest('base64url');
   }
 
+  /** The signature of `pathname` until `expires` (a streaming package's prefix: routes/delivery.ts). */
+  signature(pathname: string, expires: number): string {
+    return this.mac(pathname, expires);
+  }
+
   /** `url` is absolute; its pathname is what gets signed. */
   sign(url: string, expires: number): string {
     const u = new URL(url);

@@ -90,6 +90,10 @@ export interface DeliverableFile {
   storage_key: string;
   /** Seconds, for video and audio (the probe at upload); null when unknown. */
   duration: number | null;
+  /** Displayed height of a video (the probe at upload): a stream's ladder is capped at it. */
+  height: number | null;
+  /** The probe's other fields as JSON (media/video/probe.ts MediaDetails), or null. */
+  media: string | null;
 }
 
 export type FileChanges = Omit<Updateable<FileTable>, 'id' | 'file_no' | 'workspace_id' | 'created_at'>;
@@ -157,6 +161,8 @@ export class FileRepository {
         'files.updated_at',
         'files.is_private',
         'files.duration',
+        'files.height',
+        'files.media',
         'blobs.sha256',
         'blobs.size',
         'blobs.storage_key',

@@ -5,6 +5,7 @@
 // record thumbnails of private files). Originals cost nothing here: no token segment, no read.
 // Named presets alone (`t_{name}`) pass unsigned: they are the workspace's own transformations.
 import type { DeliverySigner } from '../crypto/delivery-url.ts';
+import { streamSuffix } from '../media/video/stream.ts';
 import { verifyTransformSignature, withoutTransformSignature } from '../crypto/transform-url.ts';
 import { appError } from '../errors.ts';
 import { isPresetsOnly, MAX_UNSIGNED_PRESETS } from '../media/presets.ts';
@@ -12,6 +13,19 @@ import { isTokenSegment, tokenSegmentCount } from '../media/transform/tokens.ts'
 import type { TransformPolicy } from '../services/workspaces.ts';
 
 const WORKSPACE_ID = /^[0-9A-Za-z]{10,16}$/;
+
+/** How many trailing segments of `pathname` name a streaming package's file; 0 when it does not end like one. */
+export function streamDepth(pathname: string): number {
+  const parts = pathname.split('/').filter((s) => s !== '');
+  // Past the workspace: at least the video's name stays before the package's file.
+  return streamSuffix(parts.slice(1))?.count ?? 0;
+}
+
+/** The path a streaming package's signature covers: up to the video's name, with its "/". */
+export function streamScope(pathname: string, depth: number): string {
+  const parts = pathname.split('/');
+  return `${parts.slice(0, parts.length - depth).join('/')}/`;
+}
 
 export interface TransformGateDeps {
   /** Cached per node (WorkspaceService.transformPolicy). */
@@ -50,7 +64,9 @@ export async function checkTransformSignature(
   query: string | undefined,
   nowSeconds: number,
 ): Promise<string | undefined> {
-  if (!hasTokens(pathname)) return query;
+  // A streaming package's file (media/video/stream.ts) is a rendition with or without `st_`.
+  const stream = streamDepth(pathname);
+  if (!hasTokens(pathname) && !stream) return query;
   // Presets only (`t_a`, `t_a,t_b`), in every segment delivery could read as tokens (a shorter
   // reading is a part of these): the workspace's owner wrote every transformation such a URL can
   // ask for, so it needs no signature (an unknown name is delivery's 400, whoever asks).
@@ -72,7 +88,10 @@ export async function checkTransformSignature(
   if (own === 'ok') return withoutTransformSignature(query);
   const expires = single(query, 'expires');
   const signature = single(query, 'signature');
-  const served = deps.signer.verify(pathname, { expires, signature }, nowSeconds);
+  let served = deps.signer.verify(pathname, { expires, signature }, nowSeconds);
+  // The package's signature, which the playlists delivery answers carry (routes/delivery.ts).
+  if (served === 'bad' && stream)
+    served = deps.signer.verify(streamScope(pathname, stream), { expires, signature }, nowSeconds);
   if (served === 'ok') return withoutTransformSignature(query);
   if (own === 'missing' && served === 'missing') throw appError('TRANSFORMATION_SIGNATURE_REQUIRED');
   if (own === 'expired' || (own === 'missing' && served === 'expired')) throw appError('URL_EXPIRED');

@@ -5,7 +5,7 @@
 import type { Kysely } from 'kysely';
 import type { BaseLogger } from 'pino';
 import type { Database } from '../db/schema.ts';
-import type { VideoTranscodeJob } from '../services/video-renditions.ts';
+import type { VideoStreamJob, VideoTranscodeJob } from '../services/video-renditions.ts';
 
 /** Every job there is, by name, with its payload (plain JSON: it is stored on PostgreSQL). */
 export interface JobPayloads {
@@ -21,6 +21,8 @@ export interface JobPayloads {
   'renditions.backfill': Record<string, never>;
   /** One video rendition (src/services/video-renditions.ts), keyed by its storage key: identical asks coalesce. */
   'video.transcode': VideoTranscodeJob;
+  /** One adaptive-streaming package, its whole ladder in one run, keyed by its master playlist's key. */
+  'video.stream': VideoStreamJob;
 }
 
 export type JobName = keyof JobPayloads;

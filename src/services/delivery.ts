@@ -23,7 +23,7 @@ import { tokenSegmentCount } from '../media/transform/tokens.ts';
 import type { OutputFormat, TransformSpec } from '../media/transform/spec.ts';
 import { spoolLimit, spoolToFile } from '../media/spool.ts';
 import { guardSvgStream, isSvgType } from '../media/svg-guard.ts';
-import type { ByteRange, ObjectInfo, StorageDriver } from '../storage/driver.ts';
+import { type ByteRange, type ObjectInfo, ObjectNotFoundError, type StorageDriver } from '../storage/driver.ts';
 import type { RenditionCache } from './rendition-cache.ts';
 import { renditionPrefix } from '../uploads/blob-store.ts';
 import { createHash } from 'node:crypto';
@@ -38,6 +38,16 @@ import { asksForPoster, type PosterSpec, parsePosterTokens, posterName } from '.
 import type { MediaInput } from '../media/video/probe.ts';
 import { defaultVideoFormat, parseVideoTokens, VIDEO_MIME, videoRenditionName } from '../media/video/tokens.ts';
 import { planTrim } from '../media/video/transcode.ts';
+import {
+  capLadder,
+  DASH_MANIFEST,
+  HLS_MASTER,
+  parseLadder,
+  STREAM_MIME,
+  streamFileKind,
+  streamPackageName,
+  streamSuffix,
+} from '../media/video/stream.ts';
 import type { PendingAnswer, VideoRenditions } from './video-renditions.ts';
 
 /** How long a rendition of an origin's object is served before it is made again. */
@@ -66,7 +76,7 @@ export interface DeliveryTarget {
    * refuse (the route: a private file's URL without a valid signature), so that nobody can make
    * the service render what it would then refuse to serve.
    */
-  mayRender?: (isPrivate: boolean) => void;
+  mayRender?: (isPrivate: boolean, streamDepth?: number) => void;
 }
 
 export interface Delivered {
@@ -90,6 +100,16 @@ export interface Delivered {
   renditionKey?: string;
   /** The stored bytes as a file of this machine (storage with `localPath`), for X-Accel-Redirect. */
   localFile?: string;
+  /**
+   * A file of a streaming package (media/video/stream.ts): how many trailing path segments name
+   * it inside the package (`ar-master.m3u8` 1, `dash/manifest.mpd` 2). A private file's signature
+   * may cover the whole package, signed on the path up to the video's name and "/" (routes/delivery.ts).
+   */
+  streamDepth?: number;
+  /** A playlist or manifest: a private file's answer adds its signature to every address in it. */
+  playlist?: 'hls' | 'dash';
+  /** Cached briefly (a master playlist: what it lists changes when the file is replaced). */
+  shortLived?: boolean;
 }
 
 const MIME: Record<OutputFormat, string> = {
@@ -333,6 +353,8 @@ export class DeliveryService {
     }
     if (!/^[0-9A-Za-z]{10,16}$/.test(target.workspaceId)) throw notFound();
     const path = decodeDeliveryPath(target.path);
+    const streamed = await this.streamTarget(target, path);
+    if (streamed) return streamed;
     // Leading token segments name a rendition, read longest first: fewer of them when the tokens
     // do not parse or no file matches that reading (a folder that merely looks like tokens), and
     // the whole path as a file last.
@@ -417,6 +439,117 @@ export class DeliveryService {
       renditionKey: key,
       localFile: this.storage.localPath?.(key),
     };
+  }
+
+  /**
+   * A path ending like a streaming package (`…/video.mp4/ar-master.m3u8`, `…/dash/manifest.mpd`,
+   * the playlists and segments they name) whose leading part names a video: that package's file.
+   * Undefined otherwise, and the path is read as any other (a real file named `ar-master.m3u8`
+   * in a folder named `video.mp4` is still served). The one leading segment, when there is one,
+   * is the ladder (`st_240_360`): read only once the video is found, so a bad ladder is a 400.
+   */
+  private async streamTarget(target: DeliveryTarget, path: DeliveryPath): Promise<Delivered | undefined> {
+    const suffix = streamSuffix(path.segments);
+    if (!suffix) return undefined;
+    const rest = path.segments.slice(0, -suffix.count);
+    const raw = path.raw.slice(0, -suffix.count);
+    for (const tokens of tokenSegmentCount(raw) > 0 ? [1, 0] : [0]) {
+      const file = await this.file(target.workspaceId, rest.slice(tokens));
+      if (!file || !isVideo(file.mime_type)) continue;
+      const ladder = parseLadder(tokens ? raw[0] : undefined);
+      target.mayRender?.(Boolean(file.is_private), suffix.count);
+      return this.streamFile(target.workspaceId, file, ladder, suffix);
+    }
+    return undefined;
+  }
+
+  /**
+   * One file of a streaming package: served once the package's master is stored (the master is
+   * written last, so then every file is there); else the `video.stream` job is asked for and
+   * RenditionPending carries the 202, as for any video rendition.
+   */
+  private async streamFile(
+    workspaceId: string,
+    file: DeliverableFile,
+    asked: number[],
+    suffix: { file: string; count: number },
+  ): Promise<Delivered> {
+    const ladder = capLadder(asked, file.height);
+    const name = streamPackageName(ladder);
+    const prefix = `${renditionPrefix(file.storage_key)}${name}/`;
+    const master = `${prefix}${HLS_MASTER}`;
+    const made = await this.storage.stat(master);
+    this.events?.emit('rendition', Boolean(made));
+    if (!made) {
+      if (!this.videos) throw appError('VIDEO_ENGINE_MISSING');
+      this.videos.engine.require('ffmpeg');
+      const trim = planTrim({}, 'mp4', file.duration, this.videos.settings);
+      throw new RenditionPending(
+        await this.videos.requestStream({
+          key: master,
+          prefix,
+          workspaceId,
+          storageKey: file.storage_key,
+          sha256: file.sha256,
+          size: Number(file.size),
+          demuxer: demuxerFor(file.mime_type)!,
+          ladder,
+          audio: hasAudio(file.media),
+          trim,
+        }),
+      );
+    }
+    const key = `${prefix}${suffix.file}`;
+    const info = suffix.file === HLS_MASTER ? made : await this.storage.stat(key);
+    if (!info) {
+      // A file the package lists was evicted by the rendition cache (each file has its own row):
+      // the master goes too, so the next ask of it makes the package again instead of a player
+      // meeting a hole. A name the package never had is merely not found.
+      if (await this.listedInPackage(prefix, suffix.file)) {
+        await this.storage.delete(master);
+        await this.renditions?.abandon(master);
+      }
+      throw notFound();
+    }
+    this.stats.renditionCacheHits++;
+    this.renditions?.used(key);
+    const kind = streamFileKind(suffix.file);
+    return {
+      open: (range) => this.storage.get(key, range),
+      size: info.size,
+      contentType: STREAM_MIME[kind],
+      etag: `"${file.sha256.slice(0, 32)}-${name}-${suffix.file}"`,
+      lastModified: new Date(file.updated_at),
+      isRendition: true,
+      varyAccept: false,
+      isPrivate: Boolean(file.is_private),
+      ranges: true,
+      renditionKey: key,
+      localFile: this.storage.localPath?.(key),
+      streamDepth: suffix.count,
+      playlist: kind === 'segment' ? undefined : kind,
+      shortLived: suffix.file === HLS_MASTER || suffix.file === DASH_MANIFEST,
+    };
+  }
+
+  /**
+   * Whether the package lists `file` (read only when that file is missing): a media playlist is
+   * listed by the master, a stream's segments by that stream's media playlist. A name it never
+   * had (`chunk-stream0-99999.m4s`) must not make anyone remake a package.
+   */
+  private async listedInPackage(prefix: string, file: string): Promise<boolean> {
+    const stream = /^(?:init-stream|chunk-stream)(\d+)/.exec(file);
+    const listing = stream ? `media_${stream[1]}.m3u8` : file.startsWith('media_') ? HLS_MASTER : undefined;
+    if (!listing) return false;
+    try {
+      const chunks: Buffer[] = [];
+      for await (const c of await this.storage.get(`${prefix}${listing}`)) chunks.push(c as Buffer);
+      // Listed as the name itself, with the `?v=` it was stored with.
+      return Buffer.concat(chunks).toString('utf8').includes(`${file}?`);
+    } catch (err) {
+      if (err instanceof ObjectNotFoundError) return stream !== null && (await this.listedInPackage(prefix, listing));
+      throw err;
+    }
   }
 
   /**
@@ -852,6 +985,16 @@ type DeliverableFile = NonNullable<Awaited<ReturnType<FileRepository['deliverabl
 
 /** A video ffmpeg may read (a detected container with its one demuxer); audio is not transformed. */
 const isVideo = (mimeType: string) => mimeType.startsWith('video/') && demuxerFor(mimeType) !== null;
+
+/** Whether the probe at upload found an audio stream (unknown: none, so ffmpeg is never asked to map a missing one). */
+function hasAudio(media: string | null): boolean {
+  if (!media) return false;
+  try {
+    return Boolean((JSON.parse(media) as { audio_codec?: unknown }).audio_codec);
+  } catch {
+    return false;
+  }
+}
 
 /** The blob a rendition is made from. */
 interface Owner {

@@ -12,13 +12,14 @@
 // can run it with the same dependencies.
 import { randomUUID } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { mkdir, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { AppError, appError, errors } from '../errors.ts';
 import type { JobLogger, JobQueue } from '../jobs/types.ts';
 import type { VideoEngine } from '../media/video/engine.ts';
 import type { MediaInput } from '../media/video/probe.ts';
+import { HLS_MASTER, makeStream, streamFileKind, withQuery } from '../media/video/stream.ts';
 import type { VideoFormat, VideoSpec } from '../media/video/tokens.ts';
 import { type TranscodeSettings, type TrimPlan, transcode } from '../media/video/transcode.ts';
 import { spoolToFile } from '../media/spool.ts';
@@ -38,6 +39,26 @@ export interface VideoTranscodeJob {
   demuxer: string;
   spec: VideoSpec;
   format: VideoFormat;
+  trim: TrimPlan;
+}
+
+/**
+ * The `video.stream` job's payload: a whole adaptive-streaming package (media/video/stream.ts),
+ * keyed by its master playlist's storage key.
+ */
+export interface VideoStreamJob {
+  /** The master playlist's storage key (`<blob key>.renditions/stream.h_…/ar-master.m3u8`): written last. */
+  key: string;
+  /** The package's folder (`<blob key>.renditions/stream.h_…/`): every file of it is stored under it. */
+  prefix: string;
+  workspaceId: string;
+  storageKey: string;
+  sha256: string;
+  size: number;
+  demuxer: string;
+  ladder: number[];
+  /** Whether the video has an audio stream to carry (the probe at upload). */
+  audio: boolean;
   trim: TrimPlan;
 }
 
@@ -68,13 +89,14 @@ export interface VideoRenditionDeps {
 }
 
 export const transcodeJobKey = (renditionKey: string) => `video.transcode:${renditionKey}`;
+export const streamJobKey = (masterKey: string) => `video.stream:${masterKey}`;
 const markerKey = (renditionKey: string) => `${renditionKey}.failed`;
 
 export class VideoRenditions {
   readonly engine: VideoEngine;
   readonly settings: TranscodeSettings;
   /** Transcodes run on this node (tests read it). */
-  readonly stats = { transcodes: 0, failures: 0 };
+  readonly stats = { transcodes: 0, streams: 0, failures: 0 };
   /** Seconds written per rendition key, while this node transcodes it. */
   private readonly progress = new Map<string, { done: number; total?: number }>();
   private running = 0;
@@ -91,6 +113,17 @@ export class VideoRenditions {
       maxAttempts: 3,
       concurrency: this.settings.concurrency,
     });
+    this.deps.jobs.define('video.stream', (job) => this.runStream(job), {
+      maxAttempts: 3,
+      concurrency: this.settings.concurrency,
+    });
+  }
+
+  /** As `request`, for a streaming package (one job for the whole ladder). */
+  requestStream(job: VideoStreamJob): Promise<PendingAnswer> {
+    return this.ask(job.key, streamJobKey(job.key), (bound) =>
+      this.deps.jobs.addUnlessFull('video.stream', job, bound),
+    );
   }
 
   /**
@@ -98,24 +131,33 @@ export class VideoRenditions {
    * failed within the hour, else "processing" when its job waits or runs (on any node), else
    * the job is queued and the answer is "triggered".
    */
-  async request(job: VideoTranscodeJob): Promise<PendingAnswer> {
-    const failed = await this.failure(job.key);
+  request(job: VideoTranscodeJob): Promise<PendingAnswer> {
+    return this.ask(job.key, transcodeJobKey(job.key), (bound) =>
+      this.deps.jobs.addUnlessFull('video.transcode', job, bound),
+    );
+  }
+
+  /**
+   * `add` queues the job unless its kind already has `maxLive` jobs waiting or running
+   * (STOWAGE_TRANSCODE_QUEUE, counted per kind: transcodes and stream packages apart).
+   */
+  private async ask(
+    key: string,
+    jobKey: string,
+    add: (bound: { jobKey: string; maxLive: number; staleAfterMs: number }) => Promise<boolean>,
+  ): Promise<PendingAnswer> {
+    const failed = await this.failure(key);
     if (failed) throw appError('TRANSCODE_FAILED', `This video rendition could not be made: ${failed.message}`);
-    const jobKey = transcodeJobKey(job.key);
     // A job running for longer than a transcode may is one whose node died: queued again.
     const staleAfterMs = this.settings.timeoutMs * 2 + 60_000;
     if ((await this.deps.jobs.missing([jobKey], staleAfterMs)).size === 0) {
-      const p = this.progress.get(job.key);
+      const p = this.progress.get(key);
       const progress = p?.total ? Math.min(1, Math.round((p.done / p.total) * 1000) / 1000) : undefined;
       return progress === undefined ? { status: 'processing' } : { status: 'processing', progress };
     }
     // Bounded across the deployment: each distinct URL of a public video is a new job, so an
     // anonymous client could otherwise queue hours of transcoding.
-    const added = await this.deps.jobs.addUnlessFull('video.transcode', job, {
-      jobKey,
-      maxLive: this.settings.maxQueued,
-      staleAfterMs,
-    });
+    const added = await add({ jobKey, maxLive: this.settings.maxQueued, staleAfterMs });
     if (!added) throw errors.transcodeBusy(30);
     return { status: 'triggered' };
   }
@@ -206,7 +248,94 @@ export class VideoRenditions {
     }
   }
 
-  private async blobExists(job: VideoTranscodeJob): Promise<boolean> {
+  /**
+   * The `video.stream` job: makes a whole package with one ffmpeg run into a temporary folder,
+   * then stores it (stream.ts). Does nothing when its master is stored or its video is gone.
+   */
+  async runStream(job: VideoStreamJob): Promise<void> {
+    const { storage } = this.deps;
+    if (await storage.stat(job.key)) return;
+    const free = await this.slot();
+    const tmp: string[] = [];
+    let outDir: string | undefined;
+    try {
+      if (await storage.stat(job.key)) return;
+      if (!(await this.blobExists(job))) return;
+      await mkdir(this.deps.tmpDir, { recursive: true });
+      let input: MediaInput;
+      try {
+        input = await this.input(job, tmp);
+      } catch (err) {
+        if (err instanceof ObjectNotFoundError) return;
+        throw err;
+      }
+      outDir = await mkdtemp(join(this.deps.tmpDir, 'stream-'));
+      this.progress.set(job.key, { done: 0, total: job.trim.seconds });
+      this.stats.streams++;
+      let files: Array<{ name: string; size: number }>;
+      try {
+        files = await makeStream(this.engine, this.settings, {
+          input,
+          demuxer: job.demuxer,
+          ladder: job.ladder,
+          audio: job.audio,
+          trim: job.trim,
+          outDir,
+          onProgress: (done) => this.progress.set(job.key, { done, total: job.trim.seconds }),
+        });
+      } catch (err) {
+        if (err instanceof AppError && err.status < 500) {
+          if (await this.blobExists(job)) await this.recordFailure(job.key, err.message);
+          return;
+        }
+        throw err;
+      }
+      await this.storePackage(job, outDir, files);
+    } finally {
+      this.progress.delete(job.key);
+      free();
+      await Promise.all(tmp.map((p) => rm(p, { force: true })));
+      if (outDir) await rm(outDir, { recursive: true, force: true });
+    }
+  }
+
+  /**
+   * A package into storage, each file counted in the rendition cache like any rendition, the
+   * master last: a package is visible (served, and "done" to every node) only once every file it
+   * names is stored, so a player never meets a partial one. Playlists are stored with `v=` on
+   * every address they hold (the blob's hash), so the files a player fetches through them are
+   * content-addressed and cached as immutable (routes/delivery.ts contentAddressed).
+   */
+  private async storePackage(job: VideoStreamJob, dir: string, files: Array<{ name: string; size: number }>) {
+    const { storage, renditions } = this.deps;
+    const version = `v=${job.sha256.slice(0, 16)}`;
+    const storeOne = async (name: string) => {
+      const key = `${job.prefix}${name}`;
+      const path = join(dir, name);
+      const kind = streamFileKind(name);
+      const body =
+        kind === 'segment' ? undefined : Buffer.from(withQuery(await readFile(path, 'utf8'), kind, version), 'utf8');
+      await renditions?.reserve(key);
+      try {
+        await storage.put(key, body ? Readable.from([body]) : createReadStream(path), { durable: false });
+      } catch (err) {
+        await renditions?.abandon(key);
+        throw err;
+      }
+      await renditions?.stored(key, body ? body.length : (files.find((f) => f.name === name)?.size ?? 0));
+    };
+    const rest = files.map((f) => f.name).filter((n) => n !== HLS_MASTER);
+    // A few at once: a long video is hundreds of small segments.
+    for (let i = 0; i < rest.length; i += 4) await Promise.all(rest.slice(i, i + 4).map(storeOne));
+    await storeOne(HLS_MASTER);
+    if (!(await this.blobExists(job))) {
+      await storage.delete(job.key);
+      await Promise.all(rest.map((n) => storage.delete(`${job.prefix}${n}`)));
+      await renditions?.repo.removeOwner(job.storageKey);
+    }
+  }
+
+  private async blobExists(job: Pick<VideoTranscodeJob, 'workspaceId' | 'sha256' | 'storageKey'>): Promise<boolean> {
     const ledger = this.deps.renditions;
     return ledger ? ledger.repo.blobExists(job.workspaceId, job.sha256, job.storageKey) : true;
   }
@@ -222,7 +351,7 @@ export class VideoRenditions {
    * The source for ffmpeg: the local file, else a temporary copy (an MP4's index is often at its
    * end, which a pipe cannot seek back to; a transcode reads the whole file anyway).
    */
-  private async input(job: VideoTranscodeJob, tmp: string[]): Promise<MediaInput> {
+  private async input(job: Pick<VideoTranscodeJob, 'storageKey' | 'size'>, tmp: string[]): Promise<MediaInput> {
     const local = this.deps.storage.localPath?.(job.storageKey);
     if (local) return { path: local };
     const stream = await this.deps.storage.get(job.storageKey);

@@ -7,7 +7,7 @@
 import { access } from 'node:fs/promises';
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { isAbsolute, relative, sep } from 'node:path';
-import type { Readable } from 'node:stream';
+import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { FastifyInstance } from 'fastify';
 import { appError, errors } from '../../errors.ts';
@@ -22,7 +22,14 @@ import type { CachedDelivery, DeliveryCache } from '../../services/delivery-cach
 import { type ByteRange, ObjectNotFoundError } from '../../storage/driver.ts';
 import { EXPOSED_HEADERS } from '../cors.ts';
 import { clientHints } from '../../media/transform/client-hints.ts';
-import { checkTransformSignature, hasTokens, type TransformGateDeps } from '../transform-signature.ts';
+import { withQuery } from '../../media/video/stream.ts';
+import {
+  checkTransformSignature,
+  hasTokens,
+  streamDepth,
+  streamScope,
+  type TransformGateDeps,
+} from '../transform-signature.ts';
 
 /** User files are served as data, never as active content on the service's origin. */
 const SAFE_HEADERS = {
@@ -119,6 +126,45 @@ export function contentAddressed(d: Delivered, own: boolean, v: string | undefin
 
 export const IMMUTABLE = 'public, max-age=31536000, immutable';
 
+/** Playlists are small; a larger one is not a package's. */
+const MAX_PLAYLIST_BYTES = 4 * 1024 * 1024;
+
+/**
+ * A private package's playlist or manifest with `query` (the package's signature) on every
+ * address in it: answered whole (no Range), its tag naming the expiry so a cached copy with an
+ * older signature is never taken for it.
+ */
+async function signedPlaylist(
+  d: Delivered,
+  body: Buffer | undefined,
+  query: string,
+  expires: number,
+): Promise<{ delivered: Delivered; body: Buffer }> {
+  let bytes = body;
+  if (!bytes) {
+    const chunks: Buffer[] = [];
+    let total = 0;
+    for await (const chunk of await d.open()) {
+      total += (chunk as Buffer).length;
+      if (total > MAX_PLAYLIST_BYTES) throw errors.nothingStored();
+      chunks.push(chunk as Buffer);
+    }
+    bytes = Buffer.concat(chunks);
+  }
+  const signed = Buffer.from(withQuery(bytes.toString('utf8'), d.playlist!, query), 'utf8');
+  const delivered: Delivered = {
+    ...d,
+    open: async () => Readable.from([signed]),
+    size: signed.length,
+    etag: `${d.etag.slice(0, -1)}-e${expires}"`,
+    // Signed addresses expire: never a shared or year-long copy (`private, max-age=300`).
+    isPrivate: true,
+    ranges: false,
+    localFile: undefined,
+  };
+  return { delivered, body: signed };
+}
+
 export interface Answer {
   status: 200 | 206 | 304 | 416;
   headers: Record<string, string | number>;
@@ -135,9 +181,11 @@ export function answer(headers: IncomingHttpHeaders, d: Delivered, immutable: bo
       ? 'private, max-age=300'
       : immutable
         ? IMMUTABLE
-        : d.isRendition
-          ? 'public, max-age=86400, stale-while-revalidate=604800'
-          : 'public, max-age=300, must-revalidate',
+        : d.shortLived
+          ? 'public, max-age=60, stale-while-revalidate=60'
+          : d.isRendition
+            ? 'public, max-age=86400, stale-while-revalidate=604800'
+            : 'public, max-age=300, must-revalidate',
     'accept-ranges': d.ranges ? 'bytes' : 'none',
   };
   // Replaces CORS's `Vary: Origin`, as `Vary: Accept` always did: delivery answers
@@ -245,9 +293,12 @@ export function deliveryFastPath(
   return (req, res, fallback) => {
     const url = req.url ?? '';
     const pathname = rawPath(url);
+    const stream = transformGate ? streamDepth(pathname) : 0;
+    // A stream's playlist may need its addresses signed (a private or gated package): the route's.
+    if (stream && /\.(m3u8|mpd)$/.test(pathname)) return false;
     // A rendition of a workspace that may require signed transformations: the gate first, as on
     // the route; a refusal (or anything unexpected) is left to the route, which answers it.
-    if (transformGate && (req.method === 'GET' || req.method === 'HEAD') && hasTokens(pathname)) {
+    if (transformGate && (req.method === 'GET' || req.method === 'HEAD') && (hasTokens(pathname) || stream)) {
       const workspaceId = pathname.slice(1, pathname.indexOf('/', 1));
       if (!OWN_WORKSPACE.test(workspaceId)) return false;
       checkTransformSignature(transformGate, workspaceId, pathname, rawQuery(url), Math.floor(Date.now() / 1000)).then(
@@ -360,6 +411,10 @@ export async function deliveryRoutes(
   },
 ): Promise<void> {
   const { delivery, signer, cache } = opts;
+  /** Whether a stream path of this workspace passed the signed-transformations gate (it requires them). */
+  const gated = async (workspace: string, pathname: string) =>
+    Boolean(opts.transformGate && streamDepth(pathname) && OWN_WORKSPACE.test(workspace)) &&
+    (await opts.transformGate!.policy(workspace)).required;
   const resolve = (t: DeliveryTarget) => delivery.resolve(t);
   const lookup = async (target: DeliveryTarget): Promise<CachedDelivery> => {
     if (!cache) return { delivered: await resolve(target) };
@@ -398,20 +453,21 @@ export async function deliveryRoutes(
         : rawQuery(request.url);
       // A private file's URL must carry the service's signature: checked before any rendition of
       // it is made (resolve calls mayRender), and again on what is answered, held or not.
-      const requireSignature = () => {
+      const requireSignature = (streamDepth?: number) => {
         const { expires, signature } = request.query;
-        const verdict = signer.verify(
-          pathname,
-          { expires: text(expires), signature: text(signature) },
-          Math.floor(Date.now() / 1000),
-        );
+        const q = { expires: text(expires), signature: text(signature) };
+        const now = Math.floor(Date.now() / 1000);
+        let verdict = signer.verify(pathname, q, now);
+        // A file of a streaming package: a signature of the package (the path up to the video's
+        // name and "/") opens every file in it, which is what its playlists carry.
+        if (verdict === 'bad' && streamDepth) verdict = signer.verify(streamScope(pathname, streamDepth), q, now);
         if (verdict === 'missing') throw appError('SIGNED_URL_REQUIRED');
         if (verdict === 'bad') throw appError('INVALID_SIGNATURE');
         if (verdict === 'expired') throw appError('URL_EXPIRED');
       };
       const target: DeliveryTarget = {
-        mayRender: (isPrivate) => {
-          if (isPrivate) requireSignature();
+        mayRender: (isPrivate, streamDepth) => {
+          if (isPrivate) requireSignature(streamDepth);
         },
         workspaceId: workspace,
         path,
@@ -434,8 +490,17 @@ export async function deliveryRoutes(
             .code(202)
             .send(err.answer);
         }
-        const { delivered: d, body } = found;
-        if (d.isPrivate) requireSignature();
+        let { delivered: d, body } = found;
+        if (d.isPrivate) requireSignature(d.streamDepth);
+        if (d.playlist && d.streamDepth && (d.isPrivate || (await gated(workspace, pathname)))) {
+          // Its addresses get the package's signature, so the player's next requests are let in:
+          // until the URL's own expiry, or an hour for a `tsig` without one (the master is
+          // fetched again for fresh ones).
+          const given = text(request.query.expires);
+          const expires = given && /^\d{1,12}$/.test(given) ? Number(given) : Math.floor(Date.now() / 1000) + 3600;
+          const query = `expires=${expires}&signature=${signer.signature(streamScope(pathname, d.streamDepth), expires)}`;
+          ({ delivered: d, body } = await signedPlaylist(d, body, query, expires));
+        }
 
         const a = answer(request.headers, d, contentAddressed(d, OWN_WORKSPACE.test(workspace), versionOf(query)));
         if (a.status === 304) return reply.headers(a.headers).code(304).send();

@@ -17,6 +17,8 @@ export interface RunOptions {
   env?: Record<string, string>;
   /** Takes stdout as it comes (ffmpeg's `-progress pipe:1`) instead of keeping it: `stdout` is then empty. */
   onStdout?: (chunk: Buffer) => void;
+  /** Kills the process group when aborted (a caller's own limit, e.g. a stream's folder size). */
+  signal?: AbortSignal;
 }
 
 export interface RunResult {
@@ -65,6 +67,7 @@ export function runBounded(file: string, args: string[], opts: RunOptions): Prom
       killGroup();
     }, opts.timeoutMs);
     timer.unref();
+    opts.signal?.addEventListener('abort', killGroup, { once: true });
 
     child.stdout?.on('data', (chunk: Buffer) => {
       if (opts.onStdout) {
