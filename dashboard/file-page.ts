@@ -1,9 +1,11 @@
 // A file's page: a full-window dialog whose address (?file=<file_no>) can be shared. Preview by
 // kind (image, video with its poster, audio, a link for anything else: Stowage renders no PDF
 // page), every field of the record, editing of name, folder, tags, metadata, custom id and
-// privacy, copyable delivery URLs, the transformation builder for images, a poster builder for videos.
+// privacy, copyable delivery URLs, the transformation builder for images, a poster builder and a
+// rendition builder (made in the background, waited for, then played) for videos.
 import type { Stowage } from '../sdk/src/index.ts';
 import type { FileRecord } from '../sdk/src/types.ts';
+import { videoTokens, waitForRendition } from '../sdk/src/video.ts';
 import { setAddressFile } from './find.ts';
 import { api, lib } from './library.ts';
 import { $, guarded, human, status } from './ui.ts';
@@ -33,6 +35,10 @@ export function openFilePage(f: FileRecord): void {
   $('builder').hidden = !f.mime_type.startsWith('image/');
   // A video's builder makes posters (one frame as an image); its other tokens are background jobs.
   $('poster-builder').hidden = !(f.mime_type.startsWith('video/') && f.thumbnail);
+  // Other video tokens are made in the background: the builder asks, waits and then shows it.
+  $('video-builder').hidden = !(f.mime_type.startsWith('video/') && f.duration !== null);
+  $('vr-state').textContent = '';
+  $('vr-result').replaceChildren();
   updateBuilder();
   updatePoster();
   if (!dialog().open) dialog().showModal();
@@ -197,6 +203,65 @@ function updatePoster(): void {
   else show(url);
 }
 
+/** Stops waiting for the rendition asked last when another is asked or the page closes. */
+let renditionWait: AbortController | undefined;
+
+/** Asks for the video rendition the builder describes, waits while it is made, then plays it. */
+async function makeVideoRendition(): Promise<void> {
+  const file = current;
+  if (!file) return;
+  const num = (id: string) => {
+    const v = $<HTMLInputElement>(id).value.trim();
+    return v === '' ? undefined : Number(v);
+  };
+  const format = $<HTMLSelectElement>('vr-format').value as 'mp4' | 'webm' | 'gif';
+  let tokens: string;
+  try {
+    tokens = videoTokens({
+      width: num('vr-width'),
+      start: num('vr-start'),
+      end: num('vr-end'),
+      format,
+      mute: $<HTMLInputElement>('vr-mute').checked,
+    });
+  } catch (err) {
+    status((err as Error).message, true);
+    return;
+  }
+  const plain = new URL(file.url);
+  const [, workspace, ...rest] = plain.pathname.split('/');
+  plain.pathname = `/${workspace}/${tokens}/${rest.join('/')}`;
+  // A private file's (or a signed workspace's) renditions need the service's signature.
+  const url = file.thumbnail?.includes('?')
+    ? ((await signedRendition(file, tokens)) ?? plain.toString())
+    : plain.toString();
+  renditionWait?.abort();
+  const wait = new AbortController();
+  renditionWait = wait;
+  const state = $('vr-state');
+  state.textContent = 'Asked…';
+  await waitForRendition(url, {
+    signal: wait.signal,
+    onStatus: (s) => {
+      state.textContent =
+        s.status === 'triggered'
+          ? 'Queued: it is being made in the background…'
+          : `Being made${s.progress === undefined ? '' : ` (${Math.round(s.progress * 100)}%)`}…`;
+    },
+  });
+  if (wait.signal.aborted || current !== file) return;
+  state.textContent = 'Ready.';
+  const out = document.createElement(format === 'gif' ? 'img' : 'video');
+  if (out instanceof HTMLVideoElement) {
+    out.controls = true;
+    out.setAttribute('aria-label', 'Play the rendition');
+  } else out.alt = 'The GIF rendition';
+  out.src = url;
+  const link = document.createElement('output');
+  link.textContent = url;
+  $('vr-result').replaceChildren(out, link);
+}
+
 async function save(patch: Parameters<Stowage['updateFile']>[1], done: string): Promise<void> {
   if (!current) return;
   await guarded(done, async () => {
@@ -215,6 +280,7 @@ async function copy(what: string, url: string | undefined): Promise<void> {
 
 export function wireFilePage(): void {
   dialog().addEventListener('close', () => {
+    renditionWait?.abort();
     current = undefined;
     setAddressFile(null);
   });
@@ -262,6 +328,16 @@ export function wireFilePage(): void {
   for (const id of ['t-width', 't-height', 't-crop', 't-format', 't-quality', 't-gray'])
     $(id).addEventListener('input', updateBuilder);
   for (const id of ['v-at', 'v-width']) $(id).addEventListener('input', updatePoster);
+  $('vr-make').addEventListener('click', () =>
+    guarded('Making the rendition', async () => {
+      try {
+        await makeVideoRendition();
+      } catch (err) {
+        // A wait cut short by a newer ask or a closed page is not a failure.
+        if ((err as Error).name !== 'AbortError') throw err;
+      }
+    }),
+  );
   $('v-copy').addEventListener('click', () =>
     guarded('Copying', () => copy('Poster URL', $('v-url').textContent || posterUrl())),
   );
