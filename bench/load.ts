@@ -10,7 +10,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fmt, freePort, MiB, rss, startProcess } from './lib.ts';
+import { fmt, freePort, MiB, percentile, rss, startProcess } from './lib.ts';
 
 const CLIENTS = Number(process.env.LOAD_CLIENTS ?? 200);
 const SECONDS = Number(process.env.LOAD_SECONDS ?? 60);
@@ -23,9 +23,6 @@ interface Acked {
   name: string;
   sha256: string;
 }
-
-const percentile = (sorted: number[], p: number) =>
-  sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] : NaN;
 
 export async function runLoad(
   opts: { clients: number; seconds: number; log?: (line: string) => void } = { clients: CLIENTS, seconds: SECONDS },
