@@ -217,3 +217,61 @@ export async function startStowage(env: Record<string, string> = {}, tmp = tmpdi
     },
   };
 }
+
+/**
+ * A multipart upload through Stowage's API: start, the parts PUT to the URLs start handed out
+ * (Stowage's own, or presigned straight to S3), `concurrency` at a time, then complete. The file
+ * is deleted afterwards unless `keep`. `ms` is the whole; `completeMs` the complete call alone.
+ */
+export async function sendMultipart(
+  s: Stowage,
+  size: number,
+  name: string,
+  concurrency: number,
+  keep = false,
+): Promise<{ ms: number; completeMs: number; record: { file_no: number } }> {
+  const started = performance.now();
+  const startRes = await fetch(`${s.url}/api/v1/multipart/start`, {
+    method: 'POST',
+    headers: { 'x-api-key': s.key, 'content-type': 'application/json' },
+    body: JSON.stringify({ file_name: name, size, format: 'application/octet-stream' }),
+  });
+  const session = (await startRes.json()) as { session_id: string; part_size: number; parts: string[] };
+  const queue = session.parts.map((url, i) => ({ url, n: i + 1 }));
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      for (let job = queue.shift(); job; job = queue.shift()) {
+        const length = Math.min(session.part_size, size - (job.n - 1) * session.part_size);
+        // Streamed from the same generator as every other body, never assembled in memory.
+        const res = await send(job.url, {
+          method: 'PUT',
+          headers: { 'content-type': 'application/octet-stream', 'content-length': length },
+          total: length,
+        });
+        if (res.status !== 200) throw new Error(`part ${job.n}: ${res.status} ${res.body}`);
+      }
+    }),
+  );
+  const completeStarted = performance.now();
+  const done = await fetch(`${s.url}/api/v1/multipart/complete`, {
+    method: 'POST',
+    headers: { 'x-api-key': s.key, 'content-type': 'application/json' },
+    body: JSON.stringify({ session_id: session.session_id }),
+  });
+  if (done.status !== 200) throw new Error(`complete: ${done.status} ${await done.text()}`);
+  const completeMs = performance.now() - completeStarted;
+  const ms = performance.now() - started;
+  const record = await done.json();
+  if (!keep) await removeFile(s, record);
+  return { ms, completeMs, record };
+}
+
+/** Deletes a file Stowage recorded (after it was measured, so that a run of many GiB fits in BENCH_TMP). */
+export async function removeFile(
+  s: Stowage,
+  record: { file_no?: number | string; data?: { file_no: number } },
+): Promise<void> {
+  const fileNo = record.file_no ?? record.data?.file_no;
+  const res = await fetch(`${s.url}/api/v1/files/${fileNo}`, { method: 'DELETE', headers: { 'x-api-key': s.secret } });
+  if (!res.ok) throw new Error(`delete: ${res.status} ${await res.text()}`);
+}

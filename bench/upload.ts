@@ -35,7 +35,10 @@ import {
   sendDirectUpload,
   startProcess,
   startStowage,
+  removeFile as remove,
+  sendMultipart as multipart,
 } from './lib.ts';
+import { mainS3 } from './upload-s3.ts';
 
 const SIZE = Number(process.env.BENCH_SIZE_MB ?? 1024) * MiB;
 const BIG = Number(process.env.BENCH_BIG_MB ?? 4096) * MiB;
@@ -97,54 +100,6 @@ async function direct(s: Stowage, size: number, name: string): Promise<number> {
   if (res.status !== 201) throw new Error(`direct upload: ${res.status} ${res.body}`);
   await remove(s, JSON.parse(res.body));
   return res.ms;
-}
-
-async function multipart(
-  s: Stowage,
-  size: number,
-  name: string,
-  concurrency: number,
-): Promise<{ ms: number; completeMs: number }> {
-  const started = performance.now();
-  const startRes = await fetch(`${s.url}/api/v1/multipart/start`, {
-    method: 'POST',
-    headers: { 'x-api-key': s.key, 'content-type': 'application/json' },
-    body: JSON.stringify({ file_name: name, size, format: 'application/octet-stream' }),
-  });
-  const session = (await startRes.json()) as { session_id: string; part_size: number; parts: string[] };
-  const queue = session.parts.map((url, i) => ({ url, n: i + 1 }));
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      for (let job = queue.shift(); job; job = queue.shift()) {
-        const length = Math.min(session.part_size, size - (job.n - 1) * session.part_size);
-        // Streamed from the same generator as every other body, never assembled in memory.
-        const res = await send(job.url, {
-          method: 'PUT',
-          headers: { 'content-type': 'application/octet-stream', 'content-length': length },
-          total: length,
-        });
-        if (res.status !== 200) throw new Error(`part ${job.n}: ${res.status} ${res.body}`);
-      }
-    }),
-  );
-  const completeStarted = performance.now();
-  const done = await fetch(`${s.url}/api/v1/multipart/complete`, {
-    method: 'POST',
-    headers: { 'x-api-key': s.key, 'content-type': 'application/json' },
-    body: JSON.stringify({ session_id: session.session_id }),
-  });
-  if (done.status !== 200) throw new Error(`complete: ${done.status} ${await done.text()}`);
-  const completeMs = performance.now() - completeStarted;
-  const ms = performance.now() - started;
-  await remove(s, await done.json());
-  return { ms, completeMs };
-}
-
-/** Deleted after it was measured, so that a run of many GiB fits in BENCH_TMP. */
-async function remove(s: Stowage, record: { file_no?: number | string; data?: { file_no: number } }): Promise<void> {
-  const fileNo = record.file_no ?? record.data?.file_no;
-  const res = await fetch(`${s.url}/api/v1/files/${fileNo}`, { method: 'DELETE', headers: { 'x-api-key': s.secret } });
-  if (!res.ok) throw new Error(`delete: ${res.status} ${await res.text()}`);
 }
 
 const empty = (dir: string) => {
@@ -251,6 +206,8 @@ interface Row {
 }
 
 async function main() {
+  if (process.argv.includes('--s3') || process.env.BENCH_S3 === '1')
+    return mainS3({ size: SIZE, rounds: REPS, pick: PICK, tmp: TMP });
   console.log(
     `bench/upload — ${SIZE / MiB} MiB per throughput run, ${PICK} of ${REPS} interleaved rounds; ${BIG / MiB} MiB for memory and complete; data in ${TMP}; node ${process.version}\n`,
   );
