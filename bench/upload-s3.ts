@@ -9,12 +9,13 @@
 //    Median (BENCH_PICK=best: fastest) of BENCH_ROUNDS interleaved rounds.
 // 2. Complete with many parts, for each count in BENCH_S3_PARTS (default "100,1000"). Stowage's
 //    part size is 8 MiB (src/uploads/multipart/part-layout.ts) and S3 refuses to assemble parts
-//    under 5 MiB (Swift answers EntityTooSmall, as AWS does), so 1,000 parts are 7.8 GiB. The
-//    parts are filled inside S3 with UploadPartCopy from one 8 MiB object (no client traffic; how
-//    they got there is nothing to complete), then complete is timed, then a plain GET + SHA-256
-//    of the same object (the read-back inside complete), and ListParts + CompleteMultipartUpload
-//    sent straight to S3 for as many parts (S3's own share). With no count >= 1,000 the line
-//    through the measured counts is extrapolated to 1,000, and says so.
+//    under 5 MiB (Swift answers EntityTooSmall, as AWS does), so 1,000 parts are 7.8 GiB, sent
+//    to the presigned part URLs (UploadPartCopy would spare the client, but Swift's ListParts
+//    then shows those parts with empty ETags and complete cannot name them). Then complete is
+//    timed, then a plain GET + SHA-256 of the same object (the read-back inside complete), and
+//    ListParts + CompleteMultipartUpload sent straight to S3 for as many parts (S3's own share).
+//    With no count >= 1,000 the line through the measured counts is extrapolated to 1,000, and
+//    says so.
 import { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
 import {
@@ -27,19 +28,18 @@ import {
   ListMultipartUploadsCommand,
   ListObjectsV2Command,
   ListPartsCommand,
-  PutObjectCommand,
   S3Client,
-  UploadPartCopyCommand,
+  UploadPartCommand,
 } from '@aws-sdk/client-s3';
 import { Upload } from '@aws-sdk/lib-storage';
 import { partSizeFor } from '../src/uploads/multipart/part-layout.ts';
 import { freshS3Storage } from '../test/helpers/storage.ts';
-import { chunks, fmt, MiB, mbps, median, removeFile, type Stowage, sendMultipart, startStowage } from './lib.ts';
+import { chunks, fmt, MiB, mbps, median, removeFile, type Stowage, send, sendMultipart, startStowage } from './lib.ts';
 
 const CONCURRENCY = Number(process.env.BENCH_S3_CONCURRENCY ?? 4);
 const PART_COUNTS = (process.env.BENCH_S3_PARTS ?? '100,1000').split(',').map(Number);
-/** UploadPartCopy requests in flight while parts are filled for the complete runs. */
-const FILL_CONCURRENCY = 8;
+/** Part uploads in flight while parts are filled for the complete runs. */
+const FILL_CONCURRENCY = 4;
 
 /** Runs `job(0..count-1)`, `width` at a time. */
 async function inParallel(count: number, width: number, job: (i: number) => Promise<void>): Promise<void> {
@@ -51,24 +51,12 @@ async function inParallel(count: number, width: number, job: (i: number) => Prom
   );
 }
 
-/** Fills parts 1..count of an open multipart upload with copies of the object `source`. */
-async function fillParts(
-  client: S3Client,
-  bucket: string,
-  key: string,
-  uploadId: string,
-  source: string,
-  count: number,
-) {
+/** Parts 1..count of an open multipart upload, sent straight to S3 by the SDK (one 8 MiB buffer for all). */
+async function fillParts(client: S3Client, bucket: string, key: string, uploadId: string, count: number) {
+  const body = Buffer.alloc(8 * MiB, 7);
   await inParallel(count, FILL_CONCURRENCY, async (i) => {
     await client.send(
-      new UploadPartCopyCommand({
-        Bucket: bucket,
-        Key: key,
-        UploadId: uploadId,
-        PartNumber: i + 1,
-        CopySource: `${bucket}/${source}`,
-      }),
+      new UploadPartCommand({ Bucket: bucket, Key: key, UploadId: uploadId, PartNumber: i + 1, Body: body }),
     );
   });
 }
@@ -187,16 +175,13 @@ export async function mainS3(opts: { size: number; rounds: number; pick: 'median
 
     // Complete with many parts.
     const part = 8 * MiB;
-    await client.send(
-      new PutObjectCommand({ Bucket: s3.bucket, Key: 'bench-part-source', Body: Buffer.alloc(part, 7) }),
-    );
     console.log(
       `${'complete, parts of 8 MiB'.padEnd(26)} ${'MiB'.padStart(6)} ${'fill s'.padStart(7)} ${'stowage ms'.padStart(10)} ${'GET+hash ms'.padStart(11)} ${'rest ms'.padStart(8)} ${'S3 list+complete ms'.padStart(19)}`,
     );
     const points: [number, number][] = [];
     const rawPoints: [number, number][] = [];
     for (const count of PART_COUNTS) {
-      // Through Stowage: start (its part URLs carry the upload id), parts filled inside S3, complete.
+      // Through Stowage: start, the parts PUT to its presigned URLs, complete (timed).
       const total = count * part;
       if (partSizeFor(total) !== part) throw new Error(`${count} parts would not be of 8 MiB`);
       const started = await fetch(`${s.url}/api/v1/multipart/start`, {
@@ -206,11 +191,16 @@ export async function mainS3(opts: { size: number; rounds: number; pick: 'median
       });
       if (started.status !== 201) throw new Error(`start: ${started.status} ${await started.text()}`);
       const session = (await started.json()) as { session_id: string; parts: string[] };
-      const first = new URL(session.parts[0]);
-      const uploadId = first.searchParams.get('uploadId')!;
-      const key = decodeURIComponent(first.pathname.split('/').slice(2).join('/'));
+      const key = decodeURIComponent(new URL(session.parts[0]).pathname.split('/').slice(2).join('/'));
       const fillStarted = performance.now();
-      await fillParts(client, s3.bucket, key, uploadId, 'bench-part-source', count);
+      await inParallel(count, FILL_CONCURRENCY, async (i) => {
+        const res = await send(session.parts[i], {
+          method: 'PUT',
+          headers: { 'content-length': part },
+          total: part,
+        });
+        if (res.status !== 200) throw new Error(`part ${i + 1}: ${res.status} ${res.body}`);
+      });
       const fillS = (performance.now() - fillStarted) / 1000;
       const t0 = performance.now();
       const done = await fetch(`${s.url}/api/v1/multipart/complete`, {
@@ -219,14 +209,17 @@ export async function mainS3(opts: { size: number; rounds: number; pick: 'median
         body: JSON.stringify({ session_id: session.session_id }),
       });
       const stowageMs = performance.now() - t0;
-      if (done.status !== 200) throw new Error(`complete: ${done.status} ${await done.text()}`);
+      if (done.status !== 200) {
+        await new Promise((r) => setTimeout(r, 1000)); // the server's log line of the failure
+        throw new Error(`complete: ${done.status} ${await done.text()}\nserver log: ${s.output.slice(-2000)}`);
+      }
       const readMs = await readBack(client, s3.bucket, key);
       await removeFile(s, await done.json());
 
-      // Straight to S3: the same number of copied parts, then ListParts (every page) and complete.
+      // Straight to S3: as many parts sent by the SDK, then ListParts (every page) and complete (timed).
       const rawKey = `raw-complete-${count}.bin`;
       const mpu = await client.send(new CreateMultipartUploadCommand({ Bucket: s3.bucket, Key: rawKey }));
-      await fillParts(client, s3.bucket, rawKey, mpu.UploadId!, 'bench-part-source', count);
+      await fillParts(client, s3.bucket, rawKey, mpu.UploadId!, count);
       const t1 = performance.now();
       const listed: { PartNumber: number; ETag: string }[] = [];
       let marker: string | undefined;
