@@ -168,6 +168,8 @@ export const percentile = (sorted: number[], p: number) =>
 
 export interface Stowage extends Proc {
   url: string;
+  /** The first workspace's id. */
+  workspace: string;
   /** The first workspace's public and private keys. */
   key: string;
   secret: string;
@@ -208,6 +210,7 @@ export async function startStowage(env: Record<string, string> = {}, tmp = tmpdi
   return {
     ...proc,
     url: `http://127.0.0.1:${port}`,
+    workspace: first.workspace_id,
     key: first.public_key,
     secret: first.private_key,
     dir,
