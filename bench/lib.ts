@@ -2,9 +2,11 @@
 // are generated (never held whole in memory), and peak RSS from /proc.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -152,3 +154,127 @@ export function sendDirectUpload(baseUrl: string, key: string, name: string, tot
 
 export const mbps = (bytes: number, ms: number) => bytes / MiB / (ms / 1000);
 export const fmt = (n: number, digits = 1) => n.toFixed(digits);
+
+/** The middle value (the mean of the two middle ones for an even count). */
+export function median(values: number[]): number {
+  const s = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(s.length / 2);
+  return s.length % 2 ? s[mid] : (s[mid - 1] + s[mid]) / 2;
+}
+
+/** The p-th percentile of already sorted values (nearest rank). */
+export const percentile = (sorted: number[], p: number) =>
+  sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] : NaN;
+
+export interface Stowage extends Proc {
+  url: string;
+  /** The first workspace's id. */
+  workspace: string;
+  /** The first workspace's public and private keys. */
+  key: string;
+  secret: string;
+  dir: string;
+}
+
+/**
+ * The real server (`src/main.ts`) in a child process on a free port, with a fresh data directory
+ * under `tmp`; its first workspace's keys are read from DATA_DIR/first-workspace.json (written
+ * there because stdout is not a terminal). Stopping it removes the data directory.
+ */
+export async function startStowage(env: Record<string, string> = {}, tmp = tmpdir()): Promise<Stowage> {
+  const dir = mkdtempSync(join(tmp, 'bench-stowage-'));
+  const port = await freePort();
+  const proc = await startProcess(
+    ['--import', 'tsx', 'src/main.ts'],
+    {
+      STOWAGE_DATA_DIR: dir,
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      LOG_LEVEL: 'warn',
+      AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
+      ...env,
+    },
+    /first-workspace\.json/,
+  );
+  const first = JSON.parse(readFileSync(join(dir, 'first-workspace.json'), 'utf8'));
+  for (let i = 0; i < 100; i++) {
+    if (
+      await fetch(`http://127.0.0.1:${port}/healthz`).then(
+        (r) => r.ok,
+        () => false,
+      )
+    )
+      break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return {
+    ...proc,
+    url: `http://127.0.0.1:${port}`,
+    workspace: first.workspace_id,
+    key: first.public_key,
+    secret: first.private_key,
+    dir,
+    stop: async () => {
+      await proc.stop();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/**
+ * A multipart upload through Stowage's API: start, the parts PUT to the URLs start handed out
+ * (Stowage's own, or presigned straight to S3), `concurrency` at a time, then complete. The file
+ * is deleted afterwards unless `keep`. `ms` is the whole; `completeMs` the complete call alone.
+ */
+export async function sendMultipart(
+  s: Stowage,
+  size: number,
+  name: string,
+  concurrency: number,
+  keep = false,
+): Promise<{ ms: number; completeMs: number; record: { file_no: number } }> {
+  const started = performance.now();
+  const startRes = await fetch(`${s.url}/api/v1/multipart/start`, {
+    method: 'POST',
+    headers: { 'x-api-key': s.key, 'content-type': 'application/json' },
+    body: JSON.stringify({ file_name: name, size, format: 'application/octet-stream' }),
+  });
+  const session = (await startRes.json()) as { session_id: string; part_size: number; parts: string[] };
+  const queue = session.parts.map((url, i) => ({ url, n: i + 1 }));
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      for (let job = queue.shift(); job; job = queue.shift()) {
+        const length = Math.min(session.part_size, size - (job.n - 1) * session.part_size);
+        // Streamed from the same generator as every other body, never assembled in memory.
+        const res = await send(job.url, {
+          method: 'PUT',
+          headers: { 'content-type': 'application/octet-stream', 'content-length': length },
+          total: length,
+        });
+        if (res.status !== 200) throw new Error(`part ${job.n}: ${res.status} ${res.body}`);
+      }
+    }),
+  );
+  const completeStarted = performance.now();
+  const done = await fetch(`${s.url}/api/v1/multipart/complete`, {
+    method: 'POST',
+    headers: { 'x-api-key': s.key, 'content-type': 'application/json' },
+    body: JSON.stringify({ session_id: session.session_id }),
+  });
+  if (done.status !== 200) throw new Error(`complete: ${done.status} ${await done.text()}`);
+  const completeMs = performance.now() - completeStarted;
+  const ms = performance.now() - started;
+  const record = await done.json();
+  if (!keep) await removeFile(s, record);
+  return { ms, completeMs, record };
+}
+
+/** Deletes a file Stowage recorded (after it was measured, so that a run of many GiB fits in BENCH_TMP). */
+export async function removeFile(
+  s: Stowage,
+  record: { file_no?: number | string; data?: { file_no: number } },
+): Promise<void> {
+  const fileNo = record.file_no ?? record.data?.file_no;
+  const res = await fetch(`${s.url}/api/v1/files/${fileNo}`, { method: 'DELETE', headers: { 'x-api-key': s.secret } });
+  if (!res.ok) throw new Error(`delete: ${res.status} ${await res.text()}`);
+}

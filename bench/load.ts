@@ -7,10 +7,7 @@
 //   npm run bench:load                          200 clients for 60 s
 //   LOAD_CLIENTS=50 LOAD_SECONDS=10 npm run bench:load
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { fmt, freePort, MiB, rss, startProcess } from './lib.ts';
+import { fmt, MiB, percentile, rss, startStowage } from './lib.ts';
 
 const CLIENTS = Number(process.env.LOAD_CLIENTS ?? 200);
 const SECONDS = Number(process.env.LOAD_SECONDS ?? 60);
@@ -24,44 +21,17 @@ interface Acked {
   sha256: string;
 }
 
-const percentile = (sorted: number[], p: number) =>
-  sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] : NaN;
-
 export async function runLoad(
   opts: { clients: number; seconds: number; log?: (line: string) => void } = { clients: CLIENTS, seconds: SECONDS },
 ) {
   const log = opts.log ?? console.log;
-  const dir = mkdtempSync(join(tmpdir(), 'load-stowage-'));
-  const port = await freePort();
-  const server = await startProcess(
-    ['--import', 'tsx', 'src/main.ts'],
-    {
-      STOWAGE_DATA_DIR: dir,
-      PORT: String(port),
-      HOST: '127.0.0.1',
-      LOG_LEVEL: 'error',
-      STOWAGE_RATE_LIMIT_UPLOAD: 'off',
-      STOWAGE_RATE_LIMIT_API: 'off',
-      STOWAGE_MAX_CONCURRENT_UPLOADS: '0',
-      AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
-    },
-    /"workspace_id":"([A-Za-z0-9]+)"/,
-  );
-  // The first start writes the keys to DATA_DIR/first-workspace.json (stdout is not a terminal).
-  const first = JSON.parse(readFileSync(join(dir, 'first-workspace.json'), 'utf8'));
-  const workspace: string = first.workspace_id;
-  const secret: string = first.private_key;
-  const base = `http://127.0.0.1:${port}`;
-  for (
-    let i = 0;
-    i < 100 &&
-    !(await fetch(`${base}/healthz`).then(
-      (r) => r.ok,
-      () => false,
-    ));
-    i++
-  )
-    await new Promise((r) => setTimeout(r, 100));
+  const server = await startStowage({
+    LOG_LEVEL: 'error',
+    STOWAGE_RATE_LIMIT_UPLOAD: 'off',
+    STOWAGE_RATE_LIMIT_API: 'off',
+    STOWAGE_MAX_CONCURRENT_UPLOADS: '0',
+  });
+  const { workspace, secret, url: base } = server;
   const pid = server.child.pid!;
   const auth = { 'x-api-key': secret };
 
@@ -143,7 +113,6 @@ export async function runLoad(
   }
   const finalRss = rss(pid);
   await server.stop();
-  rmSync(dir, { recursive: true, force: true });
 
   const all = [...latencies.upload, ...latencies.list, ...latencies.deliver];
   const fiveXx = [...statuses]

@@ -1,34 +1,44 @@
 // bench/upload: upload throughput and memory, against baselines measured in the same run.
 //
-//   npm run bench:upload                      1 GiB runs (3 rounds), 4 GiB memory/complete runs
+//   npm run bench:upload                      1 GiB runs (median of 3 rounds), 4 GiB memory/complete runs
 //   BENCH_SIZE_MB=256 BENCH_BIG_MB=1024 npm run bench:upload      a quicker pass
-//   BENCH_ONLY=tus BENCH_SIZE_MB=256 npm run bench:upload    the two baselines and the rows matching
+//   BENCH_ONLY=tus BENCH_SIZE_MB=256 npm run bench:upload    the baselines and the rows matching
 //                                                            /tus/i, without the memory and complete runs
+//   BENCH_ROUNDS=5 BENCH_PICK=best npm run bench:upload      more rounds, the fastest of them
+//   npm run bench:upload -- --s3  (or BENCH_S3=1)            the S3 path instead (see bench/upload-s3.ts)
 //
-// Prints figures and ratios; asserts nothing. Targets (issue 3): direct >= 0.8x the bare
-// pipe; multipart (4 parts in flight) >= 1.0x the bare pipe's single stream; both faster than
-// @tus/server; (issue 23) Stowage's tus endpoint >= 0.9x @tus/server + FileStore at the same
-// durability (neither fsyncs: STOWAGE_FSYNC=false), one PATCH each, the commit included; peak RSS for 4 GiB within 10% of the peak for 64 MiB; completing 4 GiB of
-// in-order parts under 0.5 s. "CPU s" is what the server process used for one run (all its
-// threads, hashing included; the least of the rounds): on a busy 2-core machine, throughput
-// follows it.
-import { execSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+// Baselines, all in the same run: dd with conv=fdatasync (the disk itself), a bare node:http
+// pipe to a file with and without fdatasync before the answer, and @tus/server + FileStore with
+// and without it (FileStore cannot sync; bench/servers/tus.mjs adds the fdatasync by subclassing).
+// Prints figures and ratios; asserts nothing. Targets (issue 25, 1 GiB, median of 3): direct
+// >= 0.9x the flushed pipe; multipart (4 parts in flight) >= 1.0x direct and >= 0.85x the
+// flushed pipe; both >= 1.2x @tus/server at the same durability; (issue 23) Stowage's tus
+// endpoint >= 0.9x @tus/server + FileStore with neither syncing, one PATCH each, the commit
+// included; peak RSS for 4 GiB within 10% of the peak for 64 MiB; completing 4 GiB of in-order
+// parts under 0.5 s. "CPU s" is what the server process used for one run (all its threads,
+// hashing included; picked like the throughput): on a busy 2-core machine, throughput follows it.
+import { execSync, spawnSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
   cpuSeconds,
   fmt,
-  freePort,
   GiB,
   MiB,
   mbps,
+  median,
   peakRss,
   type Proc,
+  type Stowage,
   send,
   sendDirectUpload,
   startProcess,
+  startStowage,
+  removeFile as remove,
+  sendMultipart as multipart,
 } from './lib.ts';
+import { mainS3 } from './upload-s3.ts';
 
 const SIZE = Number(process.env.BENCH_SIZE_MB ?? 1024) * MiB;
 const BIG = Number(process.env.BENCH_BIG_MB ?? 4096) * MiB;
@@ -36,61 +46,15 @@ const SMALL = 64 * MiB;
 /** Where every server keeps what it receives: BENCH_TMP=/dev/shm takes the disk out of the figures. */
 const TMP = process.env.BENCH_TMP ?? tmpdir();
 const PAUSE_MS = Number(process.env.BENCH_PAUSE_MS ?? 3000);
-const REPS = Number(process.env.BENCH_REPS ?? 3);
+const REPS = Number(process.env.BENCH_ROUNDS ?? process.env.BENCH_REPS ?? 3);
+/** Which round stands for a row: the median (issue 25's targets are medians of 3) or the fastest. */
+const PICK = process.env.BENCH_PICK === 'best' ? 'best' : 'median';
 /** Only the rows whose label matches (and the two baselines the ratios need). */
 const ONLY = process.env.BENCH_ONLY ? new RegExp(process.env.BENCH_ONLY, 'i') : undefined;
 
-interface Stowage extends Proc {
-  url: string;
-  key: string;
-  secret: string;
-  dir: string;
-}
-
-async function startStowage(env: Record<string, string> = {}): Promise<Stowage> {
-  const dir = mkdtempSync(join(TMP, 'bench-stowage-'));
-  const port = await freePort();
-  const proc = await startProcess(
-    ['--import', 'tsx', 'src/main.ts'],
-    {
-      STOWAGE_DATA_DIR: dir,
-      PORT: String(port),
-      HOST: '127.0.0.1',
-      LOG_LEVEL: 'warn',
-      AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
-      ...env,
-    },
-    /first-workspace\.json/,
-  );
-  // The first start writes the keys to DATA_DIR/first-workspace.json (stdout is not a terminal).
-  const first = JSON.parse(readFileSync(join(dir, 'first-workspace.json'), 'utf8'));
-  // Wait until it serves.
-  for (let i = 0; i < 100; i++) {
-    if (
-      await fetch(`http://127.0.0.1:${port}/healthz`).then(
-        (r) => r.ok,
-        () => false,
-      )
-    )
-      break;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return {
-    ...proc,
-    url: `http://127.0.0.1:${port}`,
-    key: first.public_key,
-    secret: first.private_key,
-    dir,
-    stop: async () => {
-      await proc.stop();
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
-}
-
-async function startBaseline(script: string): Promise<Proc & { url: string; dir: string }> {
+async function startBaseline(script: string, env: Record<string, string> = {}): Promise<Baseline> {
   const dir = mkdtempSync(join(TMP, 'bench-baseline-'));
-  const proc = await startProcess([script], { BENCH_DIR: dir }, /listening (\d+)/);
+  const proc = await startProcess([script], { BENCH_DIR: dir, ...env }, /listening (\d+)/);
   return {
     ...proc,
     url: `http://127.0.0.1:${proc.match[1]}`,
@@ -102,59 +66,40 @@ async function startBaseline(script: string): Promise<Proc & { url: string; dir:
   };
 }
 
+interface Baseline extends Proc {
+  url: string;
+  dir: string;
+}
+
+/**
+ * Raw disk throughput: `dd if=/dev/zero of=FILE bs=1M count=N conv=fdatasync` (coreutils dd in a
+ * child process; the time is dd's own, which includes the final fdatasync), in MiB/s.
+ */
+function dd(size: number): number {
+  const file = join(TMP, `bench-dd-${process.pid}`);
+  try {
+    const out = spawnSync(
+      'dd',
+      ['if=/dev/zero', `of=${file}`, 'bs=1M', `count=${Math.ceil(size / MiB)}`, 'conv=fdatasync'],
+      {
+        encoding: 'utf8',
+        env: { ...process.env, LC_ALL: 'C' },
+      },
+    );
+    // The last line of its report: "1073741824 bytes (1.1 GB, 1.0 GiB) copied, 2.04 s, 526 MB/s".
+    const m = /^(\d+) bytes .* copied, ([\d.]+) s,/m.exec(out.stderr ?? '');
+    if (out.status !== 0 || !m) throw new Error(`dd: ${out.status} ${out.stderr}`);
+    return Number(m[2]) * 1000;
+  } finally {
+    rmSync(file, { force: true });
+  }
+}
+
 async function direct(s: Stowage, size: number, name: string): Promise<number> {
   const res = await sendDirectUpload(s.url, s.key, name, size);
   if (res.status !== 201) throw new Error(`direct upload: ${res.status} ${res.body}`);
   await remove(s, JSON.parse(res.body));
   return res.ms;
-}
-
-async function multipart(
-  s: Stowage,
-  size: number,
-  name: string,
-  concurrency: number,
-): Promise<{ ms: number; completeMs: number }> {
-  const started = performance.now();
-  const startRes = await fetch(`${s.url}/api/v1/multipart/start`, {
-    method: 'POST',
-    headers: { 'x-api-key': s.key, 'content-type': 'application/json' },
-    body: JSON.stringify({ file_name: name, size, format: 'application/octet-stream' }),
-  });
-  const session = (await startRes.json()) as { session_id: string; part_size: number; parts: string[] };
-  const queue = session.parts.map((url, i) => ({ url, n: i + 1 }));
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      for (let job = queue.shift(); job; job = queue.shift()) {
-        const length = Math.min(session.part_size, size - (job.n - 1) * session.part_size);
-        // Streamed from the same generator as every other body, never assembled in memory.
-        const res = await send(job.url, {
-          method: 'PUT',
-          headers: { 'content-type': 'application/octet-stream', 'content-length': length },
-          total: length,
-        });
-        if (res.status !== 200) throw new Error(`part ${job.n}: ${res.status} ${res.body}`);
-      }
-    }),
-  );
-  const completeStarted = performance.now();
-  const done = await fetch(`${s.url}/api/v1/multipart/complete`, {
-    method: 'POST',
-    headers: { 'x-api-key': s.key, 'content-type': 'application/json' },
-    body: JSON.stringify({ session_id: session.session_id }),
-  });
-  if (done.status !== 200) throw new Error(`complete: ${done.status} ${await done.text()}`);
-  const completeMs = performance.now() - completeStarted;
-  const ms = performance.now() - started;
-  await remove(s, await done.json());
-  return { ms, completeMs };
-}
-
-/** Deleted after it was measured, so that a run of many GiB fits in BENCH_TMP. */
-async function remove(s: Stowage, record: { file_no?: number | string; data?: { file_no: number } }): Promise<void> {
-  const fileNo = record.file_no ?? record.data?.file_no;
-  const res = await fetch(`${s.url}/api/v1/files/${fileNo}`, { method: 'DELETE', headers: { 'x-api-key': s.secret } });
-  if (!res.ok) throw new Error(`delete: ${res.status} ${await res.text()}`);
 }
 
 const empty = (dir: string) => {
@@ -172,7 +117,7 @@ async function bare(b: { url: string; dir: string }, size: number): Promise<numb
   return res.ms;
 }
 
-async function tus(t: { url: string; dir: string }, size: number): Promise<number> {
+async function tusUpload(t: { url: string; dir: string }, size: number): Promise<number> {
   const started = performance.now();
   const created = await fetch(`${t.url}/files`, {
     method: 'POST',
@@ -226,117 +171,205 @@ async function stowageTus(s: Stowage, size: number, name: string): Promise<numbe
   return ms;
 }
 
+/** A row's result against another row, for a target: "0.90x flushed pipe". */
+type Key =
+  | 'dd'
+  | 'bare'
+  | 'flushed'
+  | 'tus'
+  | 'tusFlushed'
+  | 'direct'
+  | 'multipart'
+  | 'stowageTus'
+  | 'stowageTusOff'
+  | 'directOff'
+  | 'multipartOff';
+const NAMES: Partial<Record<Key, string>> = {
+  flushed: 'flushed pipe',
+  tus: 'tus',
+  tusFlushed: 'flushed tus',
+  direct: 'direct',
+  directOff: 'direct',
+};
+
+interface Row {
+  key: Key;
+  label: string;
+  /** One run: milliseconds for SIZE bytes. */
+  run: () => Promise<number>;
+  /** The server process the run's CPU time is charged to (none for dd). */
+  proc?: Proc;
+  /** Answers only after fdatasync: compared with the flushed baselines. */
+  durable: boolean;
+  /** Issue 25's targets (and issue 23's for the tus endpoint): at least `min` x the row `of`. */
+  targets?: { of: Key; min: number }[];
+}
+
 async function main() {
+  if (process.argv.includes('--s3') || process.env.BENCH_S3 === '1')
+    return mainS3({ size: SIZE, rounds: REPS, pick: PICK, tmp: TMP });
   console.log(
-    `bench/upload — ${SIZE / MiB} MiB per throughput run (${REPS} interleaved rounds), ${BIG / MiB} MiB for memory and complete; node ${process.version}\n`,
+    `bench/upload — ${SIZE / MiB} MiB per throughput run, ${PICK} of ${REPS} interleaved rounds; ${BIG / MiB} MiB for memory and complete; data in ${TMP}; node ${process.version}\n`,
   );
 
   // Every contender runs once per round, in turn, after a sync: this VM's disk speed drifts by
-  // 2x over minutes, so the rounds are interleaved and each contender keeps its best round.
-  // Stowage runs as it ships (every acknowledged byte fsynced) and with STOWAGE_FSYNC=false:
-  // the durability of the two baselines, which never fsync (a process crash loses nothing, a
-  // power cut may).
-  const b = await startBaseline('bench/servers/bare-pipe.mjs');
-  const t = await startBaseline('bench/servers/tus.mjs');
-  const synced = await startStowage();
-  const unsynced = await startStowage({ STOWAGE_FSYNC: 'false' });
+  // 2x over minutes, so the rounds are interleaved. Stowage runs as it ships (every
+  // acknowledged byte fsynced) and with STOWAGE_FSYNC=false; each baseline runs both ways too,
+  // so that every ratio has a yardstick of the same durability.
+  const pipe = await startBaseline('bench/servers/bare-pipe.mjs');
+  const pipeFlushed = await startBaseline('bench/servers/bare-pipe.mjs', { BENCH_FSYNC: '1' });
+  const tus = await startBaseline('bench/servers/tus.mjs');
+  const tusFlushed = await startBaseline('bench/servers/tus.mjs', { BENCH_FSYNC: '1' });
+  const synced = await startStowage({}, TMP);
+  const unsynced = await startStowage({ STOWAGE_FSYNC: 'false' }, TMP);
   let n = 0;
-  // Each row: label, run, note, and the server process whose CPU time the run is charged.
-  const all: [string, () => Promise<number>, string, Proc][] = [
-    ['bare node:http pipe to a file', () => bare(b, SIZE), '', b],
-    ['@tus/server + FileStore (1 PATCH)', () => tus(t, SIZE), '', t],
-    [
-      'stowage direct, fsync on (default)',
-      () => direct(synced, SIZE, `direct-${n++}.bin`),
-      'target >= 0.80 x bare, > 1.00 x tus',
-      synced,
-    ],
-    [
-      'stowage multipart x4, fsync on (default)',
-      async () => (await multipart(synced, SIZE, `multipart-${n++}.bin`, 4)).ms,
-      'target >= 1.00 x bare, > 1.00 x tus',
-      synced,
-    ],
-    [
-      'stowage tus (1 PATCH), fsync on (default)',
-      () => stowageTus(synced, SIZE, `tus-${n++}.bin`),
-      'for scale: FileStore never fsyncs',
-      synced,
-    ],
-    [
-      'stowage tus (1 PATCH), STOWAGE_FSYNC=false',
-      () => stowageTus(unsynced, SIZE, `tus-${n++}.bin`),
-      'target >= 0.90 x tus (same durability)',
-      unsynced,
-    ],
-    [
-      'stowage direct, STOWAGE_FSYNC=false',
-      () => direct(unsynced, SIZE, `direct-${n++}.bin`),
-      'target >= 0.80 x bare, > 1.00 x tus',
-      unsynced,
-    ],
-    [
-      'stowage multipart x4, STOWAGE_FSYNC=false',
-      async () => (await multipart(unsynced, SIZE, `multipart-${n++}.bin`, 4)).ms,
-      'target >= 1.00 x bare, > 1.00 x tus',
-      unsynced,
-    ],
+  const all: Row[] = [
+    { key: 'dd', label: 'dd bs=1M conv=fdatasync (raw disk)', run: async () => dd(SIZE), durable: true },
+    {
+      key: 'flushed',
+      label: 'node:http pipe + fdatasync',
+      run: () => bare(pipeFlushed, SIZE),
+      proc: pipeFlushed,
+      durable: true,
+    },
+    { key: 'bare', label: 'node:http pipe, no flush', run: () => bare(pipe, SIZE), proc: pipe, durable: false },
+    {
+      key: 'tusFlushed',
+      label: '@tus/server FileStore + fdatasync',
+      run: () => tusUpload(tusFlushed, SIZE),
+      proc: tusFlushed,
+      durable: true,
+    },
+    {
+      key: 'tus',
+      label: '@tus/server FileStore (no flush)',
+      run: () => tusUpload(tus, SIZE),
+      proc: tus,
+      durable: false,
+    },
+    {
+      key: 'direct',
+      label: 'stowage direct, fsync on (default)',
+      run: () => direct(synced, SIZE, `direct-${n++}.bin`),
+      proc: synced,
+      durable: true,
+      targets: [
+        { of: 'flushed', min: 0.9 },
+        { of: 'tusFlushed', min: 1.2 },
+      ],
+    },
+    {
+      key: 'multipart',
+      label: 'stowage multipart x4, fsync on (default)',
+      run: async () => (await multipart(synced, SIZE, `multipart-${n++}.bin`, 4)).ms,
+      proc: synced,
+      durable: true,
+      targets: [
+        { of: 'direct', min: 1.0 },
+        { of: 'flushed', min: 0.85 },
+        { of: 'tusFlushed', min: 1.2 },
+      ],
+    },
+    {
+      key: 'stowageTus',
+      label: 'stowage tus (1 PATCH), fsync on (default)',
+      run: () => stowageTus(synced, SIZE, `tus-${n++}.bin`),
+      proc: synced,
+      durable: true,
+    },
+    {
+      key: 'stowageTusOff',
+      label: 'stowage tus (1 PATCH), STOWAGE_FSYNC=false',
+      run: () => stowageTus(unsynced, SIZE, `tus-${n++}.bin`),
+      proc: unsynced,
+      durable: false,
+      targets: [{ of: 'tus', min: 0.9 }],
+    },
+    {
+      key: 'directOff',
+      label: 'stowage direct, STOWAGE_FSYNC=false',
+      run: () => direct(unsynced, SIZE, `direct-${n++}.bin`),
+      proc: unsynced,
+      durable: false,
+      targets: [{ of: 'tus', min: 1.2 }],
+    },
+    {
+      key: 'multipartOff',
+      label: 'stowage multipart x4, STOWAGE_FSYNC=false',
+      run: async () => (await multipart(unsynced, SIZE, `multipart-${n++}.bin`, 4)).ms,
+      proc: unsynced,
+      durable: false,
+      targets: [
+        { of: 'directOff', min: 1.0 },
+        { of: 'tus', min: 1.2 },
+      ],
+    },
   ];
-  const contenders = all.filter(([label], i) => i < 2 || !ONLY || ONLY.test(label));
-  const bestMs = contenders.map(() => Infinity);
-  /** CPU seconds the server used per run (all its threads: hashing included), the least of the rounds. */
-  const cpu = contenders.map(() => Infinity);
-  const rounds: number[][] = [];
+  const BASELINES = 5;
+  const rows = all.filter((r, i) => i < BASELINES || !ONLY || ONLY.test(r.label));
+  const ms: number[][] = rows.map(() => []);
+  /** CPU seconds the server used per run (all its threads: hashing included). */
+  const cpu: number[][] = rows.map(() => []);
   for (let round = 0; round < REPS; round++) {
     // Each round starts further down the list: the VM also slows down over a long busy stretch,
     // so no contender always runs last. A pause lets it recover between runs.
-    const rates: number[] = [];
-    const shift = Math.round((round * contenders.length) / REPS);
-    for (let k = 0; k < contenders.length; k++) {
-      const i = (k + shift) % contenders.length;
+    const shift = Math.round((round * rows.length) / REPS);
+    for (let k = 0; k < rows.length; k++) {
+      const i = (k + shift) % rows.length;
       execSync('sync');
       await new Promise((r) => setTimeout(r, PAUSE_MS));
-      const pid = contenders[i][3].child.pid!;
-      const cpuBefore = cpuSeconds(pid);
-      const ms = await contenders[i][1]();
-      cpu[i] = Math.min(cpu[i], cpuSeconds(pid) - cpuBefore);
-      bestMs[i] = Math.min(bestMs[i], ms);
-      rates[i] = mbps(SIZE, ms);
+      const pid = rows[i].proc?.child.pid;
+      const cpuBefore = pid ? cpuSeconds(pid) : NaN;
+      ms[i].push(await rows[i].run());
+      cpu[i].push(pid ? cpuSeconds(pid) - cpuBefore : NaN);
     }
-    rounds.push(rates);
   }
-  for (const p of [b, t, synced, unsynced]) await p.stop();
+  for (const p of [pipe, pipeFlushed, tus, tusFlushed, synced, unsynced]) await p.stop();
 
-  const bareRate = mbps(SIZE, bestMs[0]);
-  const tusRate = mbps(SIZE, bestMs[1]);
+  // Fastest round (least time) or the median round, as BENCH_PICK says; CPU the same way.
+  const pick = (values: number[]) => (PICK === 'best' ? Math.min(...values) : median(values));
+  const rate = new Map(rows.map((r, i) => [r.key, mbps(SIZE, pick(ms[i]))]));
+  const ratio = (key: Key, of: Key) => (rate.get(key) ?? NaN) / (rate.get(of) ?? NaN);
   console.log(
-    'throughput, best round'.padEnd(46),
-    'MiB/s'.padStart(8),
-    'x bare'.padStart(8),
-    'x tus'.padStart(8),
-    'CPU s'.padStart(7),
+    `throughput, ${PICK} round`.padEnd(44),
+    'MiB/s'.padStart(7),
+    'x flushed'.padStart(10),
+    'x bare'.padStart(7),
+    'x tus='.padStart(7),
+    'CPU s'.padStart(6),
     '  every round (MiB/s)',
   );
-  for (const [i, [label, , note]] of contenders.entries()) {
-    const rate = mbps(SIZE, bestMs[i]);
-    const all = rounds.map((r) => fmt(r[i], 0)).join(' ');
+  for (const [i, r] of rows.entries()) {
+    const targets = (r.targets ?? []).map(({ of, min }) => {
+      const x = ratio(r.key, of);
+      const verdict = Number.isNaN(x) ? 'not run' : x >= min ? 'met' : 'MISSED';
+      return `>= ${fmt(min, 2)}x ${NAMES[of]}: ${verdict}`;
+    });
     console.log(
-      label.padEnd(46),
-      fmt(rate).padStart(8),
-      fmt(rate / bareRate, 2).padStart(8),
-      fmt(rate / tusRate, 2).padStart(8),
-      fmt(cpu[i], 2).padStart(7),
-      `  ${all.padEnd(20)} ${note}`,
+      r.label.padEnd(44),
+      fmt(rate.get(r.key)!).padStart(7),
+      fmt(ratio(r.key, 'flushed'), 2).padStart(10),
+      fmt(ratio(r.key, 'bare'), 2).padStart(7),
+      fmt(ratio(r.key, r.durable ? 'tusFlushed' : 'tus'), 2).padStart(7),
+      (r.proc ? fmt(pick(cpu[i]), 2) : '-').padStart(6),
+      `  ${ms[i]
+        .map((t) => fmt(mbps(SIZE, t), 0))
+        .join(' ')
+        .padEnd(16)} ${targets.join('; ')}`,
     );
   }
+  console.log(
+    'x flushed: against the pipe that fdatasyncs before answering; x bare: against the one that does not;\n' +
+      'x tus=: against @tus/server at the same durability (FileStore + fdatasync for rows that flush, plain FileStore otherwise).',
+  );
 
   if (ONLY) return;
   // Memory: a fresh server per size, peak RSS over its whole life.
-  const small = await startStowage();
+  const small = await startStowage({}, TMP);
   await direct(small, SMALL, 'small.bin');
   const smallPeak = peakRss(small.child.pid!);
   await small.stop();
-  const big = await startStowage();
+  const big = await startStowage({}, TMP);
   await direct(big, BIG, 'big.bin');
   const bigPeak = peakRss(big.child.pid!);
   await big.stop();
@@ -345,7 +378,7 @@ async function main() {
   );
 
   // Complete: parts sent in order, one at a time; then 4 at a time.
-  const c = await startStowage();
+  const c = await startStowage({}, TMP);
   const sequential = await multipart(c, BIG, 'complete-seq.bin', 1);
   const parallel = await multipart(c, BIG, 'complete-par.bin', 4);
   const cPeak = peakRss(c.child.pid!);

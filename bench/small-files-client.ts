@@ -1,0 +1,56 @@
+// The load generator of bench/small-files, in a process of its own (so that it does not share an
+// event loop with anything it measures): autocannon sends `amount` multipart uploads over
+// `connections` keep-alive connections, each body a different file (a counter written into a
+// random payload: no upload is a duplicate of another), and prints one JSON line of results.
+//
+//   node --import tsx bench/small-files-client.ts '{"url":"...","headers":{...},"amount":10000,"connections":32,"size":102400}'
+import { randomBytes } from 'node:crypto';
+import autocannon from 'autocannon';
+
+const { url, headers, amount, connections, size } = JSON.parse(process.argv[2]) as {
+  url: string;
+  headers: Record<string, string>;
+  amount: number;
+  connections: number;
+  size: number;
+};
+const boundary = '----stowagebenchsmall';
+const payload = randomBytes(size);
+const suffix = Buffer.from(`\r\n--${boundary}--\r\n`);
+let sent = 0;
+
+/** The multipart body of upload i: a file_name field, then the file (Stowage's direct upload form). */
+function body(i: number): Buffer {
+  const name = `small-${String(i).padStart(8, '0')}.bin`;
+  const prefix = Buffer.from(
+    `--${boundary}\r\nContent-Disposition: form-data; name="file_name"\r\n\r\n${name}\r\n--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="${name}"\r\nContent-Type: application/octet-stream\r\n\r\n`,
+  );
+  payload.writeUInt32LE(i, 0);
+  return Buffer.concat([prefix, payload, suffix]);
+}
+
+const cpuBefore = process.cpuUsage();
+const started = performance.now();
+const result = await autocannon({
+  url,
+  method: 'POST',
+  connections,
+  amount,
+  headers: { ...headers, 'content-type': `multipart/form-data; boundary=${boundary}` },
+  requests: [{ setupRequest: (req) => ({ ...req, body: body(sent++) }) }],
+});
+const seconds = (performance.now() - started) / 1000;
+const cpu = process.cpuUsage(cpuBefore);
+console.log(
+  JSON.stringify({
+    completed: result.requests.total,
+    seconds,
+    perSecond: result.requests.total / seconds,
+    p50: result.latency.p50,
+    p99: result.latency.p99,
+    errors: result.errors + result.timeouts,
+    non2xx: result.non2xx,
+    bodies: sent,
+    clientCpu: (cpu.user + cpu.system) / 1e6,
+  }),
+);
