@@ -486,6 +486,16 @@ describe('dashboard: a media library', { skip: chromiumSkip() || ffmpegSkip }, (
       await page.evaluate(() => navigator.clipboard.readText()),
       /\/thumb_ar,so_0\.4,w_32\/pages\/page-clip\.mp4$/,
     );
+    // Its rendition builder asks for a WebM 48 px across, shows the wait, then plays it.
+    await page.getByLabel('Rendition size (px across)').fill('48');
+    await page.getByLabel('Video format').selectOption('webm');
+    await dialog.getByRole('button', { name: 'Make rendition' }).click();
+    await dialog.getByText('Ready.').waitFor({ timeout: 60_000 });
+    const made = dialog.locator('#vr-result video');
+    assert.match((await made.getAttribute('src')) ?? '', /\/w_48,f_webm\/pages\/page-clip\.mp4$/);
+    await page.waitForFunction(
+      () => (document.querySelector('#vr-result video') as HTMLVideoElement).videoWidth === 48,
+    );
     await page.screenshot({ path: join(ARTIFACTS, 'dashboard-library-file-page-video-1280.png'), fullPage: true });
     await page.getByRole('button', { name: 'Close details' }).click();
 
