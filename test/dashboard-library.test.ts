@@ -488,7 +488,7 @@ describe('dashboard: a media library', { skip: chromiumSkip() || ffmpegSkip }, (
     );
     // Its rendition builder asks for a WebM 48 px across, shows the wait, then plays it.
     await page.getByLabel('Rendition size (px across)').fill('48');
-    await page.getByLabel('Video format').selectOption('webm');
+    await page.getByLabel('Output type').selectOption('webm');
     await dialog.getByRole('button', { name: 'Make rendition' }).click();
     await dialog.getByText('Ready.').waitFor({ timeout: 60_000 });
     const made = dialog.locator('#vr-result video');

@@ -382,6 +382,10 @@ for (const dialect of DIALECTS) {
           mime_type: 'image/png',
           updated_at: at(0),
           is_private: 0,
+          // What video renditions need: the displayed height (a ladder is capped by it) and the probe.
+          duration: null,
+          height: 1,
+          media: null,
           sha256: undefined,
           size: 6_000_000_000,
           storage_key: `${ws}/${blobId}`,
