@@ -1,6 +1,6 @@
-// A second reporter for `npm test`: how long each test file took, from the first event the
-// runner reported for it to the last (so with two files at a time, a file's figure includes
-// sharing the machine). At the end it prints the slowest files, and with TEST_TIMES_OUT=path it
+// A second reporter for `npm test`: how long each test file took, from the moment the runner
+// started it (the file's own `test:dequeue`) to its `test:complete` (so with two files at a
+// time, a file's figure includes sharing the machine). At the end it prints the slowest files, and with TEST_TIMES_OUT=path it
 // writes every file's seconds as JSON. scripts/run-tests.mjs starts the slowest files first
 // from scripts/test-times.json, so the run does not end on one long file.
 import { writeFileSync } from 'node:fs';
@@ -10,11 +10,10 @@ export default async function* fileTimes(source) {
   const spans = new Map();
   for await (const event of source) {
     const file = event.data?.file;
-    if (!file) continue;
-    const now = Date.now();
-    const span = spans.get(file);
-    if (span) span.last = now;
-    else spans.set(file, { first: now, last: now });
+    // The file's own events carry its path as their name; its tests' events carry theirs.
+    if (!file || event.data.name !== file) continue;
+    if (event.type === 'test:dequeue') spans.set(file, { first: Date.now(), last: Date.now() });
+    else if (event.type === 'test:complete' && spans.has(file)) spans.get(file).last = Date.now();
   }
   const seconds = Object.fromEntries(
     [...spans]

@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { mkdtempSync, rmSync } from 'node:fs';
+import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { buildApp } from '../src/app.ts';
@@ -138,6 +139,63 @@ describe('HTTP error model', () => {
     const ui = await h.app.inject({ method: 'GET', url: '/docs/' });
     assert.equal(ui.statusCode, 200);
     assert.match(ui.body, /swagger/i);
+  });
+});
+
+describe('a refusal before the body is read reaches the client', () => {
+  // A wrong key on an upload is refused before the form is read. The answer used to go out
+  // with Connection: close while the client was still sending: the connection then closed
+  // with unread bytes, the kernel reset it, and the client got EPIPE or ECONNRESET ("fetch
+  // failed") instead of the 401. A small body is now read to its end first.
+  let h: Harness;
+  let port: number;
+  before(async () => {
+    h = await makeHarness('sqlite');
+    port = Number(new URL(await h.app.listen({ host: '127.0.0.1', port: 0 })).port);
+  });
+  after(() => h?.close());
+
+  /**
+   * Sends `size` bytes to the uploads route with `key`, 16 KiB every few milliseconds, the whole
+   * body whatever the server says meanwhile (as HTTP clients do: allowHalfOpen keeps writing
+   * after the server's FIN); what came back, and any socket error.
+   */
+  const slowUpload = (key: string, size: number) =>
+    new Promise<{ answer: string; error?: string }>((resolve) => {
+      const socket = net.connect({ port, host: '127.0.0.1', allowHalfOpen: true });
+      let answer = '';
+      let error: string | undefined;
+      let sent = 0;
+      let serverDone = false;
+      socket.on('data', (d) => (answer += d.toString('latin1')));
+      socket.on('error', (e: NodeJS.ErrnoException) => (error ??= e.code ?? e.message));
+      socket.on('end', () => {
+        serverDone = true;
+        if (sent >= size) socket.end();
+      });
+      socket.on('close', () => resolve({ answer, error }));
+      socket.write(
+        `POST /api/v1/uploads HTTP/1.1\r\nHost: 127.0.0.1\r\nx-api-key: ${key}\r\n` +
+          `Content-Type: multipart/form-data; boundary=xyz\r\nContent-Length: ${size}\r\nConnection: close\r\n\r\n`,
+      );
+      const chunk = Buffer.alloc(16 * 1024, 0x61);
+      const next = () => {
+        if (socket.destroyed) return;
+        if (sent >= size) return void (serverDone && socket.end());
+        const n = Math.min(chunk.length, size - sent);
+        sent += n;
+        socket.write(chunk.subarray(0, n), () => setTimeout(next, 5));
+      };
+      next();
+    });
+
+  test('a wrong key on a 600 KB upload answers 401 to a client still sending, five times out of five', async () => {
+    for (let i = 0; i < 5; i++) {
+      const { answer, error } = await slowUpload('stw_pk_not_a_real_key_0000000000000000', 600_000);
+      assert.equal(error, undefined, `round ${i}: the client's socket failed (${error}) before it read the answer`);
+      assert.match(answer, /^HTTP\/1\.1 401 /, `round ${i}`);
+      assert.match(answer, /"errorCode":"UNAUTHORIZED"/);
+    }
   });
 });
 

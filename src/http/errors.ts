@@ -1,7 +1,8 @@
 // One place that turns anything thrown into the documented error shape
 // `{success:false, error, errorCode, message}`. Unknown errors become 500 without internals;
 // an unreachable database becomes 503.
-import { STATUS_CODES } from 'node:http';
+import { once } from 'node:events';
+import { type IncomingMessage, STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyInstance, FastifyReply } from 'fastify';
 import FindMyWay from 'find-my-way';
@@ -107,11 +108,41 @@ export function rawAnswer(status: number, payload: unknown): string {
   return `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\nContent-Type: application/json; charset=utf-8\r\nCache-Control: no-store\r\nContent-Length: ${Buffer.byteLength(text)}\r\nConnection: close\r\n\r\n${text}`;
 }
 
+/** Refused bodies up to this size are read to their end before the answer (see `drainSmallBody`). */
+const DRAIN_LIMIT = 1024 * 1024;
+const DRAIN_MS = 1000;
+
+/**
+ * Reads a small body that nothing has started reading (a refusal before the handler took it:
+ * a wrong key, a quota, a rate limit) to its end, and drops it. A refusal sent while the client
+ * is still sending goes out with `Connection: close`, and the reset that closing a connection
+ * with unread bytes causes can destroy the answer before the client reads it (fetch then says
+ * "fetch failed", EPIPE, instead of 401). Larger bodies are not worth reading: their
+ * connection is closed. At most DRAIN_MS of waiting.
+ */
+export async function drainSmallBody(req: IncomingMessage): Promise<void> {
+  const n = Number(req.headers['content-length']);
+  const declared = Number.isSafeInteger(n) && n > 0 ? n : 0;
+  if (req.complete || req.readableEnded || declared === 0 || declared > DRAIN_LIMIT) return;
+  // Only a body no one reads yet: one piped into a parser belongs to that parser.
+  if (req.readableFlowing !== null) return;
+  req.resume();
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([
+    once(req, 'end').catch(() => {}),
+    once(req, 'close').catch(() => {}),
+    new Promise((r) => (timer = setTimeout(r, DRAIN_MS))),
+  ]);
+  clearTimeout(timer);
+}
+
 export function installErrorHandling(app: FastifyInstance): void {
-  app.setErrorHandler((err: FastifyError, request, reply) => {
-    // Refused before its body was read to the end (a part cut by complete, a file over its
-    // limit): the rest is not worth reading, and an unread body would hold the connection
-    // open for good. Close it after this answer.
+  app.setErrorHandler(async (err: FastifyError, request, reply) => {
+    // Refused before its body was read to the end (a wrong key, a part cut by complete, a file
+    // over its limit): a small unread body is read first, so the client sees the answer; the
+    // rest is not worth reading, and an unread body would hold the connection open for good.
+    // Close it after this answer.
+    if (!request.raw.complete) await drainSmallBody(request.raw);
     if (!request.raw.complete) reply.header('connection', 'close');
     if (err instanceof AppError) {
       if (err.extra.headers) reply.headers(err.extra.headers);

@@ -12,7 +12,6 @@
 // - Stalled bodies (STOWAGE_BODY_IDLE_TIMEOUT_MS): a request body from which nothing has arrived
 //   for that long is cut, whatever its total time, so a 50 GB upload at a steady pace runs to its
 //   end while a client that stops halfway frees its connection (and its upload is cleaned up).
-import { once } from 'node:events';
 import { statfs } from 'node:fs/promises';
 import type { ServerResponse } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
@@ -105,14 +104,14 @@ export function installUploadSlots(app: FastifyInstance, opts: { slots: UploadSl
     if (disk) {
       // A disk that cannot be asked is no reason to refuse: writing will tell.
       const free = await disk.free().catch(() => undefined);
-      if (free !== undefined && free - declared < disk.minFreeBytes)
-        return refuse(request, declared, errors.insufficientStorage());
+      if (free !== undefined && free - declared < disk.minFreeBytes) throw errors.insufficientStorage();
     }
     const res: ServerResponse | undefined = request[kReply]?.raw;
     // The client left while the checks ran: nothing to hold a slot for.
     if (res?.destroyed || request.raw.socket?.destroyed) return;
     const release = slots.take(workspaceId);
-    if (!release) return refuse(request, declared, errors.tooManyUploads(slots.max, RETRY_AFTER_SECONDS));
+    // The error handler reads a small body to its end before the refusal (drainSmallBody).
+    if (!release) throw errors.tooManyUploads(slots.max, RETRY_AFTER_SECONDS);
     request[kRelease] = release;
     // 'close' comes after the response is sent, or when the connection goes, whichever is first.
     res?.once('close', release);
@@ -146,31 +145,6 @@ export function installUploadSlots(app: FastifyInstance, opts: { slots: UploadSl
     (request as Marked)[kRelease]?.();
   });
 }
-
-/**
- * Throws the refusal. A small body still on its way is read to its end first (and dropped): a
- * refusal sent while the client is still sending goes out with `Connection: close`, and the
- * reset that closing a connection with unread bytes causes can destroy the answer before the
- * client reads it. Larger bodies are not worth reading; their connection is closed.
- */
-async function refuse(request: FastifyRequest, declared: number, err: Error): Promise<never> {
-  const req = request.raw;
-  if (!req.complete && declared > 0 && declared <= DRAIN_LIMIT && !req.readableEnded) {
-    req.resume();
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([
-      once(req, 'end').catch(() => {}),
-      once(req, 'close').catch(() => {}),
-      new Promise((r) => (timer = setTimeout(r, DRAIN_MS))),
-    ]);
-    clearTimeout(timer);
-  }
-  throw err;
-}
-
-/** Refused bodies up to this size are read to their end before the answer (see `refuse`). */
-const DRAIN_LIMIT = 1024 * 1024;
-const DRAIN_MS = 1000;
 
 function declaredLength(request: FastifyRequest): number {
   const n = Number(request.headers['content-length']);
