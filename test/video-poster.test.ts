@@ -15,16 +15,13 @@ import { parsePosterTokens, posterName } from '../src/media/video/poster-tokens.
 import { DIALECTS, type Harness, makeHarness } from './helpers/harness.ts';
 import { call } from './helpers/http.ts';
 import { freshS3Storage, UPLOAD_MATRIX } from './helpers/storage.ts';
-import { clipFolder, ffmpegSkip } from './helpers/video.ts';
+import { clipFolder, ffmpegSkip, once } from './helpers/video.ts';
 
 const skip = ffmpegSkip;
 const { at, ffmpeg } = clipFolder('stowage-poster-');
 
-let corpusMade = false;
 /** Two seconds, red for the first and blue for the second, 320x240; its rotated twin; a tone. */
-function makeCorpus(): void {
-  if (corpusMade) return;
-  corpusMade = true;
+const makeCorpus = once(() => {
   ffmpeg(
     '-f',
     'lavfi',
@@ -40,7 +37,7 @@ function makeCorpus(): void {
   // Other bytes, the same pictures: a blob of its own (identical bytes would share clip.mp4's).
   ffmpeg('-i', at('clip.mp4'), '-c', 'copy', '-metadata', 'title=own', at('own.mp4'));
   ffmpeg('-f', 'lavfi', '-i', 'sine=f=440:d=1', '-c:a', 'libmp3lame', at('tone.mp3'));
-}
+});
 
 /** The pixel at the centre of an image. */
 async function centre(bytes: Buffer): Promise<[number, number, number]> {

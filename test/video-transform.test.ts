@@ -16,19 +16,19 @@ import { locateVideoEngine, videoDefaults } from '../src/media/video/engine.ts';
 import { planTrim, transcode, transcodeArgs, transcodeDefaults } from '../src/media/video/transcode.ts';
 import { FAILURE_TTL_MS } from '../src/services/video-renditions.ts';
 import { DIALECTS, type Harness, makeHarness } from './helpers/harness.ts';
-import { clipFolder, ffmpegSkip } from './helpers/video.ts';
+import { clipFolder, ffmpegSkip, once } from './helpers/video.ts';
 
 const { at, ffmpeg } = clipFolder('stowage-vtransform-');
 
-let corpusMade = false;
+/** H.264 for the clips: fast to make, and a pixel format every decoder reads. */
+const X264 = ['-c:v', 'libx264', '-preset', 'ultrafast', '-pix_fmt', 'yuv420p'];
+
 /**
  * clip.mp4: 3 s of 320x240 at 25 fps, red, then green, then blue (one second each), with a
  * stereo tone. halves.mp4: 1 s, left half red and right half blue, silent. broken.mp4: the
  * first bytes of clip.mp4 (an MP4 by its magic, no playable media).
  */
-function makeCorpus(): void {
-  if (corpusMade) return;
-  corpusMade = true;
+const makeCorpus = once(() => {
   ffmpeg(
     '-f',
     'lavfi',
@@ -38,12 +38,7 @@ function makeCorpus(): void {
     'lavfi',
     '-i',
     'sine=f=440:d=3,aformat=channel_layouts=stereo',
-    '-c:v',
-    'libx264',
-    '-preset',
-    'ultrafast',
-    '-pix_fmt',
-    'yuv420p',
+    ...X264,
     '-c:a',
     'aac',
     '-shortest',
@@ -54,16 +49,11 @@ function makeCorpus(): void {
     'lavfi',
     '-i',
     'color=c=red:s=320x240:d=1:r=25,drawbox=x=160:y=0:w=160:h=240:color=blue:t=fill',
-    '-c:v',
-    'libx264',
-    '-preset',
-    'ultrafast',
-    '-pix_fmt',
-    'yuv420p',
+    ...X264,
     at('halves.mp4'),
   );
   writeFileSync(at('broken.mp4'), readFileSync(at('clip.mp4')).subarray(0, 4096));
-}
+});
 
 interface Probe {
   streams: Array<{ codec_type: string; codec_name: string; width?: number; height?: number; nb_read_frames?: string }>;
