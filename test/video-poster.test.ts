@@ -13,7 +13,7 @@ import { signTransformUrl } from '../src/crypto/transform-url.ts';
 import { videoDefaults } from '../src/media/video/engine.ts';
 import { parsePosterTokens, posterName } from '../src/media/video/poster-tokens.ts';
 import { DIALECTS, type Harness, makeHarness } from './helpers/harness.ts';
-import { call } from './helpers/http.ts';
+import { call, type Fetched, readFetched } from './helpers/http.ts';
 import { freshS3Storage, UPLOAD_MATRIX } from './helpers/storage.ts';
 import { clipFolder, ffmpegSkip, once } from './helpers/video.ts';
 
@@ -46,24 +46,13 @@ async function centre(bytes: Buffer): Promise<[number, number, number]> {
   return [data[i], data[i + 1], data[i + 2]];
 }
 
-interface Got {
-  status: number;
-  headers: Headers;
-  body: Buffer;
-  json?: { errorCode?: string; message?: string; error?: string; success?: boolean };
-}
+type Got = Fetched<{ errorCode?: string; message?: string; error?: string; success?: boolean }>;
 
 function client(base: string) {
   return async (path: string, init: RequestInit = {}): Promise<Got> => {
     // Record URLs name the configured public URL: sent to the test server, path and query as they are.
     const u = path.startsWith('http') ? new URL(path) : undefined;
-    const res = await fetch(u ? `${base}${u.pathname}${u.search}` : `${base}${path}`, init);
-    const body = Buffer.from(await res.arrayBuffer());
-    let json: Got['json'];
-    try {
-      json = JSON.parse(body.toString());
-    } catch {}
-    return { status: res.status, headers: res.headers, body, json };
+    return readFetched(await fetch(u ? `${base}${u.pathname}${u.search}` : `${base}${path}`, init));
   };
 }
 

@@ -16,6 +16,7 @@ import { locateVideoEngine, videoDefaults } from '../src/media/video/engine.ts';
 import { planTrim, transcode, transcodeArgs, transcodeDefaults } from '../src/media/video/transcode.ts';
 import { FAILURE_TTL_MS } from '../src/services/video-renditions.ts';
 import { DIALECTS, type Harness, makeHarness } from './helpers/harness.ts';
+import { type Fetched, readFetched } from './helpers/http.ts';
 import { clipFolder, ffmpegSkip, once } from './helpers/video.ts';
 
 const { at, ffmpeg } = clipFolder('stowage-vtransform-');
@@ -230,12 +231,7 @@ test('ffmpeg reports its progress as it goes (what a processing answer shows), u
   assert.ok(near(seen[seen.length - 1], 2, 0.2), `last ${seen[seen.length - 1]}`);
 });
 
-interface Got {
-  status: number;
-  headers: Headers;
-  body: Buffer;
-  json?: { status?: string; progress?: number; errorCode?: string; message?: string };
-}
+type Got = Fetched<{ status?: string; progress?: number; errorCode?: string; message?: string }>;
 
 for (const dialect of DIALECTS) {
   describe(`video renditions through delivery on ${dialect.name}`, { skip: ffmpegSkip || dialect.skip }, () => {
@@ -245,15 +241,8 @@ for (const dialect of DIALECTS) {
     const ws = () => h.ws.workspace_id;
     const transcodes = () => h.services.videoRenditions.stats.transcodes;
     const runJobs = () => h.services.jobs.runDue('video.transcode');
-    const get = async (path: string, headers: Record<string, string> = {}): Promise<Got> => {
-      const res = await fetch(`${base}/${ws()}/${path}`, { headers });
-      const body = Buffer.from(await res.arrayBuffer());
-      let json: Got['json'];
-      try {
-        json = JSON.parse(body.toString());
-      } catch {}
-      return { status: res.status, headers: res.headers, body, json };
-    };
+    const get = async (path: string, headers: Record<string, string> = {}): Promise<Got> =>
+      readFetched(await fetch(`${base}/${ws()}/${path}`, { headers }));
     let n = 0;
     /** Asks, runs the job, asks again: the rendition's bytes, written to a file, and its probe. */
     const made = async (tokens: string, file = 'clip.mp4', countFrames = false) => {
