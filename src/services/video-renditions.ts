@@ -246,11 +246,7 @@ export class VideoRenditions {
   private async produce(
     job: VideoTranscodeJob | VideoStreamJob,
     counter: 'transcodes' | 'streams',
-    make: (
-      input: MediaInput,
-      tmp: string[],
-      onProgress: (done: number) => void,
-    ) => Promise<() => Promise<void>>,
+    make: (input: MediaInput, tmp: string[], onProgress: (done: number) => void) => Promise<() => Promise<void>>,
   ): Promise<void> {
     const { storage } = this.deps;
     if (await storage.stat(job.key)) return;

@@ -105,7 +105,10 @@ export function partMeter(length: number): {
  * UploadPart, Azure's stageBlock): `failed` aborts once the body fails or its length is wrong,
  * for the request's abort signal, so the store does not wait for the rest.
  */
-export function meterBody(body: Readable, length: number): { meter: ReturnType<typeof partMeter>; failed: AbortSignal } {
+export function meterBody(
+  body: Readable,
+  length: number,
+): { meter: ReturnType<typeof partMeter>; failed: AbortSignal } {
   const meter = partMeter(length);
   const failed = new AbortController();
   meter.stream.on('error', (err) => failed.abort(err));
