@@ -12,7 +12,7 @@ import { tuneHeapForStreaming } from './heap.ts';
 import { createServices } from './services/container.ts';
 import type { CreatedWorkspace } from './services/workspaces.ts';
 import type { Server } from 'node:http';
-import { startMetricsServer } from './http/metrics-endpoint.ts';
+import { closeMetricsServer, startConfiguredMetrics } from './http/metrics-endpoint.ts';
 import { logStream } from './log-output.ts';
 import { logCorsCheck } from './storage/s3-cors.ts';
 import { runWorker } from './worker.ts';
@@ -92,7 +92,7 @@ async function serve(config: Config, log: Logger): Promise<void> {
     setTimeout(() => {
       app
         .close()
-        .then(() => new Promise((r) => (metricsServer ? metricsServer.close(r) : r(undefined))))
+        .then(() => closeMetricsServer(metricsServer))
         .then(() => services.close())
         .then(
           () => process.exit(cut ? 1 : 0),
@@ -106,15 +106,7 @@ async function serve(config: Config, log: Logger): Promise<void> {
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
   await app.listen({ host: config.host, port: config.port });
-  if (config.metricsPort !== undefined) {
-    const metrics = await startMetricsServer(services.metrics.registry, {
-      host: config.host,
-      port: config.metricsPort,
-      token: config.metricsToken,
-    });
-    metricsServer = metrics.server;
-    log.info({ url: `${metrics.url}/metrics` }, `metrics at ${metrics.url}/metrics`);
-  }
+  metricsServer = await startConfiguredMetrics(config, services.metrics.registry, log);
 
   // Browsers PUT multipart parts straight to the bucket, which only works if its CORS allows
   // them: say so once at start instead of letting the first browser upload fail. Not awaited

@@ -6,7 +6,7 @@
 import type { Server } from 'node:http';
 import type { Logger } from 'pino';
 import type { Config } from './config.ts';
-import { startMetricsServer } from './http/metrics-endpoint.ts';
+import { closeMetricsServer, startConfiguredMetrics } from './http/metrics-endpoint.ts';
 import { createServices } from './services/container.ts';
 
 /** Exit code of a worker started without PostgreSQL (sysexits' EX_CONFIG, as for other bad settings). */
@@ -38,7 +38,7 @@ export async function runWorker(config: Config, log: Logger): Promise<void> {
       log.warn('worker shutdown deadline reached; exiting with jobs still running');
       process.exit(1);
     }, config.shutdownTimeoutMs).unref();
-    new Promise((r) => (metricsServer ? metricsServer.close(r) : r(undefined)))
+    closeMetricsServer(metricsServer)
       .then(() => services.close())
       .then(
         () => process.exit(0),
@@ -52,14 +52,6 @@ export async function runWorker(config: Config, log: Logger): Promise<void> {
   process.on('SIGINT', () => shutdown('SIGINT'));
 
   await services.jobs.start();
-  if (config.metricsPort !== undefined) {
-    const metrics = await startMetricsServer(services.metrics.registry, {
-      host: config.host,
-      port: config.metricsPort,
-      token: config.metricsToken,
-    });
-    metricsServer = metrics.server;
-    log.info({ url: `${metrics.url}/metrics` }, `metrics at ${metrics.url}/metrics`);
-  }
+  metricsServer = await startConfiguredMetrics(config, services.metrics.registry, log);
   log.info({ runner: services.jobs.kind }, 'worker started: running background jobs, serving no API');
 }

@@ -14,14 +14,10 @@ import sharp from 'sharp';
 import { signDeliveryUrl } from '../sdk/src/sign.ts';
 import type { CreatedWorkspace } from '../src/services/workspaces.ts';
 import { addFile, DIALECTS, type Harness, makeHarness } from './helpers/harness.ts';
-import { documentedStowageServer, haveNginx, NGINX, type Nginx, startNginx } from './helpers/nginx.ts';
-import { IN_CI } from './helpers/services.ts';
+import { documentedStowageServer, type Nginx, nginxFixtures, nginxSkip, startNginx } from './helpers/nginx.ts';
 
 const PREFIX = '/_stowage_internal/';
-const present = haveNginx();
-if (!present && IN_CI)
-  test('nginx is installed', () => assert.fail(`${NGINX} is missing: .ci/run installs Debian's nginx`));
-const skip = present ? false : `install nginx (${NGINX}, or set STOWAGE_TEST_NGINX) to run`;
+const skip = nginxSkip();
 
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 
@@ -58,20 +54,7 @@ for (const dialect of DIALECTS) {
       const server = (port: number) => documentedStowageServer(port, address.port, h.config.dataDir);
       assert.ok(server(1).includes(`location ${PREFIX}`), 'the documented prefix is the one tested');
       nginx = await startNginx(dir, server);
-      // A photo-like PNG of some size: nothing about it compresses away.
-      photo = await sharp({
-        create: {
-          width: 400,
-          height: 300,
-          channels: 3,
-          background: '#808080',
-          noise: { type: 'gaussian', mean: 128, sigma: 40 },
-        },
-      })
-        .png()
-        .toBuffer();
-      other = await h.services.workspaces.create('Signed transformations');
-      await h.services.workspaces.updateSettings(other.workspace_id, { signed_transformations: true });
+      ({ photo, signedWs: other } = await nginxFixtures(h));
     });
     after(async () => {
       await nginx?.stop();

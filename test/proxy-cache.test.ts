@@ -17,14 +17,10 @@ import sharp from 'sharp';
 import { signDeliveryUrl } from '../sdk/src/sign.ts';
 import type { CreatedWorkspace } from '../src/services/workspaces.ts';
 import { addFile, type Harness, makeHarness } from './helpers/harness.ts';
-import { documentedCachingProxy, haveNginx, NGINX, type Nginx, startNginx } from './helpers/nginx.ts';
-import { IN_CI } from './helpers/services.ts';
+import { documentedCachingProxy, type Nginx, nginxFixtures, nginxSkip, startNginx } from './helpers/nginx.ts';
 
 const PURGE = fileURLToPath(new URL('../deploy/purge-proxy-cache.sh', import.meta.url));
-const present = haveNginx();
-if (!present && IN_CI)
-  test('nginx is installed', () => assert.fail(`${NGINX} is missing: .ci/run installs Debian's nginx`));
-const skip = present ? false : `install nginx (${NGINX}, or set STOWAGE_TEST_NGINX) to run`;
+const skip = nginxSkip();
 
 /** A browser's Accept for images, and a script's. */
 const CHROME = 'image/avif,image/webp,image/apng,image/svg+xml,image/*,*/*;q=0.8';
@@ -68,19 +64,7 @@ describe('nginx proxy_cache in front of Stowage', { skip }, () => {
     cacheDir = join(dir, 'cache');
     mkdirSync(cacheDir);
     nginx = await startNginx(dir, (port) => documentedCachingProxy(port, address.port, cacheDir));
-    photo = await sharp({
-      create: {
-        width: 400,
-        height: 300,
-        channels: 3,
-        background: '#808080',
-        noise: { type: 'gaussian', mean: 128, sigma: 40 },
-      },
-    })
-      .png()
-      .toBuffer();
-    signedWs = await h.services.workspaces.create('Signed transformations');
-    await h.services.workspaces.updateSettings(signedWs.workspace_id, { signed_transformations: true });
+    ({ photo, signedWs } = await nginxFixtures(h));
   });
   after(async () => {
     await nginx?.stop();

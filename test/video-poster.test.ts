@@ -13,18 +13,15 @@ import { signTransformUrl } from '../src/crypto/transform-url.ts';
 import { videoDefaults } from '../src/media/video/engine.ts';
 import { parsePosterTokens, posterName } from '../src/media/video/poster-tokens.ts';
 import { DIALECTS, type Harness, makeHarness } from './helpers/harness.ts';
-import { call } from './helpers/http.ts';
+import { call, type Fetched, readFetched } from './helpers/http.ts';
 import { freshS3Storage, UPLOAD_MATRIX } from './helpers/storage.ts';
-import { clipFolder, ffmpegSkip } from './helpers/video.ts';
+import { clipFolder, ffmpegSkip, once } from './helpers/video.ts';
 
 const skip = ffmpegSkip;
 const { at, ffmpeg } = clipFolder('stowage-poster-');
 
-let corpusMade = false;
 /** Two seconds, red for the first and blue for the second, 320x240; its rotated twin; a tone. */
-function makeCorpus(): void {
-  if (corpusMade) return;
-  corpusMade = true;
+const makeCorpus = once(() => {
   ffmpeg(
     '-f',
     'lavfi',
@@ -40,7 +37,7 @@ function makeCorpus(): void {
   // Other bytes, the same pictures: a blob of its own (identical bytes would share clip.mp4's).
   ffmpeg('-i', at('clip.mp4'), '-c', 'copy', '-metadata', 'title=own', at('own.mp4'));
   ffmpeg('-f', 'lavfi', '-i', 'sine=f=440:d=1', '-c:a', 'libmp3lame', at('tone.mp3'));
-}
+});
 
 /** The pixel at the centre of an image. */
 async function centre(bytes: Buffer): Promise<[number, number, number]> {
@@ -49,24 +46,13 @@ async function centre(bytes: Buffer): Promise<[number, number, number]> {
   return [data[i], data[i + 1], data[i + 2]];
 }
 
-interface Got {
-  status: number;
-  headers: Headers;
-  body: Buffer;
-  json?: { errorCode?: string; message?: string; error?: string; success?: boolean };
-}
+type Got = Fetched<{ errorCode?: string; message?: string; error?: string; success?: boolean }>;
 
 function client(base: string) {
   return async (path: string, init: RequestInit = {}): Promise<Got> => {
     // Record URLs name the configured public URL: sent to the test server, path and query as they are.
     const u = path.startsWith('http') ? new URL(path) : undefined;
-    const res = await fetch(u ? `${base}${u.pathname}${u.search}` : `${base}${path}`, init);
-    const body = Buffer.from(await res.arrayBuffer());
-    let json: Got['json'];
-    try {
-      json = JSON.parse(body.toString());
-    } catch {}
-    return { status: res.status, headers: res.headers, body, json };
+    return readFetched(await fetch(u ? `${base}${u.pathname}${u.search}` : `${base}${path}`, init));
   };
 }
 

@@ -16,19 +16,20 @@ import { locateVideoEngine, videoDefaults } from '../src/media/video/engine.ts';
 import { planTrim, transcode, transcodeArgs, transcodeDefaults } from '../src/media/video/transcode.ts';
 import { FAILURE_TTL_MS } from '../src/services/video-renditions.ts';
 import { DIALECTS, type Harness, makeHarness } from './helpers/harness.ts';
-import { clipFolder, ffmpegSkip } from './helpers/video.ts';
+import { type Fetched, readFetched } from './helpers/http.ts';
+import { clipFolder, ffmpegSkip, once } from './helpers/video.ts';
 
 const { at, ffmpeg } = clipFolder('stowage-vtransform-');
 
-let corpusMade = false;
+/** H.264 for the clips: fast to make, and a pixel format every decoder reads. */
+const X264 = ['-c:v', 'libx264', '-preset', 'ultrafast', '-pix_fmt', 'yuv420p'];
+
 /**
  * clip.mp4: 3 s of 320x240 at 25 fps, red, then green, then blue (one second each), with a
  * stereo tone. halves.mp4: 1 s, left half red and right half blue, silent. broken.mp4: the
  * first bytes of clip.mp4 (an MP4 by its magic, no playable media).
  */
-function makeCorpus(): void {
-  if (corpusMade) return;
-  corpusMade = true;
+const makeCorpus = once(() => {
   ffmpeg(
     '-f',
     'lavfi',
@@ -38,12 +39,7 @@ function makeCorpus(): void {
     'lavfi',
     '-i',
     'sine=f=440:d=3,aformat=channel_layouts=stereo',
-    '-c:v',
-    'libx264',
-    '-preset',
-    'ultrafast',
-    '-pix_fmt',
-    'yuv420p',
+    ...X264,
     '-c:a',
     'aac',
     '-shortest',
@@ -54,16 +50,11 @@ function makeCorpus(): void {
     'lavfi',
     '-i',
     'color=c=red:s=320x240:d=1:r=25,drawbox=x=160:y=0:w=160:h=240:color=blue:t=fill',
-    '-c:v',
-    'libx264',
-    '-preset',
-    'ultrafast',
-    '-pix_fmt',
-    'yuv420p',
+    ...X264,
     at('halves.mp4'),
   );
   writeFileSync(at('broken.mp4'), readFileSync(at('clip.mp4')).subarray(0, 4096));
-}
+});
 
 interface Probe {
   streams: Array<{ codec_type: string; codec_name: string; width?: number; height?: number; nb_read_frames?: string }>;
@@ -240,12 +231,7 @@ test('ffmpeg reports its progress as it goes (what a processing answer shows), u
   assert.ok(near(seen[seen.length - 1], 2, 0.2), `last ${seen[seen.length - 1]}`);
 });
 
-interface Got {
-  status: number;
-  headers: Headers;
-  body: Buffer;
-  json?: { status?: string; progress?: number; errorCode?: string; message?: string };
-}
+type Got = Fetched<{ status?: string; progress?: number; errorCode?: string; message?: string }>;
 
 for (const dialect of DIALECTS) {
   describe(`video renditions through delivery on ${dialect.name}`, { skip: ffmpegSkip || dialect.skip }, () => {
@@ -255,15 +241,8 @@ for (const dialect of DIALECTS) {
     const ws = () => h.ws.workspace_id;
     const transcodes = () => h.services.videoRenditions.stats.transcodes;
     const runJobs = () => h.services.jobs.runDue('video.transcode');
-    const get = async (path: string, headers: Record<string, string> = {}): Promise<Got> => {
-      const res = await fetch(`${base}/${ws()}/${path}`, { headers });
-      const body = Buffer.from(await res.arrayBuffer());
-      let json: Got['json'];
-      try {
-        json = JSON.parse(body.toString());
-      } catch {}
-      return { status: res.status, headers: res.headers, body, json };
-    };
+    const get = async (path: string, headers: Record<string, string> = {}): Promise<Got> =>
+      readFetched(await fetch(`${base}/${ws()}/${path}`, { headers }));
     let n = 0;
     /** Asks, runs the job, asks again: the rendition's bytes, written to a file, and its probe. */
     const made = async (tokens: string, file = 'clip.mp4', countFrames = false) => {

@@ -5,7 +5,9 @@
 import { timingSafeEqual } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
+import type { Config } from '../config.ts';
 
 /** Whether a request with this Authorization header may read the metrics. */
 export function metricsAllowed(authorization: string | undefined, token: string | undefined): boolean {
@@ -46,4 +48,28 @@ export async function startMetricsServer(
   });
   const { address, port } = server.address() as AddressInfo;
   return { server, url: `http://${address.includes(':') ? `[${address}]` : address}:${port}` };
+}
+
+/**
+ * STOWAGE_METRICS_PORT's listener, on an API node and a worker alike, its address logged;
+ * undefined when the setting is absent (/metrics is then on the API's own port, or on none).
+ */
+export async function startConfiguredMetrics(
+  config: Pick<Config, 'host' | 'metricsPort' | 'metricsToken'>,
+  registry: Registry,
+  log: Pick<Logger, 'info'>,
+): Promise<http.Server | undefined> {
+  if (config.metricsPort === undefined) return undefined;
+  const metrics = await startMetricsServer(registry, {
+    host: config.host,
+    port: config.metricsPort,
+    token: config.metricsToken,
+  });
+  log.info({ url: `${metrics.url}/metrics` }, `metrics at ${metrics.url}/metrics`);
+  return metrics.server;
+}
+
+/** Closes that listener, when there is one (at shutdown); resolves once it is closed. */
+export function closeMetricsServer(server: http.Server | undefined): Promise<void> {
+  return new Promise((resolve) => (server ? server.close(() => resolve()) : resolve()));
 }

@@ -424,16 +424,32 @@ export class DeliveryService {
           storageKey: file.storage_key,
         }),
       );
-    const size = info.size;
+    return {
+      ...this.storedRendition(file, key, name, info.size, MIME[format]),
+      varyAccept: spec.format === 'auto',
+      vary: vary.length > 0 ? vary : undefined,
+    };
+  }
+
+  /**
+   * The answer for a rendition of `file` stored at `key`: served by range from storage, its ETag
+   * the file's hash and `name` (what tells its renditions apart), its date the file's.
+   */
+  private storedRendition(
+    file: DeliverableFile,
+    key: string,
+    name: string,
+    size: number,
+    contentType: string,
+  ): Delivered {
     return {
       open: (range) => this.storage.get(key, range),
       size,
-      contentType: MIME[format],
+      contentType,
       etag: `"${file.sha256.slice(0, 32)}-${name}"`,
       lastModified: new Date(file.updated_at),
       isRendition: true,
-      varyAccept: spec.format === 'auto',
-      vary: vary.length > 0 ? vary : undefined,
+      varyAccept: false,
       isPrivate: Boolean(file.is_private),
       ranges: true,
       renditionKey: key,
@@ -515,17 +531,7 @@ export class DeliveryService {
     this.renditions?.used(key);
     const kind = streamFileKind(suffix.file);
     return {
-      open: (range) => this.storage.get(key, range),
-      size: info.size,
-      contentType: STREAM_MIME[kind],
-      etag: `"${file.sha256.slice(0, 32)}-${name}-${suffix.file}"`,
-      lastModified: new Date(file.updated_at),
-      isRendition: true,
-      varyAccept: false,
-      isPrivate: Boolean(file.is_private),
-      ranges: true,
-      renditionKey: key,
-      localFile: this.storage.localPath?.(key),
+      ...this.storedRendition(file, key, `${name}-${suffix.file}`, info.size, STREAM_MIME[kind]),
       streamDepth: suffix.count,
       playlist: kind === 'segment' ? undefined : kind,
       shortLived: suffix.file === HLS_MASTER || suffix.file === DASH_MANIFEST,
@@ -585,19 +591,7 @@ export class DeliveryService {
     }
     this.stats.renditionCacheHits++;
     this.renditions?.used(key);
-    return {
-      open: (range) => this.storage.get(key, range),
-      size: info.size,
-      contentType: VIDEO_MIME[format],
-      etag: `"${file.sha256.slice(0, 32)}-${name}"`,
-      lastModified: new Date(file.updated_at),
-      isRendition: true,
-      varyAccept: false,
-      isPrivate: Boolean(file.is_private),
-      ranges: true,
-      renditionKey: key,
-      localFile: this.storage.localPath?.(key),
-    };
+    return this.storedRendition(file, key, name, info.size, VIDEO_MIME[format]);
   }
 
   /**
@@ -623,19 +617,7 @@ export class DeliveryService {
       const owner = { workspaceId, sha256: file.sha256, storageKey: file.storage_key };
       info = await this.make(key, (slot) => this.renderPoster(engine, file, demuxer, poster, key, slot, owner));
     }
-    return {
-      open: (range) => this.storage.get(key, range),
-      size: info.size,
-      contentType: 'image/webp',
-      etag: `"${file.sha256.slice(0, 32)}-${name}"`,
-      lastModified: new Date(file.updated_at),
-      isRendition: true,
-      varyAccept: false,
-      isPrivate: Boolean(file.is_private),
-      ranges: true,
-      renditionKey: key,
-      localFile: this.storage.localPath?.(key),
-    };
+    return this.storedRendition(file, key, name, info.size, 'image/webp');
   }
 
   /**

@@ -198,7 +198,56 @@ export class VideoRenditions {
   }
 
   /** The job: makes and stores one rendition. Does nothing when it is already stored or its video is gone. */
-  async run(job: VideoTranscodeJob): Promise<void> {
+  run(job: VideoTranscodeJob): Promise<void> {
+    return this.produce(job, 'transcodes', async (input, tmp, onProgress) => {
+      const outPath = join(this.deps.tmpDir, `${randomUUID()}.${job.format}`);
+      tmp.push(outPath);
+      const size = await transcode(this.engine, this.settings, {
+        input,
+        demuxer: job.demuxer,
+        spec: job.spec,
+        format: job.format,
+        trim: job.trim,
+        outPath,
+        onProgress,
+      });
+      return () => this.store(job, outPath, size);
+    });
+  }
+
+  /**
+   * The `video.stream` job: makes a whole package with one ffmpeg run into a temporary folder,
+   * then stores it (stream.ts). Does nothing when its master is stored or its video is gone.
+   */
+  runStream(job: VideoStreamJob): Promise<void> {
+    return this.produce(job, 'streams', async (input, tmp, onProgress) => {
+      const outDir = await mkdtemp(join(this.deps.tmpDir, 'stream-'));
+      tmp.push(outDir);
+      const files = await makeStream(this.engine, this.settings, {
+        input,
+        demuxer: job.demuxer,
+        ladder: job.ladder,
+        audio: job.audio,
+        trim: job.trim,
+        outDir,
+        onProgress,
+      });
+      return () => this.storePackage(job, outDir, files);
+    });
+  }
+
+  /**
+   * What both jobs do around their ffmpeg run: nothing when `job.key` is stored or the video is
+   * gone; else a slot of this node, the source (`input`), progress for `ask`, and `make`, which
+   * runs ffmpeg into paths it adds to `tmp` (files or folders, removed at the end whatever
+   * happens) and returns the step that stores its output. A refusal (an AppError below 500:
+   * ffmpeg's verdict on this video, the same next time) is recorded as the failure marker.
+   */
+  private async produce(
+    job: VideoTranscodeJob | VideoStreamJob,
+    counter: 'transcodes' | 'streams',
+    make: (input: MediaInput, tmp: string[], onProgress: (done: number) => void) => Promise<() => Promise<void>>,
+  ): Promise<void> {
     const { storage } = this.deps;
     if (await storage.stat(job.key)) return;
     const free = await this.slot();
@@ -216,21 +265,12 @@ export class VideoRenditions {
         if (err instanceof ObjectNotFoundError) return;
         throw err;
       }
-      const outPath = join(this.deps.tmpDir, `${randomUUID()}.${job.format}`);
-      tmp.push(outPath);
-      this.progress.set(job.key, { done: 0, total: job.trim.seconds });
-      this.stats.transcodes++;
-      let size: number;
+      const total = job.trim.seconds;
+      this.progress.set(job.key, { done: 0, total });
+      this.stats[counter]++;
+      let store: () => Promise<void>;
       try {
-        size = await transcode(this.engine, this.settings, {
-          input,
-          demuxer: job.demuxer,
-          spec: job.spec,
-          format: job.format,
-          trim: job.trim,
-          outPath,
-          onProgress: (done) => this.progress.set(job.key, { done, total: job.trim.seconds }),
-        });
+        store = await make(input, tmp, (done) => this.progress.set(job.key, { done, total }));
       } catch (err) {
         // ffmpeg's verdict on this video and these tokens: the same next time, so recorded.
         if (err instanceof AppError && err.status < 500) {
@@ -240,62 +280,11 @@ export class VideoRenditions {
         }
         throw err;
       }
-      await this.store(job, outPath, size);
+      await store();
     } finally {
       this.progress.delete(job.key);
       free();
-      await Promise.all(tmp.map((p) => rm(p, { force: true })));
-    }
-  }
-
-  /**
-   * The `video.stream` job: makes a whole package with one ffmpeg run into a temporary folder,
-   * then stores it (stream.ts). Does nothing when its master is stored or its video is gone.
-   */
-  async runStream(job: VideoStreamJob): Promise<void> {
-    const { storage } = this.deps;
-    if (await storage.stat(job.key)) return;
-    const free = await this.slot();
-    const tmp: string[] = [];
-    let outDir: string | undefined;
-    try {
-      if (await storage.stat(job.key)) return;
-      if (!(await this.blobExists(job))) return;
-      await mkdir(this.deps.tmpDir, { recursive: true });
-      let input: MediaInput;
-      try {
-        input = await this.input(job, tmp);
-      } catch (err) {
-        if (err instanceof ObjectNotFoundError) return;
-        throw err;
-      }
-      outDir = await mkdtemp(join(this.deps.tmpDir, 'stream-'));
-      this.progress.set(job.key, { done: 0, total: job.trim.seconds });
-      this.stats.streams++;
-      let files: Array<{ name: string; size: number }>;
-      try {
-        files = await makeStream(this.engine, this.settings, {
-          input,
-          demuxer: job.demuxer,
-          ladder: job.ladder,
-          audio: job.audio,
-          trim: job.trim,
-          outDir,
-          onProgress: (done) => this.progress.set(job.key, { done, total: job.trim.seconds }),
-        });
-      } catch (err) {
-        if (err instanceof AppError && err.status < 500) {
-          if (await this.blobExists(job)) await this.recordFailure(job.key, err.message);
-          return;
-        }
-        throw err;
-      }
-      await this.storePackage(job, outDir, files);
-    } finally {
-      this.progress.delete(job.key);
-      free();
-      await Promise.all(tmp.map((p) => rm(p, { force: true })));
-      if (outDir) await rm(outDir, { recursive: true, force: true });
+      await Promise.all(tmp.map((p) => rm(p, { recursive: true, force: true })));
     }
   }
 

@@ -13,10 +13,10 @@ import { ObjectNotFoundError, type PartInfo } from './driver.ts';
 import {
   checkPart,
   MetaCache,
+  meterBody,
   multipartDir,
   PartWriteGate,
   padPart,
-  partMeter,
   type UploadMeta,
 } from './part-writes.ts';
 
@@ -77,12 +77,8 @@ export class AzureMultipart {
       // leaves an old record describing a block that was replaced.
       const record = this.container.getBlockBlobClient(`${this.dir(uploadId)}part-${padPart(partNumber)}`);
       await record.deleteIfExists({ abortSignal: cut });
-      const meter = partMeter(length);
       // A body that fails or has the wrong length ends the request: Azure must not wait for the rest.
-      const failed = new AbortController();
-      meter.stream.on('error', (err) => failed.abort(err));
-      body.once('error', (err) => meter.stream.destroy(err));
-      body.pipe(meter.stream);
+      const { meter, failed } = meterBody(body, length);
       let sent = false;
       try {
         await this.container.getBlockBlobClient(key).stageBlock(
@@ -94,7 +90,7 @@ export class AzureMultipart {
             return meter.stream;
           },
           length,
-          { abortSignal: AbortSignal.any([cut, failed.signal]) },
+          { abortSignal: AbortSignal.any([cut, failed]) },
         );
       } catch (err) {
         throw meter.error ?? err;

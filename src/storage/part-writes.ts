@@ -2,7 +2,7 @@
 // GCS): once complete or abort seals an upload, part writes in flight are cut and awaited, and
 // later ones are refused with MultipartSealedError, until it is unsealed. Per process: every
 // part write of an upload and its complete run on the node that holds the session.
-import { Transform } from 'node:stream';
+import { type Readable, Transform } from 'node:stream';
 import { xxh3 } from '@node-rs/xxhash';
 import { MultipartSealedError, ObjectNotFoundError, PartLengthError } from './driver.ts';
 
@@ -98,6 +98,23 @@ export function partMeter(length: number): {
       return error;
     },
   };
+}
+
+/**
+ * `body` piped through a partMeter, for a store that reads the part as its request goes (S3's
+ * UploadPart, Azure's stageBlock): `failed` aborts once the body fails or its length is wrong,
+ * for the request's abort signal, so the store does not wait for the rest.
+ */
+export function meterBody(
+  body: Readable,
+  length: number,
+): { meter: ReturnType<typeof partMeter>; failed: AbortSignal } {
+  const meter = partMeter(length);
+  const failed = new AbortController();
+  meter.stream.on('error', (err) => failed.abort(err));
+  body.once('error', (err) => meter.stream.destroy(err));
+  body.pipe(meter.stream);
+  return { meter, failed: failed.signal };
 }
 
 // --- bookkeeping shared by drivers that keep a multipart upload as objects (Azure, GCS) -----

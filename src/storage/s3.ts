@@ -20,7 +20,7 @@ import {
 } from '@aws-sdk/client-s3';
 import { Upload } from '@aws-sdk/lib-storage';
 import type { Readable } from 'node:stream';
-import { PartWriteGate, partMeter } from './part-writes.ts';
+import { meterBody, PartWriteGate } from './part-writes.ts';
 import { applyBucketCors, checkBucketCors } from './s3-cors.ts';
 import { PartPresigner } from './s3-presign.ts';
 import {
@@ -216,11 +216,7 @@ export class S3Storage implements StorageDriver, MultipartStorage {
   ): Promise<PartInfo> {
     assertKey(key);
     return this.gate.run(uploadId, signal, async (cut) => {
-      const meter = partMeter(length);
-      const failed = new AbortController();
-      meter.stream.on('error', (err) => failed.abort(err));
-      body.once('error', (err) => meter.stream.destroy(err));
-      body.pipe(meter.stream);
+      const { meter, failed } = meterBody(body, length);
       let etag: string | undefined;
       try {
         const res = await this.client.send(
@@ -232,7 +228,7 @@ export class S3Storage implements StorageDriver, MultipartStorage {
             ContentLength: length,
             Body: meter.stream,
           }),
-          { abortSignal: AbortSignal.any([cut, failed.signal]) },
+          { abortSignal: AbortSignal.any([cut, failed]) },
         );
         etag = res.ETag;
       } catch (err) {

@@ -29,3 +29,21 @@ export async function call(
   }
   return { status: res.statusCode, headers: res.headers, body, raw: res.body };
 }
+
+/** What a fetch answered: status, headers, the body's bytes, and the body parsed when it is JSON. */
+export interface Fetched<J> {
+  status: number;
+  headers: Headers;
+  body: Buffer;
+  json?: J;
+}
+
+/** Reads `res` whole into a Fetched (`json` undefined when the body is not JSON). */
+export async function readFetched<J>(res: Response): Promise<Fetched<J>> {
+  const body = Buffer.from(await res.arrayBuffer());
+  let json: J | undefined;
+  try {
+    json = JSON.parse(body.toString());
+  } catch {}
+  return { status: res.status, headers: res.headers, body, json };
+}

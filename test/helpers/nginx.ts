@@ -2,13 +2,19 @@
 // configuration, pid, logs and every temp path inside a directory of the caller's, a free
 // loopback port, and, when started by root, its workers as root too (the caller's files are
 // then readable by them without opening their modes to everyone).
+import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { join } from 'node:path';
+import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import sharp from 'sharp';
+import type { CreatedWorkspace } from '../../src/services/workspaces.ts';
+import type { Harness } from './harness.ts';
 import { closedPort } from './servers.ts';
+import { IN_CI } from './services.ts';
 
 const DEPLOY_MD = fileURLToPath(new URL('../../docs/deploy.md', import.meta.url));
 
@@ -16,6 +22,37 @@ const DEPLOY_MD = fileURLToPath(new URL('../../docs/deploy.md', import.meta.url)
 export const NGINX = process.env.STOWAGE_TEST_NGINX ?? '/usr/sbin/nginx';
 
 export const haveNginx = (binary = NGINX) => existsSync(binary);
+
+/**
+ * For the `skip` of a suite that needs nginx: false when it is installed, else the reason. Under
+ * CI a missing nginx is a failing test of its own (.ci/run installs it).
+ */
+export function nginxSkip(): string | false {
+  if (haveNginx()) return false;
+  if (IN_CI) test('nginx is installed', () => assert.fail(`${NGINX} is missing: .ci/run installs Debian's nginx`));
+  return `install nginx (${NGINX}, or set STOWAGE_TEST_NGINX) to run`;
+}
+
+/**
+ * What the suites with nginx in front of a harness serve: a photo-like PNG of some size (400x300
+ * of noise: nothing about it compresses away) and a second workspace with signed transformations.
+ */
+export async function nginxFixtures(h: Harness): Promise<{ photo: Buffer; signedWs: CreatedWorkspace }> {
+  const photo = await sharp({
+    create: {
+      width: 400,
+      height: 300,
+      channels: 3,
+      background: '#808080',
+      noise: { type: 'gaussian', mean: 128, sigma: 40 },
+    },
+  })
+    .png()
+    .toBuffer();
+  const signedWs = await h.services.workspaces.create('Signed transformations');
+  await h.services.workspaces.updateSettings(signedWs.workspace_id, { signed_transformations: true });
+  return { photo, signedWs };
+}
 
 export interface Nginx {
   base: string;

@@ -27,3 +27,13 @@ export function clipFolder(prefix: string) {
     ffmpeg: (...args: string[]) => execFileSync('ffmpeg', ['-v', 'error', '-y', ...args]),
   };
 }
+
+/** `make` (a suite's clips), run the first time the returned function is called and never again. */
+export function once(make: () => void): () => void {
+  let done = false;
+  return () => {
+    if (done) return;
+    done = true;
+    make();
+  };
+}

@@ -118,3 +118,20 @@ export function runBounded(file: string, args: string[], opts: RunOptions): Prom
     });
   });
 }
+
+/**
+ * An `onStdout` for ffmpeg's `-progress pipe:1`: calls `onSeconds` with each `out_time_us` line's
+ * time (seconds of output written so far), a line split across chunks included.
+ */
+export function progressReader(onSeconds: (seconds: number) => void): (chunk: Buffer) => void {
+  let pending = '';
+  return (chunk) => {
+    pending += chunk.toString('latin1');
+    const lines = pending.split('\n');
+    pending = lines.pop() ?? '';
+    for (const line of lines) {
+      const m = /^out_time_us=(\d+)/.exec(line);
+      if (m) onSeconds(Number(m[1]) / 1e6);
+    }
+  };
+}

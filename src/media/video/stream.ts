@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { appError, errors } from '../../errors.ts';
 import type { VideoEngine } from './engine.ts';
 import { inputArg, inputGuardArgs, type MediaInput } from './probe.ts';
-import { runBounded } from './spawn.ts';
+import { progressReader, runBounded } from './spawn.ts';
 import { VIDEO_MAX_SIDE } from './tokens.ts';
 import type { TranscodeSettings, TrimPlan } from './transcode.ts';
 
@@ -184,7 +184,6 @@ export async function makeStream(
 ): Promise<Array<{ name: string; size: number }>> {
   const ffmpeg = engine.require('ffmpeg');
   const args = streamArgs(engine, run.input, run.demuxer, run.ladder, run.audio, run.trim, settings, run.outDir);
-  let pending = '';
   let tooBig = false;
   let checking = false;
   const controller = new AbortController();
@@ -207,18 +206,10 @@ export async function makeStream(
     maxStdout: 0,
     signal: controller.signal,
     stdin: 'stream' in run.input ? run.input.stream : undefined,
-    onStdout: (chunk) => {
-      pending += chunk.toString('latin1');
-      const lines = pending.split('\n');
-      pending = lines.pop() ?? '';
-      for (const line of lines) {
-        const m = /^out_time_us=(\d+)/.exec(line);
-        if (m) {
-          run.onProgress?.(Number(m[1]) / 1e6);
-          void measure();
-        }
-      }
-    },
+    onStdout: progressReader((seconds) => {
+      run.onProgress?.(seconds);
+      void measure();
+    }),
   });
   if (tooBig)
     throw appError('VIDEO_REFUSED', `the stream passed ${settings.maxOutputBytes} bytes (STOWAGE_TRANSCODE_MAX_BYTES)`);

@@ -6,7 +6,7 @@ import { stat } from 'node:fs/promises';
 import { appError } from '../../errors.ts';
 import type { VideoEngine } from './engine.ts';
 import { inputArg, inputGuardArgs, type MediaInput } from './probe.ts';
-import { runBounded } from './spawn.ts';
+import { progressReader, runBounded } from './spawn.ts';
 import type { VideoFormat, VideoSpec } from './tokens.ts';
 
 /** How hard the encoders work: `fastest` for tests and previews, `balanced` for smaller files. */
@@ -222,20 +222,11 @@ export interface TranscodeRun {
 export async function transcode(engine: VideoEngine, settings: TranscodeSettings, run: TranscodeRun): Promise<number> {
   const ffmpeg = engine.require('ffmpeg');
   const args = transcodeArgs(engine, run.input, run.demuxer, run.spec, run.format, run.trim, settings, run.outPath);
-  let pending = '';
   const result = await runBounded(ffmpeg, args, {
     timeoutMs: settings.timeoutMs,
     maxStdout: 0,
     stdin: 'stream' in run.input ? run.input.stream : undefined,
-    onStdout: (chunk) => {
-      pending += chunk.toString('latin1');
-      const lines = pending.split('\n');
-      pending = lines.pop() ?? '';
-      for (const line of lines) {
-        const m = /^out_time_us=(\d+)/.exec(line);
-        if (m) run.onProgress?.(Number(m[1]) / 1e6);
-      }
-    },
+    onStdout: progressReader((seconds) => run.onProgress?.(seconds)),
   });
   if (result.timedOut) throw appError('VIDEO_REFUSED', `the transcode took longer than ${settings.timeoutMs} ms`);
   if (result.code !== 0) throw appError('VIDEO_REFUSED', `not a readable ${run.demuxer} video, or it has no picture`);
