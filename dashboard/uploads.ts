@@ -43,7 +43,8 @@ export function mountUploader(): Uploader {
     autoProceed: true,
     folder: shownFolder,
     keepFolders: true,
-    height: 300,
+    // Low enough that the grid's first row and the folder tree share a screen (drags onto folders).
+    height: 220,
     note: 'Files go into the folder shown; a dropped folder keeps its structure.',
     onSuccess: ({ files, failed }) =>
       void finished(

@@ -178,8 +178,12 @@ describe('dashboard in Chromium', {
       dt.items.add(new File(['dropped bytes'], 'dropped.txt', { type: 'text/plain' }));
       return dt;
     });
-    await page.locator('#drop').dispatchEvent('drop', { dataTransfer: drop });
-    await page.getByRole('button', { name: /dropped\.txt/ }).click();
+    // Onto the uploader's drop area (Uppy's Dashboard).
+    await page.locator('#uploader .uppy-Dashboard-inner').dispatchEvent('drop', { dataTransfer: drop });
+    await page
+      .locator('#grid')
+      .getByRole('button', { name: /dropped\.txt/ })
+      .click();
     await page.getByLabel('Folder', { exact: true }).selectOption({ label: 'archive' });
     await page.getByRole('button', { name: 'Move' }).click();
     await page.getByText('Moved').waitFor();
