@@ -264,6 +264,32 @@ describe('dashboard uploads: progress, speed, pause and resume, resume after a r
     await close();
   });
 
+  test('sign-out stops an unfinished upload and forgets it: the next sign-in finds nothing to resume', async () => {
+    const { page, errors, close } = await open();
+    const path = join(dir, 'left.bin');
+    writeFileSync(path, randomBytes(2 * PART));
+    const before = proxy.seen.length;
+    proxy.hold = (req) => req.method === 'PUT' && partNumberOf(req.url!) > 1;
+    try {
+      await chooseFiles(page, path);
+      await until('a part waiting', () => proxy.seen.slice(before).some((s) => isPartPut(s) && s.held));
+      await page.getByRole('button', { name: 'Sign out' }).click();
+      await page.getByRole('button', { name: 'Sign in' }).waitFor();
+      proxy.hold = () => false;
+      assert.equal(await page.evaluate(() => localStorage.getItem('uppyState:stowage-dashboard')), null);
+      await page.getByLabel('Private key').fill(ws.private_key);
+      await page.getByRole('button', { name: 'Sign in' }).click();
+      await page.locator('#uploader .uppy-Dashboard').waitFor();
+      await page.getByRole('button', { name: 'browse files' }).waitFor();
+      assert.equal(await page.getByText(/We could not fully recover/).count(), 0, 'nothing to resume');
+      assert.equal(await page.locator('#upload-progress').isVisible(), false);
+      assert.deepEqual(errors, []);
+    } finally {
+      proxy.hold = () => false;
+      await close();
+    }
+  });
+
   test('a reload in the middle resumes the upload; the parts Stowage held are not sent again', async () => {
     const { page, errors, close } = await open();
     await intoNewFolder(page, 'reloaded');
@@ -292,7 +318,10 @@ describe('dashboard uploads: progress, speed, pause and resume, resume after a r
       const reloadAt = proxy.seen.length;
       // Uppy lists the unfinished upload; a file over Golden Retriever's 10 MiB is picked again.
       await page.getByText(/We could not fully recover 1 file/).waitFor();
-      await page.locator('#upload-summary').filter({ hasText: /^Interrupted: big\.bin, .* of / }).waitFor();
+      await page
+        .locator('#upload-summary')
+        .filter({ hasText: /^Interrupted: big\.bin, .* of / })
+        .waitFor();
       await page.screenshot({ path: join(ARTIFACTS, 'dashboard-uploads-recovered-1280.png'), fullPage: true });
       await chooseFiles(page, path);
       await page.getByRole('button', { name: 'Upload 1 file' }).click();
