@@ -9,6 +9,7 @@ import { wireFolders } from './folders-tree.ts';
 import { lib } from './library.ts';
 import { wireSelection } from './selection.ts';
 import { $, guarded, labelledCell, problem, status, statusIsError } from './ui.ts';
+import { forgetUploads, mountUploader } from './uploads.ts';
 import { refreshWorkspace, wireWorkspace } from './workspace-view.ts';
 
 const KEY = 'stowage.key';
@@ -35,6 +36,11 @@ async function signIn(key: string): Promise<boolean> {
   sessionStorage.setItem(KEY, key);
   $('signin').hidden = true;
   $('nav').hidden = false;
+  try {
+    mountUploader();
+  } catch (err) {
+    status(`The uploader did not start: ${problem(err)}`, true);
+  }
   // The address names the view, folder and filters to open with (a shared or reloaded link).
   const wanted = loadFromAddress();
   lib.folderNo = wanted.folderNo;
@@ -45,6 +51,7 @@ async function signIn(key: string): Promise<boolean> {
 }
 
 function signOut(): void {
+  forgetUploads();
   sessionStorage.removeItem(KEY);
   api = undefined;
   location.reload();

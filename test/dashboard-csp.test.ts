@@ -184,6 +184,7 @@ describe('the pages pin their scripts by hash', () => {
       '/dashboard/app.js',
       '/dashboard/sdk.js',
       '/dashboard/styles.css',
+      '/dashboard/uppy.css',
       '/examples/public-upload.js',
     ]) {
       const res = await fetch(server.url + path);

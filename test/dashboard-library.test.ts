@@ -379,10 +379,11 @@ describe('dashboard: a media library', { skip: chromiumSkip() || ffmpegSkip }, (
         dir('img', [file('a.txt', 'a'), dir('deep', [file('b.txt', 'b')])]),
         file('about.txt', 'about'),
       ]);
-      const items = [{ kind: 'file', webkitGetAsEntry: () => tree }];
+      const items = [{ kind: 'file', webkitGetAsEntry: () => tree, getAsFile: () => null }];
       const drop = new Event('drop', { bubbles: true, cancelable: true });
       Object.defineProperty(drop, 'dataTransfer', { value: { items, files: [], types: ['Files'] } });
-      document.getElementById('drop').dispatchEvent(drop);
+      // Onto the uploader's drop area (Uppy's Dashboard, which walks the entries).
+      document.querySelector('#uploader .uppy-Dashboard-inner').dispatchEvent(drop);
     })()`);
     await statusSays(page, 'Uploaded 4 files');
     const paths = (await files('&path=drops')).map((f) => f.path).sort();

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
-import { chromiumSkip, launchChromium } from './helpers/browser.ts';
+import { chooseFiles, chromiumSkip, launchChromium } from './helpers/browser.ts';
 import { ROOT, runCli, type ServerProcess, startServer } from './helpers/process.ts';
 
 const ARTIFACTS = join(ROOT, '.test-artifacts');
@@ -115,8 +115,11 @@ describe('dashboard quality bugs', { skip: chromiumSkip() }, () => {
     await page.getByLabel('Private key').fill(ws.private_key);
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.getByRole('heading', { name: /Files/ }).waitFor();
-    await page.locator('#file-input').setInputFiles({ name: 'report.pdf', mimeType: 'application/pdf', buffer: PDF });
-    await page.getByRole('button', { name: /report\.pdf/ }).click();
+    await chooseFiles(page, { name: 'report.pdf', mimeType: 'application/pdf', buffer: PDF });
+    await page
+      .locator('#grid')
+      .getByRole('button', { name: /report\.pdf/ })
+      .click();
     await page.getByRole('dialog').waitFor();
     assert.equal(await page.locator('#builder').isVisible(), false, 'the builder is hidden for a PDF');
     assert.equal(await page.getByLabel('Width').isVisible(), false);
@@ -175,12 +178,12 @@ describe('dashboard quality bugs', { skip: chromiumSkip() }, () => {
       const seen: number[] = [];
       (window as unknown as { seen: number[] }).seen = seen;
       setInterval(() => {
-        const bar = document.querySelector<HTMLProgressElement>('#uploads progress');
+        const bar = document.querySelector<HTMLProgressElement>('#upload-total');
         if (bar && bar.value !== seen.at(-1)) seen.push(bar.value);
       }, 5);
     });
     const size = 3 * 8 * 1024 * 1024 + 999;
-    await page.locator('#file-input').setInputFiles({
+    await chooseFiles(page, {
       name: 'bytes.bin',
       mimeType: 'application/octet-stream',
       buffer: randomBytes(size),

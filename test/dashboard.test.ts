@@ -9,7 +9,7 @@ import { after, before, describe, test } from 'node:test';
 import type { Browser } from 'playwright-core';
 import sharp from 'sharp';
 import { ROOT, runCli, type ServerProcess, startServer } from './helpers/process.ts';
-import { chromiumSkip, launchChromium } from './helpers/browser.ts';
+import { chooseFiles, chromiumSkip, launchChromium } from './helpers/browser.ts';
 
 const skipWithoutChromium = chromiumSkip();
 const ARTIFACTS = join(ROOT, '.test-artifacts');
@@ -85,11 +85,12 @@ describe('dashboard in Chromium', {
     assert.equal(await page.evaluate(() => sessionStorage.getItem('stowage.key')), ws.private_key);
     assert.equal(await page.evaluate(() => localStorage.length), 0, 'nothing in long-lived storage');
 
-    await page.locator('#file-input').setInputFiles(image);
-    const thumb = page.getByRole('img', { name: 'poster.png', exact: true });
+    await chooseFiles(page, image);
+    // In the library's grid: Uppy's list shows its own preview of the file while it uploads.
+    const thumb = page.locator('#grid').getByRole('img', { name: 'poster.png', exact: true });
     await thumb.waitFor({ timeout: 60_000 });
     await page.waitForFunction(() => {
-      const img = document.querySelector<HTMLImageElement>('img[alt="poster.png"]');
+      const img = document.querySelector<HTMLImageElement>('#grid img[alt="poster.png"]');
       return img?.complete && img.naturalWidth > 0;
     });
     assert.equal(
@@ -101,7 +102,10 @@ describe('dashboard in Chromium', {
     await page.screenshot({ path: join(ARTIFACTS, 'dashboard-1440.png'), fullPage: true });
 
     // Details: the transformation builder previews its rendition and copies its URL.
-    await page.getByRole('button', { name: /poster\.png/ }).click();
+    await page
+      .locator('#grid')
+      .getByRole('button', { name: /poster\.png/ })
+      .click();
     await page.getByLabel('Width').fill('320');
     await page.getByLabel('Format').selectOption('webp');
     const preview = page.getByRole('img', { name: 'Transformation preview' });
@@ -174,8 +178,12 @@ describe('dashboard in Chromium', {
       dt.items.add(new File(['dropped bytes'], 'dropped.txt', { type: 'text/plain' }));
       return dt;
     });
-    await page.locator('#drop').dispatchEvent('drop', { dataTransfer: drop });
-    await page.getByRole('button', { name: /dropped\.txt/ }).click();
+    // Onto the uploader's drop area (Uppy's Dashboard).
+    await page.locator('#uploader .uppy-Dashboard-inner').dispatchEvent('drop', { dataTransfer: drop });
+    await page
+      .locator('#grid')
+      .getByRole('button', { name: /dropped\.txt/ })
+      .click();
     await page.getByLabel('Folder', { exact: true }).selectOption({ label: 'archive' });
     await page.getByRole('button', { name: 'Move' }).click();
     await page.getByText('Moved').waitFor();

@@ -16,7 +16,6 @@
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import { createReadStream, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -26,6 +25,7 @@ import type { Browser, Page } from 'playwright-core';
 import { uploaderBundleOptions } from '../sdk/scripts/uploader-bundle.mjs';
 import { chromiumSkip, launchChromium } from './helpers/browser.ts';
 import { ROOT, runCli, type ServerProcess, startServer } from './helpers/process.ts';
+import { countingProxy, type CountingProxy, type Seen } from './helpers/counting-proxy.ts';
 import { closedPort, localServer } from './helpers/servers.ts';
 import { externalService } from './helpers/services.ts';
 
@@ -40,75 +40,6 @@ const PART = 8 * MiB;
 type Json = Record<string, any>;
 
 // ---------------------------------------------------------------------------------------------
-// The counting proxy in front of Stowage
-
-interface Seen {
-  method: string;
-  path: string;
-  headers: http.IncomingHttpHeaders;
-  /** Body bytes passed on to Stowage. */
-  bytes: number;
-  status?: number;
-  responseHeaders?: http.IncomingHttpHeaders;
-  held?: boolean;
-}
-
-interface Proxy {
-  url: string;
-  seen: Seen[];
-  /** Requests for which this says true are held: read from nobody, answered never. */
-  hold: (req: http.IncomingMessage) => boolean;
-  /** At most this many body bytes of a request go on to Stowage; then the page's upload stalls. */
-  cap: (req: http.IncomingMessage) => number;
-  close(): Promise<void>;
-}
-
-async function countingProxy(upstream: string): Promise<Proxy> {
-  // One object: the tests change hold and cap on it while the server reads them.
-  const proxy: Proxy = { url: '', seen: [], hold: () => false, cap: () => Infinity, close: async () => {} };
-  const server = await localServer((req, res) => {
-    const entry: Seen = { method: req.method!, path: req.url!, headers: req.headers, bytes: 0 };
-    proxy.seen.push(entry);
-    if (req.method !== 'OPTIONS' && proxy.hold(req)) {
-      entry.held = true;
-      return;
-    }
-    const cap = proxy.cap(req);
-    const up = http.request(`${upstream}${req.url}`, { method: req.method, headers: req.headers }, (answer) => {
-      entry.status = answer.statusCode;
-      entry.responseHeaders = answer.headers;
-      res.writeHead(answer.statusCode!, answer.headers);
-      answer.pipe(res);
-    });
-    up.on('error', () => res.destroy());
-    // The page went away (a reload): Stowage sees its request cut, as it would from the page.
-    res.on('close', () => {
-      if (!res.writableFinished) up.destroy();
-    });
-    let capped = false;
-    req.on('data', (chunk: Buffer) => {
-      if (capped) return;
-      const part = chunk.length > cap - entry.bytes ? chunk.subarray(0, cap - entry.bytes) : chunk;
-      entry.bytes += part.length;
-      const flowing = up.write(part);
-      if (entry.bytes >= cap) {
-        capped = true;
-        req.pause();
-      } else if (!flowing) {
-        req.pause();
-        up.once('drain', () => req.resume());
-      }
-    });
-    req.on('end', () => {
-      if (!capped) up.end();
-    });
-  });
-  proxy.url = server.url;
-  proxy.close = server.close;
-  return proxy;
-}
-
-// ---------------------------------------------------------------------------------------------
 // Stowage behind the proxy, and the page's origin
 
 interface Target {
@@ -121,7 +52,7 @@ interface Target {
    */
   direct(url: string): string;
   ws: { workspace_id: string; public_key: string; private_key: string };
-  proxy: Proxy;
+  proxy: CountingProxy;
   server: ServerProcess;
   close(): Promise<void>;
 }
@@ -234,7 +165,7 @@ async function until<T>(
 }
 
 /** The requests since `from`, shortly. */
-const digestOf = (p: Proxy, from: number) =>
+const digestOf = (p: CountingProxy, from: number) =>
   p.seen.slice(from).map((s) => `${s.method} ${s.path.slice(0, 60)} ${s.status ?? (s.held ? 'held' : '…')} ${s.bytes}`);
 
 /** Picks the file in the Dashboard, as a user would, and presses its Upload button. */

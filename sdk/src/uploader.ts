@@ -9,7 +9,7 @@ import Dashboard from '@uppy/dashboard';
 import GoldenRetriever from '@uppy/golden-retriever';
 import Tus from '@uppy/tus';
 import Webcam from '@uppy/webcam';
-import { browserCredential, type StowageMeta, stowageMultipart, stowageTus } from './uppy.ts';
+import { browserCredential, type MultipartSessions, type StowageMeta, stowageMultipart, stowageTus } from './uppy.ts';
 import type { FileRecord } from './types.ts';
 
 export interface UploaderRestrictions {
@@ -38,6 +38,14 @@ export interface CreateUploaderOptions {
   publicKey?: string;
   /** An upload token (`stw_ut_…`) from your backend instead of a key: one file, through tus. */
   uploadToken?: string;
+  /**
+   * Instead of a key: your own multipart session calls (start, status, complete, abort), e.g. a
+   * `Stowage` client your app already signed in with, or functions that ask your backend. The
+   * uploader then holds no credential at all; parts go to their presigned URLs. Multipart only.
+   * Stowage's dashboard uses it with the signed-in user's client: a private key is still refused
+   * as `apiKey`, and must never be put in a third-party page in any form.
+   */
+  sessions?: MultipartSessions;
   /** Where the uploader goes: an element or a CSS selector. For `type: 'modal'`, the element that opens it. */
   target: string | HTMLElement;
   /** `inline` (default) draws the uploader in `target`; `modal` opens it over the page when `target` is clicked. */
@@ -53,8 +61,17 @@ export interface CreateUploaderOptions {
   sources?: Array<'local' | 'camera'>;
   theme?: 'light' | 'dark' | 'system';
   restrictions?: UploaderRestrictions;
-  /** Folder, tags and custom metadata of every file. */
-  folder?: string;
+  /**
+   * Folder, tags and custom metadata of every file. `folder` may be a function, asked as each
+   * file is added (e.g. the folder a page shows at that moment).
+   */
+  folder?: string | (() => string | undefined);
+  /**
+   * A dropped or picked folder keeps its structure: each file goes into its path below `folder`
+   * (`site/img/a.jpg` dropped into `uploads` → `uploads/site/img`), and the Dashboard offers
+   * "browse folders" beside "browse files". Default false (every file into `folder`).
+   */
+  keepFolders?: boolean;
   tags?: string[];
   metadata?: Record<string, unknown>;
   /** Start uploading as soon as files are added (default false: the Upload button). */
@@ -107,8 +124,16 @@ export function createUploader(options: CreateUploaderOptions): Uploader {
     throw new TypeError('Stowage: apiKey and publicKey name the same key; pass one');
   const publicKey = options.publicKey ?? options.apiKey;
   const auth = { baseUrl: options.baseUrl, publicKey, uploadToken: options.uploadToken };
-  const credential = browserCredential(auth);
+  const sessions = options.sessions;
+  if (sessions && (publicKey !== undefined || options.uploadToken !== undefined)) {
+    browserCredential(auth); // a private key is refused with its own message
+    throw new TypeError('Stowage: pass sessions or a key (or an upload token), not both');
+  }
+  // A key, when the uploader is given one, is checked here (a private key is refused).
+  const credential = sessions ? '' : browserCredential(auth);
   const protocol = options.protocol ?? (options.uploadToken ? 'tus' : 'multipart');
+  if (sessions && protocol !== 'multipart')
+    throw new TypeError('Stowage: sessions are multipart session calls; leave protocol out or set it to multipart');
   if (protocol === 'multipart' && options.uploadToken)
     throw new TypeError('Stowage: an upload token uploads through tus; leave protocol out or set it to tus');
   const element = resolveTarget(options.target);
@@ -127,7 +152,7 @@ export function createUploader(options: CreateUploaderOptions): Uploader {
       maxNumberOfFiles: options.uploadToken || options.allowMultiple === false ? 1 : (r.maxNumberOfFiles ?? null),
     },
     meta: {
-      ...(options.folder !== undefined ? { folder: options.folder } : {}),
+      ...(typeof options.folder === 'string' ? { folder: options.folder } : {}),
       ...(options.tags?.length ? { tags: options.tags.join(',') } : {}),
       // tus carries meta as text: the object goes as JSON, which multipart reads as well.
       ...(options.metadata ? { metadata: JSON.stringify(options.metadata) } : {}),
@@ -154,14 +179,31 @@ export function createUploader(options: CreateUploaderOptions): Uploader {
     theme,
     note: options.note ?? null,
     disableLocalFiles: !sources.includes('local'),
+    fileManagerSelectionType: options.keepFolders ? 'both' : 'files',
     proudlyDisplayPoweredByUppy: false,
   });
   if (sources.includes('camera'))
     // Uppy's own pattern (a plugin class as target); its typings want a wider class.
     uppy.use(Webcam<StowageMeta, Body>, { target: Dashboard as never, modes: ['picture', 'video-only'] });
   if (protocol === 'tus') uppy.use(Tus<StowageMeta, Body>, stowageTus<StowageMeta, Body>(auth));
-  else uppy.use(AwsS3<StowageMeta, Body>, stowageMultipart<StowageMeta, Body>(auth));
+  else
+    uppy.use(
+      AwsS3<StowageMeta, Body>,
+      stowageMultipart<StowageMeta, Body>(sessions ? { baseUrl: options.baseUrl, sessions } : auth),
+    );
   if (options.resume !== false) uppy.use(GoldenRetriever<StowageMeta, Body>, {});
+
+  if (typeof options.folder === 'function' || options.keepFolders) {
+    const folderOption = options.folder;
+    uppy.on('file-added', (file) => {
+      const base = (typeof folderOption === 'function' ? folderOption() : folderOption) ?? '';
+      // Uppy's path of a file below the folder dropped or picked: `site/img/a.jpg`.
+      const relative = typeof file.meta.relativePath === 'string' ? file.meta.relativePath : '';
+      const dir = options.keepFolders ? relative.split('/').filter(Boolean).slice(0, -1).join('/') : '';
+      const folder = [base.replace(/^\/+|\/+$/g, ''), dir].filter(Boolean).join('/');
+      uppy.setFileMeta(file.id, { folder: folder || undefined });
+    });
+  }
 
   const recordOf = async (
     file: UppyFile<StowageMeta, Body> | undefined,

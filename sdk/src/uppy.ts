@@ -65,7 +65,23 @@ export function browserCredential(auth: BrowserCredentials, allowToken = true): 
 // ---------------------------------------------------------------------------------------------
 // @uppy/aws-s3 in multipart mode → /api/v1/multipart/*
 
+/**
+ * The four calls of a multipart session (start, status, complete, abort), made by your own code
+ * instead of with a key the uploader holds: the methods of the same names of a `Stowage` client,
+ * or functions that ask your backend. Part bytes still go straight to the presigned part URLs.
+ */
+export type MultipartSessions = Pick<
+  Stowage,
+  'startMultipart' | 'multipartStatus' | 'completeMultipart' | 'abortMultipart'
+>;
+
 export interface StowageMultipartOptions extends BrowserCredentials {
+  /**
+   * Instead of `publicKey`: your own session calls. For an app whose signed-in user already holds
+   * a key the page is trusted with (Stowage's dashboard, with the user's private key in the tab),
+   * or a page whose backend makes the calls; never a private key in a third-party page.
+   */
+  sessions?: MultipartSessions;
   /** Parts in flight at once (the plugin's `limit`). Default 4. */
   limit?: number;
   /** Where sessions are kept so that an upload resumes after a reload; default `localStorage`. */
@@ -116,6 +132,19 @@ function defaultStorage(): StowageMultipartOptions['storage'] {
   }
 }
 
+/** Who makes the session calls: the caller's own `sessions`, else a client with the public key. */
+function multipartClient(options: StowageMultipartOptions): MultipartSessions {
+  if (options.sessions) {
+    if (options.publicKey !== undefined || options.uploadToken !== undefined) {
+      browserCredential(options); // a private key is refused with its own message
+      throw new TypeError('Stowage: pass sessions or a publicKey, not both');
+    }
+    return options.sessions;
+  }
+  const apiKey = browserCredential(options, false);
+  return new Stowage({ baseUrl: options.baseUrl, apiKey, fetch: options.fetch });
+}
+
 /**
  * Options for `uppy.use(AwsS3, stowageMultipart({ baseUrl, publicKey }))`: every file goes
  * multipart to Stowage's endpoints, parts straight to storage (presigned S3 URLs, or Stowage
@@ -126,8 +155,7 @@ function defaultStorage(): StowageMultipartOptions['storage'] {
 export function stowageMultipart<M extends StowageMeta, B extends Body>(
   options: StowageMultipartOptions,
 ): AwsS3MultipartOptions<M, B> {
-  const apiKey = browserCredential(options, false);
-  const client = new Stowage({ baseUrl: options.baseUrl, apiKey, fetch: options.fetch });
+  const client = multipartClient(options);
   const store = options.storage ?? defaultStorage();
   const memory = new Map<string, MultipartSession>();
 

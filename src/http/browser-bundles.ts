@@ -7,6 +7,9 @@ import { fileURLToPath } from 'node:url';
 /** Output name in dist/browser/ → entry point, relative to the repository. */
 export const BROWSER_BUNDLES = {
   'dashboard-app.js': 'dashboard/app.ts',
+  // Uppy's style sheets for the dashboard's uploader, served as a file: the page's CSP allows
+  // styles from its own origin only, so they cannot be added as a <style> element.
+  'dashboard-uppy.css': 'dashboard/uppy.css',
   'sdk.js': 'sdk/src/index.ts',
 } as const;
 
@@ -19,7 +22,7 @@ export function browserBuildOptions(name: BrowserBundle) {
   return {
     entryPoints: [repoPath(BROWSER_BUNDLES[name])],
     bundle: true,
-    format: 'esm' as const,
+    ...(name.endsWith('.js') ? { format: 'esm' as const } : {}),
     target: 'es2022',
     minify: true,
     logLevel: 'silent' as const,

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { test } from 'node:test';
-import { type Browser, chromium } from 'playwright-core';
+import { type Browser, chromium, type FileChooser, type Page } from 'playwright-core';
 import { IN_CI } from './services.ts';
 
 export const CHROMIUM = process.env.STOWAGE_TEST_CHROMIUM ?? '/usr/bin/chromium';
@@ -32,4 +32,15 @@ export function launchChromium(): Promise<Browser> {
       '--disable-sync',
     ],
   });
+}
+
+/**
+ * Picks files in the dashboard's uploader (Uppy's Dashboard) as a user does: "browse files" (after
+ * "Add more" when files are listed already) opens the file chooser, which is answered with `files`.
+ */
+export async function chooseFiles(page: Page, files: Parameters<FileChooser['setFiles']>[0]): Promise<void> {
+  const browse = page.getByRole('button', { name: 'browse files' });
+  if (!(await browse.isVisible())) await page.getByRole('button', { name: /^Add more/ }).click();
+  const [chooser] = await Promise.all([page.waitForEvent('filechooser'), browse.click()]);
+  await chooser.setFiles(files);
 }

@@ -59,7 +59,11 @@ export async function dashboardRoutes(
   app: FastifyInstance,
   opts: { publicUrl: string; storageOrigin?: string },
 ): Promise<void> {
-  const [appJs, sdkJs] = await Promise.all([browserScript('dashboard-app.js'), browserScript('sdk.js')]);
+  const [appJs, sdkJs, uppyCss] = await Promise.all([
+    browserScript('dashboard-app.js'),
+    browserScript('sdk.js'),
+    browserScript('dashboard-uppy.css'),
+  ]);
   const scripts: Record<string, string> = {
     '/dashboard/app.js': appJs,
     '/dashboard/sdk.js': sdkJs,
@@ -70,7 +74,9 @@ export async function dashboardRoutes(
     '/examples/public-upload.html': 'examples/public-upload.html',
   };
 
-  // Styles from this origin only; images, video, audio and uploads may also go to the public URL (delivery)
+  // Styles from this origin only (the uploader's, Uppy's, are a file: /dashboard/uppy.css; the
+  // inline styles Uppy's Dashboard sets go through the CSSOM, which style-src does not govern);
+  // images, video, audio and uploads may also go to the public URL (delivery)
   // and the storage endpoint (presigned part URLs). Trusted Types with no policy: no page
   // writes HTML or script through the DOM's string sinks (innerHTML, script.src = …), so any
   // such write is an injection and is refused.
@@ -94,6 +100,7 @@ export async function dashboardRoutes(
   // [content type, body, policy]. Scripts and styles are not documents: nothing runs in them.
   const files: Record<string, [string, string, string]> = {
     '/dashboard/styles.css': ['text/css; charset=utf-8', read('dashboard/styles.css'), policy("'none'")],
+    '/dashboard/uppy.css': ['text/css; charset=utf-8', uppyCss, policy("'none'")],
   };
   for (const [path, body] of Object.entries(scripts))
     files[path] = ['text/javascript; charset=utf-8', body, policy("'none'")];
