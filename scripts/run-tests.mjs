@@ -35,7 +35,8 @@ const result = spawnSync(
     'tsx',
     '--test',
     `--test-concurrency=${concurrency}`,
-    '--test-timeout=300000',
+    // A guard against a hung test, not a speed limit: on a loaded machine a file of CLI runs took 300 s.
+    '--test-timeout=600000',
     '--test-reporter=spec',
     '--test-reporter-destination=stdout',
     `--test-reporter=${join(root, 'scripts/test-file-times.mjs')}`,
