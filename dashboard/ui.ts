@@ -42,12 +42,16 @@ export async function guarded(what: string, fn: () => Promise<void>): Promise<vo
   }
 }
 
+/**
+ * A size for people. Steps of 1024 with the labels B, KB, MB…, as the uploader (Uppy) counts,
+ * so a file reads the same size on its card, in the uploader and on the progress line.
+ */
 export function human(bytes: number): string {
   const units = ['B', 'KB', 'MB', 'GB', 'TB'];
   let n = bytes;
   let i = 0;
-  while (n >= 1000 && i < units.length - 1) {
-    n /= 1000;
+  while (n >= 1024 && i < units.length - 1) {
+    n /= 1024;
     i++;
   }
   return `${n.toFixed(i ? 1 : 0)} ${units[i]}`;
