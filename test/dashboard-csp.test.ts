@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { pinScripts } from '../src/http/routes/dashboard.ts';
-import { runCli, type ServerProcess, startServer } from './helpers/process.ts';
+import { runCli, type ServerProcess, startServerAtPublicUrl } from './helpers/process.ts';
 import { chromiumSkip, launchChromium } from './helpers/browser.ts';
 
 const skipWithoutChromium = chromiumSkip();
@@ -48,13 +48,9 @@ before(async () => {
   ws = JSON.parse(
     (await runCli(['workspace', 'create', '--name', 'CSP', '--json'], { STOWAGE_DATA_DIR: dataDir })).stdout,
   );
-  const probe = await startServer({ STOWAGE_DATA_DIR: dataDir });
-  const port = new URL(probe.url).port;
-  await probe.stop();
-  server = await startServer({
+  // Delivery and part URLs are made from the public URL: the port is known beforehand.
+  server = await startServerAtPublicUrl({
     STOWAGE_DATA_DIR: dataDir,
-    PORT: port,
-    STOWAGE_PUBLIC_URL: `http://127.0.0.1:${port}`,
     STOWAGE_SWEEP_INTERVAL_MS: '0',
   });
 

@@ -14,7 +14,7 @@ import type { Browser, Page } from 'playwright-core';
 import sharp from 'sharp';
 import type { FileRecord, Folder } from '../sdk/src/types.ts';
 import { chromiumSkip, launchChromium } from './helpers/browser.ts';
-import { ROOT, runCli, type ServerProcess, startServer } from './helpers/process.ts';
+import { ROOT, runCli, type ServerProcess, startServerAtPublicUrl } from './helpers/process.ts';
 import { clipFolder, ffmpegSkip } from './helpers/video.ts';
 
 const ARTIFACTS = join(ROOT, '.test-artifacts');
@@ -77,14 +77,9 @@ describe('dashboard: a media library', { skip: chromiumSkip() || ffmpegSkip }, (
     ws = JSON.parse(
       (await runCli(['workspace', 'create', '--name', 'Library', '--json'], { STOWAGE_DATA_DIR: dataDir })).stdout,
     );
-    // Delivery URLs name the public URL: the server is started on a port known beforehand.
-    const probe = await startServer({ STOWAGE_DATA_DIR: dataDir });
-    const port = new URL(probe.url).port;
-    await probe.stop();
-    server = await startServer({
+    // Delivery and part URLs are made from the public URL: the port is known beforehand.
+    server = await startServerAtPublicUrl({
       STOWAGE_DATA_DIR: dataDir,
-      PORT: port,
-      STOWAGE_PUBLIC_URL: `http://127.0.0.1:${port}`,
       STOWAGE_SWEEP_INTERVAL_MS: '0',
       STOWAGE_RATE_LIMIT_UPLOAD: 'off',
     });

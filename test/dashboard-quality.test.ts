@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
 import { chooseFiles, chromiumSkip, launchChromium } from './helpers/browser.ts';
-import { ROOT, runCli, type ServerProcess, startServer } from './helpers/process.ts';
+import { ROOT, runCli, type ServerProcess, startServerAtPublicUrl } from './helpers/process.ts';
 
 const ARTIFACTS = join(ROOT, '.test-artifacts');
 
@@ -32,15 +32,10 @@ describe('dashboard quality bugs', { skip: chromiumSkip() }, () => {
     ws = JSON.parse(
       (await runCli(['workspace', 'create', '--name', 'UIQ', '--json'], { STOWAGE_DATA_DIR: dataDir })).stdout,
     );
-    // Part URLs are made from the public URL: start once to learn a free port, then on it.
-    const probe = await startServer({ STOWAGE_DATA_DIR: dataDir });
-    const port = new URL(probe.url).port;
-    await probe.stop();
-    server = await startServer({
+    // Delivery and part URLs are made from the public URL: the port is known beforehand.
+    server = await startServerAtPublicUrl({
       STOWAGE_DATA_DIR: dataDir,
       STOWAGE_SWEEP_INTERVAL_MS: '0',
-      PORT: port,
-      STOWAGE_PUBLIC_URL: `http://127.0.0.1:${port}`,
     });
     browser = await launchChromium();
   });

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { Browser } from 'playwright-core';
 import sharp from 'sharp';
-import { ROOT, runCli, type ServerProcess, startServer } from './helpers/process.ts';
+import { ROOT, runCli, type ServerProcess, startServerAtPublicUrl } from './helpers/process.ts';
 import { chooseFiles, chromiumSkip, launchChromium } from './helpers/browser.ts';
 
 const skipWithoutChromium = chromiumSkip();
@@ -29,13 +29,9 @@ describe('dashboard in Chromium', {
     ws = JSON.parse(
       (await runCli(['workspace', 'create', '--name', 'UI', '--json'], { STOWAGE_DATA_DIR: dataDir })).stdout,
     );
-    const probe = await startServer({ STOWAGE_DATA_DIR: dataDir });
-    const port = new URL(probe.url).port;
-    await probe.stop();
-    server = await startServer({
+    // Delivery and part URLs are made from the public URL: the port is known beforehand.
+    server = await startServerAtPublicUrl({
       STOWAGE_DATA_DIR: dataDir,
-      PORT: port,
-      STOWAGE_PUBLIC_URL: `http://127.0.0.1:${port}`,
       STOWAGE_SWEEP_INTERVAL_MS: '0',
     });
     // A 30 MB image: noise does not compress.
