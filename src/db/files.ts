@@ -187,8 +187,11 @@ export class FileRepository {
     // Counting a name search on SQLite: the name index is joined and drives, so the count stops
     // at its cap. As `seq in (select rowid …)` SQLite first listed every match (12,000 for a
     // fragment in 1% of 1M names: 3.6 ms, against 0.12 ms for the first 201 through the join).
-    // Not with a tag's rows joined: the tag index would then be scanned once per match.
-    const ftsDriver = byName && !driveByTag ? (f.nameContains ?? []).find((t) => [...t].length >= 3) : undefined;
+    // Only workspace-wide: with a tag's rows joined, the tag index would be scanned once per
+    // match; in a folder (or tree), its few files are fewer to read than every match (48 ms
+    // against 5 ms for a folder of 1,000).
+    const narrowed = driveByTag || f.folderId !== undefined || f.under !== undefined;
+    const ftsDriver = byName && !narrowed ? (f.nameContains ?? []).find((t) => [...t].length >= 3) : undefined;
     let q = this.db
       .selectFrom('files')
       .$if(driveByTag, (qb) =>
