@@ -3,14 +3,18 @@
 // starts the server as `npm start` does on it, and measures p50/p99 of each operation of the
 // issue's table with 1 and with 32 concurrent clients, wrk being the client; then the same
 // upload on an empty database, for the 1.5x target. Around every run the server's own max
-// event-loop delay is read from its /metrics (the 20 ms target). Prints one table, last, ready
-// to paste into the README; --verbose adds the query plans of the repositories' statements
-// and the `meta` of each list's answer. Asserts nothing.
+// event-loop delay is read from its /metrics (the 20 ms target). Each read is then run again,
+// the same way, on a bare baseline (bare-server.mjs: node:http, no auth, no Stowage code) that
+// sends the SQL Stowage sent for each request (capture.ts) through the same driver and answers
+// the rows as JSON: how far Stowage is from the least this machine can do with the same
+// queries (--no-baseline skips it). Prints the tables, last, ready to paste into the README;
+// --verbose adds the query plans of the repositories' statements and the `meta` of each list's
+// answer. Asserts nothing.
 //
 //   npm run bench:scale -- [--db sqlite|postgres] [--files 1M] [--workspaces W] [--clients 1,32]
 //                          [--seconds 10] [--max-seconds 60] [--cursor-seconds 60] [--data-dir DIR]
 //                          [--url postgres://…/db] [--only first-page,cursor-page,rename,…]
-//                          [--verbose] [--no-empty] [--cleanup]
+//                          [--verbose] [--no-empty] [--no-baseline] [--cpu-prof DIR] [--cleanup]
 //
 // Defaults: SQLite 1M files in one workspace, PostgreSQL 10M over 1,000 workspaces (the big
 // one holding half); data in data/scale-<db>, PostgreSQL database stowage_scale. A seed of the
@@ -21,12 +25,14 @@ import { existsSync, rmSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { resolve } from 'node:path';
 import { Args } from './scale/args.ts';
+import { Bare } from './scale/bare.ts';
+import { Capturer } from './scale/capture.ts';
 import { walkCursor } from './scale/cursor.ts';
 import { resetLoopWindow, scrapeLoopMax } from './scale/loop.ts';
 import { explain } from './scale/explain.ts';
 import { type Measured, deleteUploads, measure, restoreNames, settle } from './scale/measure.ts';
 import { cursorLabel, type Operation, operations } from './scale/operations.ts';
-import { table } from './scale/report.ts';
+import { type BareRow, table } from './scale/report.ts';
 import { Stowage } from './scale/server.ts';
 import { type SeedInfo, infoPath, readInfo } from './scale/seed/info.ts';
 import { type Log, stopwatchLog } from './scale/seed/log.ts';
@@ -41,6 +47,10 @@ interface Settings {
   seconds: number;
   maxSeconds: number;
   cursorSeconds: number;
+  /** Measure the bare baseline beside each read. */
+  baseline: boolean;
+  /** Options for the server's node (--cpu-prof DIR: a CPU profile of the whole run, written at its end). */
+  nodeArgs: string[];
   run: string;
   log: Log;
 }
@@ -63,19 +73,69 @@ async function byCursor(op: Operation, base: string, info: SeedInfo, s: Settings
   };
 }
 
+/** Why a row has no bare baseline, when it cannot have one. */
+function noBaseline(op: Operation): string | undefined {
+  if (op.beside) return 'not reproduced: it measures /healthz beside the lists, not a query';
+  if (op.wrk.kind === 'rename') return 'not reproduced: a write (a transaction updating folders), not a read';
+  if (op.wrk.kind === 'upload') return 'not reproduced: a write (the file to storage, then its rows)';
+  return undefined;
+}
+
+interface Baseline {
+  capturer: Capturer;
+  server: Bare;
+}
+
+/**
+ * The row's read again on the bare server: Stowage's SQL for each of its requests captured,
+ * handed to the bare server, and measured as Stowage was.
+ */
+async function measureBare(op: Operation, b: Baseline, o: Parameters<typeof measure>[1]): Promise<BareRow> {
+  const skip = noBaseline(op);
+  if (skip) return { skip };
+  const captured = await b.capturer.capture(op.wrk.lines);
+  if ('refused' in captured) return { skip: `not reproduced: ${captured.refused}` };
+  await b.server.load(captured.scripts);
+  const measured = await measure({ ...op, id: `${op.id} (bare)` }, { ...o, server: b.server });
+  const scripts = Object.values(captured.scripts);
+  const counts = scripts.map((x) => x.statements.length);
+  const first = await fetch(b.server.base + op.wrk.lines[0]).then((r) => r.arrayBuffer());
+  return {
+    measured,
+    statements: { min: Math.min(...counts), max: Math.max(...counts) },
+    records: scripts[0].records,
+    stowageBytes: captured.scripts[op.wrk.lines[0]].bytes,
+    bareBytes: first.byteLength,
+  };
+}
+
 /** Measures every operation on the seeded database; renamed folders and uploads are undone. */
 async function measureAll(
   info: SeedInfo,
   s: Settings,
-): Promise<{ rows: Measured[]; notes: string[]; idleLoop?: number }> {
-  const server = new Stowage(info);
+): Promise<{ rows: Measured[]; bare: Map<string, BareRow>; notes: string[]; idleLoop?: number; bareDriver?: string }> {
+  const server = new Stowage(info, {}, s.nodeArgs);
   await server.start();
   s.log(`stowage started (pid ${server.pid}) on ${server.base}`);
   const rows: Measured[] = [];
+  const bare = new Map<string, BareRow>();
   const notes: string[] = [];
-  const o = { ...s, server, key: info.privateKey, probe: `/api/v1/files/${info.fileNos[0]}` };
+  const probe = `/api/v1/files/${info.fileNos[0]}`;
+  const o = { ...s, server, key: info.privateKey, probe };
   let idleLoop: number | undefined;
+  let baseline: Baseline | undefined;
   try {
+    if (s.baseline) {
+      const capturer = new Capturer(info);
+      await capturer.open();
+      const bareServer = new Bare(info);
+      baseline = { capturer, server: bareServer };
+      await bareServer.start();
+      const p = await capturer.capture([probe]);
+      if ('refused' in p) throw new Error(`the bare baseline's probe: ${p.refused}`);
+      await bareServer.load(p.scripts);
+      s.log(`bare baseline started (pid ${bareServer.pid}) on ${bareServer.base}: ${bareServer.describe()}`);
+    }
     for (let op of operations(info, s.run).filter((x) => s.only.length === 0 || s.only.includes(x.id))) {
       if (op.walkTo !== undefined) {
         const walked = await byCursor(op, server.base, info, s);
@@ -94,6 +154,11 @@ async function measureAll(
           await restoreNames(server.base, info);
         }
       }
+      if (baseline) {
+        const b = await measureBare(op, baseline, o);
+        if (b.skip) s.log(`${op.id}: bare baseline ${b.skip}`);
+        bare.set(op.id, b);
+      }
     }
     // What the loop max reads with no request at all, once the server is warm: ~10 ms on a
     // quiet machine, more when other processes take the CPUs (the server then waits to be
@@ -106,9 +171,11 @@ async function measureAll(
     const removed = await deleteUploads(server.base, info, `bench-uploads-${s.run}`);
     s.log(`deleted the bench's ${removed} uploads`);
   } finally {
+    await baseline?.server.stop();
+    await baseline?.capturer.close();
     await server.stop();
   }
-  return { rows, notes, idleLoop };
+  return { rows, bare, notes, idleLoop, bareDriver: baseline?.server.describe() };
 }
 
 /** The same upload on a database holding one empty workspace (made, measured, dropped). */
@@ -147,7 +214,7 @@ async function emptyUpload(info: SeedInfo, s: Settings): Promise<Measured | unde
 }
 
 async function main(): Promise<void> {
-  const args = new Args(process.argv.slice(2), ['verbose', 'no-empty', 'cleanup']);
+  const args = new Args(process.argv.slice(2), ['verbose', 'no-empty', 'no-baseline', 'cleanup']);
   const dialect = args.string('db', 'sqlite');
   if (dialect !== 'sqlite' && dialect !== 'postgres') throw new Error('--db must be sqlite or postgres');
   const dataDir = resolve(args.string('data-dir', `data/scale-${dialect}`));
@@ -185,11 +252,13 @@ async function main(): Promise<void> {
     seconds: args.number('seconds', 10),
     maxSeconds: args.number('max-seconds', 60),
     cursorSeconds: args.number('cursor-seconds', 60),
+    baseline: !args.flag('no-baseline'),
+    nodeArgs: args.string('cpu-prof') ? ['--cpu-prof', `--cpu-prof-dir=${resolve(args.string('cpu-prof')!)}`] : [],
     run: Date.now().toString(36),
     log,
   };
   const loadBefore = loadavg()[1].toFixed(1);
-  const { rows, notes, idleLoop } = await measureAll(info!, settings);
+  const { rows, bare, notes, idleLoop, bareDriver } = await measureAll(info!, settings);
   const skipEmpty = args.flag('no-empty') || (settings.only.length > 0 && !settings.only.includes('upload'));
   const empty = skipEmpty ? undefined : await emptyUpload(info!, settings);
   if (args.flag('verbose')) {
@@ -199,7 +268,16 @@ async function main(): Promise<void> {
   }
   // The machine may be shared: its load says how much of it the figures had.
   const load = `(5 min) ${loadBefore} before, ${loadavg()[1].toFixed(1)} after`;
-  const context = { clients: settings.clients, seconds: settings.seconds, load, notes, empty, idleLoop };
+  const context = {
+    clients: settings.clients,
+    seconds: settings.seconds,
+    load,
+    notes,
+    empty,
+    idleLoop,
+    bare: settings.baseline ? bare : undefined,
+    bareDriver,
+  };
   process.stdout.write(`\n${table(info!, rows, context)}\n`);
   if (args.flag('cleanup')) {
     if (info!.databaseUrl) await dropPostgres(info!.databaseUrl);

@@ -11,7 +11,7 @@ import type { Log } from './seed/log.ts';
 import type { SeedInfo } from './seed/info.ts';
 import type { Operation } from './operations.ts';
 import { resetLoopWindow, scrapeLoopMax } from './loop.ts';
-import type { Stowage } from './server.ts';
+import type { Server } from './server.ts';
 import { type WrkResult, wrk } from './wrk.ts';
 
 export interface Cell {
@@ -31,7 +31,7 @@ export interface Measured {
 }
 
 export interface MeasureOptions {
-  server: Stowage;
+  server: Server;
   key: string;
   /** A cheap request that goes through the database (see `settle`). */
   probe: string;

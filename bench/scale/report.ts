@@ -2,7 +2,10 @@
 // one line saying what was measured, then a Markdown table (p50 and p99 of each operation with
 // each number of clients, the latency target and whether the figure with the most clients
 // meets it, then the server's max event-loop delay per client count and the 20 ms target on
-// it, judged apart so that each verdict reads on its own), then what the marks mean.
+// it, judged apart so that each verdict reads on its own), then what the marks mean. With the
+// bare baseline, each read's row also gets the bare route's p50/p99 with the most clients and
+// Stowage's p99 over the bare one, and a second table sets the two side by side (throughput,
+// answer sizes, whether the bare route itself meets the target).
 import { cpus as cpuList } from 'node:os';
 import type { Cell, Measured } from './measure.ts';
 import { LOOP_RESOLUTION_MS } from './loop.ts';
@@ -49,6 +52,19 @@ function loopVerdict(m: Measured): string {
   return known.length < m.cells.length ? 'no data' : 'pass';
 }
 
+/** A row's bare baseline (scale.ts measureBare), or why it has none. */
+export interface BareRow {
+  measured?: Measured;
+  skip?: string;
+  /** Statements Stowage sent per request (over the row's requests). */
+  statements?: { min: number; max: number };
+  /** Records in Stowage's answer to the row's first request. */
+  records?: number;
+  /** Bytes of Stowage's and of the bare server's answer to the row's first request. */
+  stowageBytes?: number;
+  bareBytes?: number;
+}
+
 export interface Context {
   clients: number[];
   /** Seconds a run lasts at least. */
@@ -60,12 +76,100 @@ export interface Context {
   /** Lines to print under the table (rows skipped, and why). */
   notes?: string[];
   empty?: Measured;
+  /** The bare baseline of each row, by operation id. */
+  bare?: Map<string, BareRow>;
+  /** The bare server's driver and its size. */
+  bareDriver?: string;
+}
+
+const perSecond = (c: Cell | undefined) =>
+  c && c.result.seconds > 0 ? (c.result.requests / c.result.seconds).toFixed(0) : '-';
+
+/** The second table: each read on Stowage and on the bare route, with the most clients. */
+function bareTable(rows: Measured[], c: Context): string[] {
+  const bare = c.bare;
+  if (!bare) return [];
+  const n = c.clients[c.clients.length - 1];
+  const head = [
+    'Operation',
+    'SQL / request',
+    `Stowage p99 ${n}c`,
+    `bare p50 ${n}c`,
+    `bare p99 ${n}c`,
+    'Stowage ÷ bare p99',
+    `Stowage req/s ${n}c`,
+    `bare req/s ${n}c`,
+    `bare p99 1c`,
+    'answer: records, KB Stowage / bare',
+    'bare meets target',
+  ];
+  const body: string[][] = [];
+  const notes: string[] = [];
+  for (const m of rows) {
+    const b = bare.get(m.op.id);
+    if (!b) continue;
+    const stowage = m.cells.find((x) => x.clients === n);
+    if (!b.measured) {
+      notes.push(`${m.op.label}: ${b.skip ?? 'no bare figure'}.`);
+      continue;
+    }
+    const cell = b.measured.cells.find((x) => x.clients === n);
+    const one = b.measured.cells.find((x) => x.clients === 1);
+    const t = m.op.target;
+    const errors = b.measured.cells.reduce((k, x) => k + x.result.errors, 0);
+    const meets =
+      t.kind !== 'p99' || !cell
+        ? ''
+        : errors > 0
+          ? `FAIL (${errors} errors)`
+          : cell.result.p99 < t.ms
+            ? 'pass'
+            : 'FAIL';
+    const s = b.statements;
+    body.push([
+      m.op.label,
+      s ? (s.min === s.max ? `${s.min}` : `${s.min}-${s.max}`) : '-',
+      cellText(stowage, 'p99'),
+      cellText(cell, 'p50'),
+      cellText(cell, 'p99'),
+      stowage && cell ? `${(stowage.result.p99 / cell.result.p99).toFixed(2)}x` : '-',
+      perSecond(stowage),
+      perSecond(cell),
+      cellText(one, 'p99'),
+      b.stowageBytes === undefined || b.bareBytes === undefined
+        ? '-'
+        : `${b.records ?? '?'}, ${(b.stowageBytes / 1024).toFixed(0)} / ${(b.bareBytes / 1024).toFixed(0)}`,
+      t.kind === 'p99' ? `${meets} (p99 < ${t.ms} ms)` : '',
+    ]);
+  }
+  const out = [
+    '',
+    `Bare baseline: each read's requests answered by a bare server in its own process (node:http, no ` +
+      `auth, no Stowage code) that sends the SQL Stowage sent for that request (captured from Stowage, ` +
+      `the API-key lookup included), with the same parameters and overlap, through the same driver ` +
+      `(${c.bareDriver ?? '?'}), and answers all the rows as one JSON document; the same wrk runs.`,
+    '',
+  ];
+  if (body.length) {
+    const widths = head.map((h, i) => Math.max(h.length, ...body.map((r) => r[i].length)));
+    const fmt = (r: string[]) =>
+      `| ${r.map((x, i) => (i === 0 ? x.padEnd(widths[i]) : x.padStart(widths[i]))).join(' | ')} |`;
+    out.push(
+      fmt(head),
+      `|${widths.map((w, i) => (i === 0 ? `:${'-'.repeat(w + 1)}` : `${'-'.repeat(w + 1)}:`)).join('|')}|`,
+      ...body.map(fmt),
+    );
+  }
+  if (notes.length) out.push('', ...notes.map((x) => `- ${x}`));
+  return out;
 }
 
 export function table(info: SeedInfo, rows: Measured[], c: Context): string {
   const { clients, empty } = c;
   const head = ['Operation'];
   for (const n of clients) head.push(`p50 ${n}c`, `p99 ${n}c`);
+  const most = clients[clients.length - 1];
+  if (c.bare) head.push(`bare p50 / p99 ${most}c`, '÷ bare p99');
   head.push('requests', 'Target (most clients)', 'Result', `Loop max ${clients.map((n) => `${n}c`).join(' / ')}`);
   head.push(`Loop < ${LOOP_TARGET_MS} ms`);
   const body: string[][] = [];
@@ -74,6 +178,12 @@ export function table(info: SeedInfo, rows: Measured[], c: Context): string {
     for (const n of clients) {
       const cell = m.cells.find((x) => x.clients === n);
       cells.push(cellText(cell, 'p50'), cellText(cell, 'p99'));
+    }
+    if (c.bare) {
+      const own = m.cells.find((x) => x.clients === most);
+      const b = c.bare.get(m.op.id)?.measured?.cells.find((x) => x.clients === most);
+      const bareLabel = b ? `${cellText(b, 'p50')} / ${cellText(b, 'p99')}` : '-';
+      cells.push(bareLabel, b && own ? `${(own.result.p99 / b.result.p99).toFixed(2)}x` : '-');
     }
     cells.push(m.cells.map((x) => x.result.requests).join(' / '), v?.target ?? '', v?.result ?? '');
     cells.push(clients.map((n) => loopText(m.cells.find((x) => x.clients === n))).join(' / '), loopVerdict(m));
@@ -111,5 +221,6 @@ export function table(info: SeedInfo, rows: Measured[], c: Context): string {
       `reads ~${LOOP_RESOLUTION_MS} ms and a stall of B ms reads B to B + ${LOOP_RESOLUTION_MS} ms), ` +
       `judged on every client count; ? when /metrics did not answer.`,
     ...(notes.length ? ['', ...notes.map((n) => `- ${n}`)] : []),
+    ...bareTable(rows, c),
   ].join('\n');
 }

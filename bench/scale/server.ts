@@ -13,7 +13,29 @@ export interface Target {
   databaseUrl?: string;
 }
 
-export class Stowage {
+/** The environment the bench's Stowage runs with (capture.ts builds its in-process copy from it too). */
+export function stowageEnv(db: Target, port: number): NodeJS.ProcessEnv {
+  return {
+    ...process.env,
+    STOWAGE_DATA_DIR: db.dataDir,
+    DATABASE_URL: db.databaseUrl ?? '',
+    HOST: '127.0.0.1',
+    PORT: String(port),
+    LOG_LEVEL: 'error',
+    STOWAGE_RATE_LIMIT_API: 'off',
+    STOWAGE_RATE_LIMIT_UPLOAD: 'off',
+    STOWAGE_MAX_CONCURRENT_UPLOADS: '0',
+    AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
+  };
+}
+
+/** What measure.ts drives: a server at `base` that can be restarted when a run left it busy. */
+export interface Server {
+  base: string;
+  restart(): Promise<void>;
+}
+
+export class Stowage implements Server {
   private child?: ChildProcess;
   private output = '';
   base = '';
@@ -37,19 +59,7 @@ export class Stowage {
     this.output = '';
     const child = spawn(process.execPath, [...this.nodeArgs, '--import', 'tsx', 'src/main.ts'], {
       cwd: ROOT,
-      env: {
-        ...process.env,
-        STOWAGE_DATA_DIR: this.db.dataDir,
-        DATABASE_URL: this.db.databaseUrl ?? '',
-        HOST: '127.0.0.1',
-        PORT: String(port),
-        LOG_LEVEL: 'error',
-        STOWAGE_RATE_LIMIT_API: 'off',
-        STOWAGE_RATE_LIMIT_UPLOAD: 'off',
-        STOWAGE_MAX_CONCURRENT_UPLOADS: '0',
-        AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
-        ...this.env,
-      },
+      env: { ...stowageEnv(this.db, port), ...this.env },
       stdio: ['ignore', 'ignore', 'pipe'],
     });
     this.child = child;
@@ -88,13 +98,21 @@ export class Stowage {
   }
 }
 
-/** Ends every other session on the bench's own database (what a killed server left running). */
-async function endQueries(url: string): Promise<void> {
+/** The application_name of the bare baseline's connections (bare.ts). */
+export const BARE_APPLICATION = 'stowage-bench-bare';
+
+/**
+ * Ends other sessions on the bench's own database (what a killed server left running): those of
+ * the bare baseline alone (`bare`), or every other one but theirs.
+ */
+export async function endQueries(url: string, bare = false): Promise<void> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
     await client.query(
-      'select pg_terminate_backend(pid) from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()',
+      'select pg_terminate_backend(pid) from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()' +
+        ` and application_name ${bare ? '=' : 'is distinct from'} $1`,
+      [BARE_APPLICATION],
     );
   } finally {
     await client.end();

@@ -184,20 +184,38 @@ export class FileRepository {
     // documented way), so that the index fitted to the sort, the folder or the name match drives.
     const plain = (column: string) => (this.sqlite ? sql`+${sql.ref(column)}` : sql.ref(column));
     const byName = this.sqlite && counting && (f.nameContains ?? []).some((t) => [...t].length >= 3);
-    let q = this.db.selectFrom('files').$if(driveByTag, (qb) =>
-      qb.innerJoin('file_tags as t', (j) =>
-        j
-          .onRef('t.file_id', '=', 'files.id')
-          .on('t.workspace_id', '=', workspaceId)
-          .on('t.tag', '=', first as string),
-      ),
-    );
+    // Counting a name search on SQLite: the name index is joined and drives, so the count stops
+    // at its cap. As `seq in (select rowid …)` SQLite first listed every match (12,000 for a
+    // fragment in 1% of 1M names: 3.6 ms, against 0.12 ms for the first 201 through the join).
+    // Only workspace-wide: with a tag's rows joined, the tag index would be scanned once per
+    // match; in a folder (or tree), its few files are fewer to read than every match (48 ms
+    // against 5 ms for a folder of 1,000).
+    const narrowed = driveByTag || f.folderId !== undefined || f.under !== undefined;
+    const ftsDriver = byName && !narrowed ? (f.nameContains ?? []).find((t) => [...t].length >= 3) : undefined;
+    let q = this.db
+      .selectFrom('files')
+      .$if(driveByTag, (qb) =>
+        qb.innerJoin('file_tags as t', (j) =>
+          j
+            .onRef('t.file_id', '=', 'files.id')
+            .on('t.workspace_id', '=', workspaceId)
+            .on('t.tag', '=', first as string),
+        ),
+      )
+      .$if(ftsDriver !== undefined, (qb) =>
+        qb.innerJoin(sql`${sql.table(NAME_FTS)}`.as('x'), (j) =>
+          j.on(sql<boolean>`${sql.ref('x.rowid')} = ${sql.ref('files.seq')}`),
+        ),
+      );
     // A folder is in one workspace (the caller looked it up in this one): its index alone drives.
     if (f.folderId !== undefined) q = q.where('files.folder_id', '=', f.folderId);
     else if (byName) q = q.where(sql<boolean>`${plain('files.workspace_id')} = ${workspaceId}`);
     else q = q.where('files.workspace_id', '=', workspaceId);
     if (f.under) q = q.where('files.folder_id', 'in', subtree(workspaceId, f.under));
-    for (const text of f.nameContains ?? []) q = q.where(this.nameHas(text));
+    for (const text of f.nameContains ?? [])
+      q = q.where(
+        text === ftsDriver ? sql<boolean>`${sql.ref(`x.${NAME_FTS}`)} match ${ftsPhrase(text)}` : this.nameHas(text),
+      );
     if (f.createdAtMost !== undefined)
       q = q.where(
         sql<boolean>`${sort === 'created_at' && !counting ? sql.ref('files.created_at') : plain('files.created_at')} <= ${f.createdAtMost}`,
@@ -229,7 +247,7 @@ export class FileRepository {
    */
   private nameHas(text: string) {
     if (this.sqlite && [...text].length >= 3)
-      return sql<boolean>`${sql.ref('files.seq')} in (select rowid from ${sql.table(NAME_FTS)} where ${sql.table(NAME_FTS)} match ${`"${text.replaceAll('"', '""')}"`})`;
+      return sql<boolean>`${sql.ref('files.seq')} in (select rowid from ${sql.table(NAME_FTS)} where ${sql.table(NAME_FTS)} match ${ftsPhrase(text)})`;
     return likeEscaped('files.name', likeContains(text));
   }
 
@@ -370,6 +388,9 @@ export class FileRepository {
     await this.db.deleteFrom('files').where('id', '=', id).execute();
   }
 }
+
+/** The FTS5 query for a substring: the text as one phrase (the trigram index matches it anywhere). */
+const ftsPhrase = (text: string) => `"${text.replaceAll('"', '""')}"`;
 
 /** Whether `f` filters on a file's own columns (dates, type, custom id): then no maintained count answers it. */
 export function hasRowFilters(f: FileFilter): boolean {
