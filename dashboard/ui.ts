@@ -43,11 +43,12 @@ export async function guarded(what: string, fn: () => Promise<void>): Promise<vo
 }
 
 /**
- * A size for people. Steps of 1024 with the labels B, KB, MB…, as the uploader (Uppy) counts,
- * so a file reads the same size on its card, in the uploader and on the progress line.
+ * A size for people, in steps of 1024 as the uploader (Uppy) counts, so a file reads the same
+ * number on its card, in the uploader and on the progress line; labelled KiB, MiB… as the CLI
+ * does (Uppy writes "MB" for the same figure).
  */
 export function human(bytes: number): string {
-  const units = ['B', 'KB', 'MB', 'GB', 'TB'];
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
   let n = bytes;
   let i = 0;
   while (n >= 1024 && i < units.length - 1) {

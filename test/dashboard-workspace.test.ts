@@ -91,7 +91,8 @@ describe('dashboard workspace page and accessibility', { skip: chromiumSkip() },
     const { page, errors, close } = await signedIn(1280, 900);
     await page.getByRole('button', { name: 'Workspace', exact: true }).click();
     await page.getByRole('heading', { name: 'API keys' }).waitFor();
-    await page.getByText(/250\.0 KB used of 10\.0 MB \(3%\)/).waitFor();
+    // 250,000 bytes of a 10 MB (10,000,000 byte) quota, in the dashboard's binary units.
+    await page.getByText(/244\.1 KiB used of 9\.5 MiB \(3%\)/).waitFor();
     assert.equal(await page.locator('#usage-bar').getAttribute('max'), '10000000');
 
     // Keys by hint; the keys themselves are nowhere on the page.
