@@ -8,13 +8,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
-import { sql } from 'kysely';
+import SQLite from 'better-sqlite3';
+import { CompiledQuery, Kysely, SqliteDialect, sql } from 'kysely';
 import { newShortId, newUuid } from '../src/crypto/ids.ts';
 import { type Db, openDatabase } from '../src/db/database.ts';
 import { derivedDrift } from '../src/db/derived.ts';
-import { FileRepository } from '../src/db/files.ts';
+import { FileRepository, type PageKey } from '../src/db/files.ts';
 import { FolderRepository } from '../src/db/folders.ts';
 import { migrateTo, migrateToLatest } from '../src/db/migrations.ts';
+import type { Database } from '../src/db/schema.ts';
 import { PageBoundaries, SHALLOW_ROWS } from '../src/services/page-boundaries.ts';
 import { SEARCH_COUNT_CAP } from '../src/services/files.ts';
 import { DIALECTS, freshPostgres, type Harness, makeHarness } from './helpers/harness.ts';
@@ -184,6 +186,146 @@ for (const dialect of DIALECTS) {
         count: old.filter((f) => f.tags.includes('red')).length,
         exact: true,
       });
+    });
+
+    test('a name search with tags: exactly the matching files, newest first, whichever side drives', async () => {
+      // On SQLite a rare fragment's matches drive (the default cap), a common one's the tag's rows
+      // (a cap of 0 makes every fragment common); PostgreSQL plans for itself, both repositories alike.
+      const repos = { 'name first': new FileRepository(db.kysely), 'tag first': new FileRepository(db.kysely, 0) };
+      const everyFile = (await repos['name first'].page(ws, {}, { sort: 'name', direction: 'asc', limit: 1000 })).rows;
+      const idOf = new Map(everyFile.map((r) => [`${r.folder_path}/${r.name}`, r.id]));
+      const cases: { f: Parameters<FileRepository['page']>[1]; want: (o: Old) => boolean }[] = [];
+      const has = (o: Old, text: string) => o.name.toLowerCase().includes(text.toLowerCase());
+      for (const [text, tags] of [
+        ['forest', ['red']],
+        ['FOREST', ['with space']],
+        ['río', ['ünïcode', 'red']],
+        ['le-1', ['blue', 'green']],
+        ['fi', ['big']],
+        ['zzz', ['red']],
+      ] as const)
+        cases.push({
+          f: { nameContains: [text], tags: [...tags] },
+          want: (o) => has(o, text) && tags.every((t) => o.tags.includes(t)),
+        });
+      cases.push({
+        f: { nameContains: ['sun', 'file-1'], tags: ['red'] },
+        want: (o) => has(o, 'sun') && has(o, 'file-1') && o.tags.includes('red'),
+      });
+      cases.push({
+        f: { nameContains: ['forest'], tags: ['blue'], folderId: folderIds.get('a/b') },
+        want: (o) => has(o, 'forest') && o.tags.includes('blue') && o.folder === 'a/b',
+      });
+      cases.push({
+        f: { nameContains: ['sun'], tags: ['green'], under: 'photos' },
+        want: (o) => has(o, 'sun') && o.tags.includes('green') && o.folder.startsWith('photos'),
+      });
+      let nonEmpty = 0;
+      for (const [how, files] of Object.entries(repos))
+        for (const { f, want } of cases) {
+          const label = `${how}: ${JSON.stringify(f)}`;
+          const expected = old
+            .filter(want)
+            .map((o) => ({
+              path: `${o.folder}/${o.name}`,
+              created_at: o.created_at,
+              id: idOf.get(`${o.folder}/${o.name}`)!,
+            }))
+            .sort((a, b) => b.created_at.localeCompare(a.created_at) || (b.id < a.id ? -1 : b.id > a.id ? 1 : 0))
+            .map((e) => e.path);
+          if (expected.length > 0) nonEmpty++;
+          // Pages of 7 by key, as the API's cursor walks them.
+          const got: string[] = [];
+          let after: PageKey | undefined;
+          do {
+            const page = await files.page(ws, f, { sort: 'created_at', direction: 'desc', limit: 7, after });
+            got.push(...page.rows.map((r) => `${r.folder_path}/${r.name}`));
+            after = page.next ?? undefined;
+          } while (after);
+          assert.deepEqual(got, expected, label);
+          const second = await files.page(ws, f, { sort: 'created_at', direction: 'desc', limit: 7, offset: 7 });
+          assert.deepEqual(
+            second.rows.map((r) => `${r.folder_path}/${r.name}`),
+            expected.slice(7, 14),
+            `${label} by offset`,
+          );
+          const byName = await files.page(ws, f, { sort: 'name', direction: 'asc', limit: 1000 });
+          assert.deepEqual(
+            byName.rows.map((r) => r.name),
+            old
+              .filter(want)
+              .map((o) => o.name)
+              .sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)),
+            `${label} by name`,
+          );
+          assert.deepEqual(await files.countUpTo(ws, f, 1000), { count: expected.length, exact: true }, label);
+          if (expected.length > 3)
+            assert.deepEqual(await files.countUpTo(ws, f, 3), { count: 3, exact: false }, `${label} capped`);
+        }
+      assert.ok(nonEmpty >= 12, `most cases match some files (${nonEmpty})`);
+    });
+
+    test('SQLite: a name search with a tag reads the name index once, never once per tagged file', async (t) => {
+      if (dialect.name !== 'sqlite') return t.skip('SQLite only');
+      // The statements the repository sends, captured from a second connection that logs them.
+      const captured: { sql: string; parameters: readonly unknown[] }[] = [];
+      const logged = new Kysely<Database>({
+        dialect: new SqliteDialect({ database: new SQLite(join(dir, 'stowage.db')) }),
+        log: (e) => {
+          captured.push(e.query);
+        },
+      });
+      try {
+        const f = { nameContains: ['forest'], tags: ['red'] };
+        const first = { sort: 'created_at', direction: 'desc', limit: 10 } as const;
+        const plans: Record<string, string[]> = {};
+        for (const [how, files] of [
+          ['name first', new FileRepository(logged)],
+          ['tag first', new FileRepository(logged, 0)],
+        ] as const)
+          for (const [what, call] of [
+            ['page', () => files.page(ws, f, first)],
+            ['page in a folder', () => files.page(ws, { ...f, folderId: folderIds.get('a') }, first)],
+            ['count', () => files.countUpTo(ws, f, 200)],
+          ] as const) {
+            captured.length = 0;
+            await call();
+            const listing = captured.find((c) => /file_tags/.test(c.sql) && !/ in \(\?/.test(c.sql));
+            assert.ok(listing, `${how} ${what}: ${captured.map((c) => c.sql).join('\n')}`);
+            const { rows } = await logged.executeQuery<{ detail: string }>(
+              CompiledQuery.raw(`explain query plan ${listing.sql}`, [...listing.parameters]),
+            );
+            // The steps (the count's wrapper aside).
+            plans[`${how} ${what}`] = rows.map((r) => r.detail).filter((d) => !/^CO-ROUTINE m$|^SCAN m$/.test(d));
+          }
+        for (const [label, plan] of Object.entries(plans)) {
+          const text = plan.join(' | ');
+          // The match list as an index term: every listed match sought again for each tagged row.
+          assert.doesNotMatch(text, /SEARCH files USING [^|]*rowid=\?[^|]* AND|AND rowid=\?/, `${label}: ${text}`);
+          // The name index: read once, either driving or as one list built before the walk.
+          const fts = plan.filter((d) => d.includes('files_name_fts') || /^SCAN x VIRTUAL TABLE/.test(d));
+          assert.equal(fts.length, 1, `${label}: ${text}`);
+          if (label.startsWith('name first')) {
+            assert.match(plan[0], /^SCAN x VIRTUAL TABLE/, `${label}: ${text}`);
+            assert.ok(
+              plan.some((d) => /file_tags_key \(workspace_id=\? AND tag=\? AND created_at=\? AND file_id=\?\)/.test(d)),
+              `${label}: each match's tag by its key: ${text}`,
+            );
+          } else {
+            // A folder's own files drive in a folder; elsewhere the tag's rows, newest first.
+            const driver = label.includes('folder')
+              ? /files_folder_created_idx/
+              : /^SEARCH t USING COVERING INDEX file_tags_key/;
+            assert.match(plan[0], driver, `${label}: ${text}`);
+            assert.ok(
+              plan.some((d) => d === 'LIST SUBQUERY 1' || /LIST SUBQUERY/.test(d)),
+              `${label}: ${text}`,
+            );
+          }
+        }
+      } finally {
+        await logged.destroy();
+      }
     });
 
     test('PostgreSQL: the name index has a fine histogram and statistics from the migration', async (t) => {

@@ -98,6 +98,12 @@ export interface DeliverableFile {
 
 export type FileChanges = Omit<Updateable<FileTable>, 'id' | 'file_no' | 'workspace_id' | 'created_at'>;
 
+/**
+ * SQLite: a name search with a tag reads the name index's matches first when there are at most
+ * this many (else it walks the tag's rows, newest first, checking each name).
+ */
+export const NAME_LEAD_CAP = 5_000;
+
 /** The folder-or-root key of the unique name index (files_folder_name_uq): '' is the root. */
 const folderKey = sql<string>`coalesce(${sql.ref('files.folder_id')}, '')`;
 
@@ -112,8 +118,14 @@ const subtree = (workspaceId: string, path: string) => sql<string>`(
 export class FileRepository {
   private readonly sqlite: boolean;
 
-  /** `db` may be a transaction: then every method takes part in it. */
-  constructor(private readonly db: Kysely<Database>) {
+  /**
+   * `db` may be a transaction: then every method takes part in it. `nameLeadCap`: see
+   * NAME_LEAD_CAP (tests lower it to try both plans on a few files).
+   */
+  constructor(
+    private readonly db: Kysely<Database>,
+    private readonly nameLeadCap = NAME_LEAD_CAP,
+  ) {
     this.sqlite = flavourOf(db) === 'sqlite';
   }
 
@@ -175,23 +187,31 @@ export class FileRepository {
 
   /**
    * The files matching `f`, without joins: a tag filter is driven from file_tags, whose index
-   * yields a tag's files in created_at order, so a tagged page costs its own rows only.
+   * yields a tag's files in created_at order, so a tagged page costs its own rows only. With
+   * `nameLeads` (SQLite, see `nameLeads`) the name index's few matches drive instead.
    */
-  private matching(workspaceId: string, f: FileFilter, sort: FileSortColumn, counting = false) {
+  private matching(workspaceId: string, f: FileFilter, sort: FileSortColumn, counting = false, nameLeads = false) {
     const [first, ...otherTags] = f.tags ?? [];
-    const driveByTag = first !== undefined && sort === 'created_at';
+    const fragment = this.sqlite ? (f.nameContains ?? []).find((t) => [...t].length >= 3) : undefined;
+    // A name search with a tag in one folder (SQLite): the folder's files drive, each checked
+    // against the matches' list and the tag, rather than every file of the tag (570 ms for a tag
+    // on 40% of 1M files, against 4 ms).
+    const folderLeads = fragment !== undefined && f.folderId !== undefined;
+    const driveByTag = first !== undefined && sort === 'created_at' && !nameLeads && !folderLeads;
     // SQLite plans without statistics: a unary + keeps a term from choosing the index (SQLite's
     // documented way), so that the index fitted to the sort, the folder or the name match drives.
     const plain = (column: string) => (this.sqlite ? sql`+${sql.ref(column)}` : sql.ref(column));
-    const byName = this.sqlite && counting && (f.nameContains ?? []).some((t) => [...t].length >= 3);
     // Counting a name search on SQLite: the name index is joined and drives, so the count stops
     // at its cap. As `seq in (select rowid …)` SQLite first listed every match (12,000 for a
     // fragment in 1% of 1M names: 3.6 ms, against 0.12 ms for the first 201 through the join).
     // Only workspace-wide: with a tag's rows joined, the tag index would be scanned once per
     // match; in a folder (or tree), its few files are fewer to read than every match (48 ms
-    // against 5 ms for a folder of 1,000).
+    // against 5 ms for a folder of 1,000). When the name leads, its join drives pages too.
     const narrowed = driveByTag || f.folderId !== undefined || f.under !== undefined;
-    const ftsDriver = byName && !narrowed ? (f.nameContains ?? []).find((t) => [...t].length >= 3) : undefined;
+    const ftsDriver = nameLeads || (counting && !narrowed) ? fragment : undefined;
+    const byName = ftsDriver !== undefined;
+    // The sort column's index walks the page in order, unless the name's matches drive.
+    const ordered = sort === 'created_at' && !counting && !byName;
     let q = this.db
       .selectFrom('files')
       .$if(driveByTag, (qb) =>
@@ -208,21 +228,30 @@ export class FileRepository {
         ),
       );
     // A folder is in one workspace (the caller looked it up in this one): its index alone drives.
-    if (f.folderId !== undefined) q = q.where('files.folder_id', '=', f.folderId);
-    else if (byName) q = q.where(sql<boolean>`${plain('files.workspace_id')} = ${workspaceId}`);
+    // (When the name's matches drive, the folder is a check on each of them.)
+    if (f.folderId !== undefined)
+      q = byName
+        ? q.where(sql<boolean>`${plain('files.folder_id')} = ${f.folderId}`)
+        : q.where('files.folder_id', '=', f.folderId);
+    else if (byName || (counting && fragment !== undefined))
+      q = q.where(sql<boolean>`${plain('files.workspace_id')} = ${workspaceId}`);
     else q = q.where('files.workspace_id', '=', workspaceId);
-    if (f.under) q = q.where('files.folder_id', 'in', subtree(workspaceId, f.under));
+    if (f.under)
+      q = byName
+        ? q.where(sql<boolean>`${plain('files.folder_id')} in ${subtree(workspaceId, f.under)}`)
+        : q.where('files.folder_id', 'in', subtree(workspaceId, f.under));
+    // With a tag's rows driving, other fragments are a check on each row (`+seq in …`): as an
+    // index term, SQLite looked every listed match up again for each tagged row (19 s at 1M files).
     for (const text of f.nameContains ?? [])
       q = q.where(
-        text === ftsDriver ? sql<boolean>`${sql.ref(`x.${NAME_FTS}`)} match ${ftsPhrase(text)}` : this.nameHas(text),
+        text === ftsDriver
+          ? sql<boolean>`${sql.ref(`x.${NAME_FTS}`)} match ${ftsPhrase(text)}`
+          : this.nameHas(text, driveByTag),
       );
-    if (f.createdAtMost !== undefined)
-      q = q.where(
-        sql<boolean>`${sort === 'created_at' && !counting ? sql.ref('files.created_at') : plain('files.created_at')} <= ${f.createdAtMost}`,
-      );
+    const createdRef = ordered ? sql.ref('files.created_at') : plain('files.created_at');
+    if (f.createdAtMost !== undefined) q = q.where(sql<boolean>`${createdRef} <= ${f.createdAtMost}`);
     if (f.kind) q = q.where(kindCondition(f.kind));
     if (f.customId !== undefined) q = q.where(sql<boolean>`${plain('files.custom_id')} = ${f.customId}`);
-    const createdRef = sort === 'created_at' && !counting ? sql.ref('files.created_at') : plain('files.created_at');
     if (f.createdFrom !== undefined) q = q.where(sql<boolean>`${createdRef} >= ${f.createdFrom}`);
     if (f.createdBefore !== undefined) q = q.where(sql<boolean>`${createdRef} < ${f.createdBefore}`);
     for (const tag of driveByTag ? otherTags : (f.tags ?? []))
@@ -245,10 +274,36 @@ export class FileRepository {
    * Case-insensitive substring of the name. SQLite asks its FTS5 trigram index (three characters
    * or more; shorter ones scan); PostgreSQL's planner uses the pg_trgm index on lower(name).
    */
-  private nameHas(text: string) {
+  private nameHas(text: string, check = false) {
+    const seq = check ? sql`+${sql.ref('files.seq')}` : sql.ref('files.seq');
     if (this.sqlite && [...text].length >= 3)
-      return sql<boolean>`${sql.ref('files.seq')} in (select rowid from ${sql.table(NAME_FTS)} where ${sql.table(NAME_FTS)} match ${ftsPhrase(text)})`;
+      return sql<boolean>`${seq} in (select rowid from ${sql.table(NAME_FTS)} where ${sql.table(NAME_FTS)} match ${ftsPhrase(text)})`;
     return likeEscaped('files.name', likeContains(text));
+  }
+
+  /**
+   * SQLite, a name search with a tag: whether the name index's matches are few (NAME_LEAD_CAP at
+   * most), so that reading each of them and checking its tags beats walking the tag's rows and
+   * checking each name, which for a rare fragment reads every tagged file. Asked of the index
+   * itself, counting no further than the cap.
+   */
+  private async nameLeads(f: FileFilter): Promise<boolean> {
+    if (!this.sqlite || !f.tags?.length) return false;
+    const text = (f.nameContains ?? []).find((t) => [...t].length >= 3);
+    if (text === undefined) return false;
+    // Built, not raw: a SELECT of the query builder goes to the reader threads (sqlite-readers.ts).
+    const row = await this.db
+      .selectFrom(
+        this.db
+          .selectFrom(sql`${sql.table(NAME_FTS)}`.as('x'))
+          .select(sql<number>`1`.as('one'))
+          .where(sql<boolean>`${sql.ref(`x.${NAME_FTS}`)} match ${ftsPhrase(text)}`)
+          .limit(this.nameLeadCap + 1)
+          .as('m'),
+      )
+      .select(sql<number>`count(*)`.as('n'))
+      .executeTakeFirst();
+    return row !== undefined && Number(row.n) <= this.nameLeadCap;
   }
 
   /**
@@ -261,7 +316,7 @@ export class FileRepository {
     f: FileFilter,
     p: FilePage,
   ): Promise<{ rows: FileWithRefs[]; start: PageKey | null; next: PageKey | null }> {
-    const { q, order } = this.matching(workspaceId, f, p.sort);
+    const { q, order } = this.matching(workspaceId, f, p.sort, false, await this.nameLeads(f));
     const v = sql.ref(order.v);
     const id = sql.ref(order.id);
     const keys = (after: PageKey | undefined) =>
@@ -324,7 +379,7 @@ export class FileRepository {
           .executeTakeFirstOrThrow()
       : await this.db
           .selectFrom(
-            this.matching(workspaceId, f, 'created_at', true)
+            this.matching(workspaceId, f, 'created_at', true, await this.nameLeads(f))
               .q.select(one)
               .limit(cap + 1)
               .as('m'),
