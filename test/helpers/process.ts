@@ -1,9 +1,9 @@
 // Runs the real server and CLI as a user would: separate processes, configured by environment.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { closedPort } from './servers.ts';
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -109,18 +109,6 @@ export function startServer(env: Record<string, string | undefined>, opts: Start
   });
 }
 
-/** A port free on 127.0.0.1 right now (the system's pick for port 0, released again). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as { port: number };
-      probe.close(() => resolve(port));
-    });
-  });
-}
-
 /**
  * Starts the server on a port known beforehand, with STOWAGE_PUBLIC_URL naming it: delivery and
  * part URLs are made from the public URL. Should the port be taken in between, once more.
@@ -130,7 +118,7 @@ export async function startServerAtPublicUrl(
   opts: StartOptions = {},
 ): Promise<ServerProcess> {
   for (let attempt = 1; ; attempt++) {
-    const port = await freePort();
+    const port = await closedPort();
     try {
       return await startServer({ ...env, PORT: String(port), STOWAGE_PUBLIC_URL: `http://127.0.0.1:${port}` }, opts);
     } catch (err) {
