@@ -81,7 +81,9 @@ for (const combo of combos) {
       assert.ok(keys, 'the first start wrote the workspace keys');
       const endpoint = `http://127.0.0.1:${port}/api/v1/tus`;
 
-      const data = randomBytes(40 * MiB + 4321);
+      // Large enough that the kill, sent once 22 MiB are out, lands mid-body even on a quiet
+      // machine: with 40 MiB the server once had the rest and answered before the signal.
+      const data = randomBytes(96 * MiB + 4321);
       const patches: number[] = [];
       let killedAt = -1;
       let restarted: Promise<ServerProcess> | undefined;
