@@ -7,6 +7,43 @@ import { Writable } from 'node:stream';
 
 /** With `sync`: a background fdatasync after each this many bytes written. */
 const FLUSH_EVERY = 64 * 1024 * 1024;
+
+const noop = () => {};
+
+/**
+ * fdatasync for one file that several sinks write at once (a multipart session's parts): at most
+ * one runs at a time, and a caller is answered by a flush that started after it asked, so it
+ * covers every write the caller finished before asking. fdatasync writes out the whole file's
+ * dirty pages whoever calls it, so parallel calls each waited for the other parts' pages too, and
+ * four of them filled libuv's four threads, leaving none for the writes meanwhile; here callers
+ * that come while a flush runs share the next one.
+ */
+export class SharedFlush {
+  private running: Promise<void> | null = null;
+  private queued: Promise<void> | null = null;
+
+  /** `fd` must stay open until the answer settles (FileSink counts it as an operation in flight). */
+  flush(fd: number): Promise<void> {
+    if (this.queued) return this.queued;
+    if (!this.running) return this.start(fd);
+    const queued = this.running.then(() => {
+      this.queued = null;
+      return this.start(fd);
+    });
+    this.queued = queued;
+    return queued;
+  }
+
+  private start(fd: number): Promise<void> {
+    const run = new Promise<void>((resolve, reject) => fdatasync(fd, (err) => (err ? reject(err) : resolve())));
+    const settled = run.then(noop, noop).then(() => {
+      if (this.running === settled) this.running = null;
+    });
+    this.running = settled;
+    return run;
+  }
+}
+
 /** Held chunks are written (one writev) once they reach this many bytes... */
 const BATCH_BYTES = 1024 * 1024;
 /** ...or at the latest this long after they came. */
@@ -43,6 +80,7 @@ export class FileSink extends Writable {
     start: number,
     private readonly sync: boolean,
     private readonly onWritten?: (from: number, to: number) => void,
+    private readonly shared?: SharedFlush,
   ) {
     super({ highWaterMark: 1024 * 1024 });
     this.pos = start;
@@ -54,11 +92,12 @@ export class FileSink extends Writable {
     start: number,
     sync: boolean,
     onWritten?: (from: number, to: number) => void,
+    shared?: SharedFlush,
   ): Promise<FileSink> {
     const fd = await new Promise<number>((resolve, reject) =>
       fsOpen(path, flags, 0o640, (err, fd) => (err ? reject(err) : resolve(fd))),
     );
-    return new FileSink(fd, start, sync, onWritten);
+    return new FileSink(fd, start, sync, onWritten, shared);
   }
 
   override _write(chunk: Buffer, _enc: BufferEncoding, cb: (err?: Error | null) => void): void {
@@ -150,6 +189,14 @@ export class FileSink extends Writable {
 
   private datasync(cb: (err?: Error | null) => void): void {
     const done = this.io();
+    if (this.shared) {
+      const settle = (err?: Error) => {
+        done();
+        cb(err);
+      };
+      this.shared.flush(this.fd).then(() => settle(), settle);
+      return;
+    }
     fdatasync(this.fd, (err) => {
       done();
       cb(err);

@@ -1,23 +1,35 @@
 // Multipart uploads on local disk (see storage/local.ts for the layout under multipart/). A
 // session is one sparse file of the final size, each part written in place at
-// (partNumber - 1) * partSize; a part is done once its record part-<n>.json is written, so
-// listing parts reads records, never data. Complete truncates and renames the file into
-// objects/ (no copy); abort seals the upload and removes its folder. Sealing is the shared
-// PartWriteGate (storage/part-writes.ts).
+// (partNumber - 1) * partSize, followed by a table of part records (storage/part-table.ts); a
+// part is done once its record is written and flushed, so listing parts reads records, never
+// data. (Sessions started before the table kept one part-<n>.json per part; they still work.)
+// Complete truncates and renames the file into objects/ (no copy); abort seals the upload and
+// removes its folder. Sealing is the shared PartWriteGate (storage/part-writes.ts).
 import { randomUUID } from 'node:crypto';
-import { mkdir, open, readdir, readFile, rename, rm, truncate } from 'node:fs/promises';
+import { type FileHandle, mkdir, open, readdir, readFile, rename, rm, truncate } from 'node:fs/promises';
+import { read, write } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { mapDiskFull } from './disk-full.ts';
 import { ObjectNotFoundError, type PartInfo, PartLengthError } from './driver.ts';
-import { FileSink } from './file-sink.ts';
+import { FileSink, SharedFlush } from './file-sink.ts';
+import { decodeSlot, decodeTable, EMPTY_SLOT, encodeSlot, partCountOf, SLOT, slotOffset } from './part-table.ts';
 import { PartWriteGate, partMeter } from './part-writes.ts';
 
 interface UploadMeta {
   key: string;
   size: number;
   partSize: number;
+  /** Part records in the data file's table; absent in sessions from before it (part-<n>.json). */
+  table?: true;
+}
+
+/** A session's data file while parts are being written to it: one descriptor and one flush for all. */
+interface OpenSession {
+  file: Promise<FileHandle>;
+  flush: SharedFlush;
+  users: number;
 }
 
 const UPLOAD_ID_RE = /^[0-9a-f-]{36}$/;
@@ -26,6 +38,7 @@ export class LocalMultipart {
   readonly gate = new PartWriteGate();
   /** Sessions' meta, read once per upload rather than once per part. */
   private readonly metas = new Map<string, UploadMeta>();
+  private readonly open = new Map<string, OpenSession>();
 
   /**
    * `root` is the multipart/ folder; `objectPath` maps a key to its file under objects/ (where
@@ -65,12 +78,12 @@ export class LocalMultipart {
   async create(key: string, opts: { size: number; partSize: number }): Promise<string> {
     const uploadId = randomUUID();
     const dir = this.uploadDir(uploadId);
-    const meta: UploadMeta = { key, size: opts.size, partSize: opts.partSize };
+    const meta: UploadMeta = { key, size: opts.size, partSize: opts.partSize, table: true };
     try {
       await mkdir(dir, { recursive: true });
-      // A sparse file of the final size: each part lands at its own offset.
+      // A sparse file of the final size and the (empty) table: each part lands at its own offset.
       const fh = await open(join(dir, 'data'), 'w', 0o640);
-      await fh.truncate(opts.size).finally(() => fh.close());
+      await fh.truncate(slotOffset(opts.size, partCountOf(opts.size, opts.partSize) + 1)).finally(() => fh.close());
       // Not fsynced: a session holds no acknowledged bytes yet, and the folder it lives in is not
       // either. Should a power cut lose it, its part URLs answer 404 and the client starts again.
       await writeAtomic(join(dir, 'meta.json'), JSON.stringify(meta), false);
@@ -120,35 +133,97 @@ export class LocalMultipart {
     const offset = (partNumber - 1) * meta.partSize;
     if (partNumber < 1 || offset + length > meta.size)
       throw new PartLengthError(Math.max(0, meta.size - offset), length);
-    // The part is not done until its record is written again, so a failed re-upload never
-    // leaves an old record describing new, half-written bytes.
-    await rm(join(dir, `part-${partNumber}.json`), { force: true });
-    // The ETag is a content hash of the part: XXH3-64 in hex, computed as the bytes pass (about
-    // 10 GB/s, so it costs the event loop next to nothing; a second SHA-256 pass over every part
-    // cost multipart a quarter of its throughput here). The file's SHA-256 is the hashing
-    // thread's (see MultipartService).
-    const meter = partMeter(length);
-    signal.throwIfAborted();
-    const sink = await FileSink.open(join(dir, 'data'), 'r+', offset, this.fsync);
-    // Settled only once the descriptor is closed, i.e. after its last write: a seal that waits
-    // for this knows no byte of this part can still reach the file.
-    const closed = new Promise<void>((resolve) => sink.once('close', resolve));
-    try {
-      await pipeline(body, meter.stream, sink, { signal });
-    } finally {
-      if (!sink.closed) sink.destroy();
-      await closed;
+    return this.withOpen(uploadId, join(dir, 'data'), async (fd, flush) => {
+      const slot = meta.table ? slotOffset(meta.size, partNumber) : undefined;
+      const recordPath = join(dir, `part-${partNumber}.json`);
+      // The part is not done until its record is written again, so a failed re-upload never
+      // leaves an old record describing new, half-written bytes (flushed first: a power cut
+      // must not find the old record over new bytes).
+      if (slot === undefined) await rm(recordPath, { force: true });
+      else if (decodeSlot(await readAt(fd, SLOT, slot), partNumber)) {
+        await writeAt(fd, EMPTY_SLOT, slot);
+        if (this.fsync) await flush.flush(fd);
+      }
+      // The ETag is a content hash of the part: XXH3-64 in hex, computed as the bytes pass (about
+      // 10 GB/s, so it costs the event loop next to nothing; a second SHA-256 pass over every part
+      // cost multipart a quarter of its throughput here). The file's SHA-256 is the hashing
+      // thread's (see MultipartService).
+      const meter = partMeter(length);
+      signal.throwIfAborted();
+      const sink = await FileSink.open(join(dir, 'data'), 'r+', offset, this.fsync, undefined, flush);
+      // Settled only once the descriptor is closed, i.e. after its last write: a seal that waits
+      // for this knows no byte of this part can still reach the file.
+      const closed = new Promise<void>((resolve) => sink.once('close', resolve));
+      try {
+        await pipeline(body, meter.stream, sink, { signal });
+      } finally {
+        if (!sink.closed) sink.destroy();
+        await closed;
+      }
+      signal.throwIfAborted();
+      meter.check();
+      const part: PartInfo = { partNumber, size: length, etag: meter.etag() };
+      // The record after the bytes are durable, then flushed itself: it never names bytes a
+      // power cut could take.
+      if (slot === undefined) await writeAtomic(recordPath, JSON.stringify(part), this.fsync);
+      else {
+        await writeAt(fd, encodeSlot(part), slot);
+        if (this.fsync) await flush.flush(fd);
+      }
+      return part;
+    });
+  }
+
+  /**
+   * Runs `fn` with the session's data file open: the parts in flight share one descriptor (for
+   * their records) and one flush (see SharedFlush); it is closed when the last of them ends.
+   */
+  private async withOpen<T>(
+    uploadId: string,
+    path: string,
+    fn: (fd: number, flush: SharedFlush) => Promise<T>,
+  ): Promise<T> {
+    let session = this.open.get(uploadId);
+    if (!session) {
+      session = { file: open(path, 'r+'), flush: new SharedFlush(), users: 0 };
+      session.file.catch(() => {}); // awaited below; this only keeps a failed open from going unhandled
+      this.open.set(uploadId, session);
     }
-    signal.throwIfAborted();
-    meter.check();
-    const part: PartInfo = { partNumber, size: length, etag: meter.etag() };
-    await writeAtomic(join(dir, `part-${partNumber}.json`), JSON.stringify(part), this.fsync);
-    return part;
+    session.users++;
+    try {
+      const fh = await session.file;
+      return await fn(fh.fd, session.flush);
+    } finally {
+      if (--session.users === 0) {
+        this.open.delete(uploadId);
+        await session.file.then(
+          (fh) => fh.close(),
+          () => {},
+        );
+      }
+    }
   }
 
   async listParts(uploadId: string): Promise<PartInfo[]> {
     const dir = this.uploadDir(uploadId);
-    await this.meta(uploadId);
+    const meta = await this.meta(uploadId);
+    if (meta.table) {
+      const count = partCountOf(meta.size, meta.partSize);
+      let fh: FileHandle;
+      try {
+        fh = await open(join(dir, 'data'), 'r');
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new ObjectNotFoundError(`multipart ${uploadId}`);
+        throw err;
+      }
+      try {
+        const table = Buffer.alloc(count * SLOT);
+        const { bytesRead } = await fh.read(table, 0, table.length, slotOffset(meta.size, 1));
+        return decodeTable(table.subarray(0, bytesRead), count);
+      } finally {
+        await fh.close();
+      }
+    }
     const names = (await readdir(dir)).filter((n) => /^part-\d+\.json$/.test(n));
     // A record can vanish between readdir and read: its part is being uploaded again, so it is
     // missing for now (this race answered 500 before).
@@ -205,4 +280,19 @@ async function writeAtomic(path: string, text: string, sync: boolean): Promise<v
     await rm(temp, { force: true });
     throw err;
   }
+}
+
+function readAt(fd: number, length: number, position: number): Promise<Buffer> {
+  const buf = Buffer.alloc(length);
+  return new Promise((resolve, reject) =>
+    read(fd, buf, 0, length, position, (err, n) => (err ? reject(err) : resolve(buf.subarray(0, n)))),
+  );
+}
+
+function writeAt(fd: number, buf: Buffer, position: number): Promise<void> {
+  return new Promise((resolve, reject) =>
+    write(fd, buf, 0, buf.length, position, (err, n) =>
+      err ? reject(err) : n < buf.length ? reject(new Error('short write of a part record')) : resolve(),
+    ),
+  );
 }

@@ -1,8 +1,9 @@
 // Local disk. Layout under the root:
 //   objects/<key>                 finished objects
 //   tmp/<uuid>                    puts in progress (renamed into objects/ when complete)
-//   multipart/<uploadId>/data     the multipart file, each part written at its own offset
-//   multipart/<uploadId>/meta.json, part-<n>.json   what is known and which parts are done
+//   multipart/<uploadId>/data     the multipart file, each part written at its own offset, then
+//                                 the table of done parts (storage/part-table.ts)
+//   multipart/<uploadId>/meta.json   what is known (sessions from before the table: part-<n>.json too)
 // Every finished object appears by rename(2), so a crash never leaves half a file visible,
 // and completing a multipart upload is a rename, never a copy. This file is the driver and its
 // objects; multipart sessions are storage/local-multipart.ts, the batching and syncing writer

@@ -1,0 +1,136 @@
+// Local multipart part records: the table after the data (storage/part-table.ts), what a cut
+// write or a broken slot reads as, re-uploads, and sessions from before the table (one
+// part-<n>.json per part) that must keep working after an upgrade.
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Readable } from 'node:stream';
+import { after, describe, test } from 'node:test';
+import { LocalStorage } from '../src/storage/local.ts';
+import { decodeSlot, decodeTable, EMPTY_SLOT, encodeSlot, SLOT, slotOffset } from '../src/storage/part-table.ts';
+
+const MiB = 1024 * 1024;
+const root = mkdtempSync(join(tmpdir(), 'stowage-part-table-'));
+after(() => rmSync(root, { recursive: true, force: true }));
+
+const etag = '"0123456789abcdef"';
+
+describe('part table slots', () => {
+  test('a record reads back as written; zero, broken or misplaced slots are parts not done', () => {
+    const slot = encodeSlot({ partNumber: 7, size: 8 * MiB, etag });
+    assert.equal(slot.length, SLOT);
+    assert.deepEqual(decodeSlot(slot, 7), { partNumber: 7, size: 8 * MiB, etag });
+    assert.equal(decodeSlot(EMPTY_SLOT, 7), undefined);
+    assert.equal(decodeSlot(slot, 8), undefined, 'a record in the wrong slot');
+    for (const at of [0, 5, 9, 17, 25]) {
+      const broken = Buffer.from(slot);
+      broken[at] ^= 0x40;
+      assert.equal(decodeSlot(broken, 7), undefined, `byte ${at} changed`);
+    }
+    assert.equal(decodeSlot(slot.subarray(0, 20), 7), undefined, 'a short read');
+    assert.throws(() => encodeSlot({ partNumber: 1, size: 1, etag: 'abc' }), /not a quoted XXH3-64/);
+  });
+
+  test('a table lists its valid records in order', () => {
+    const table = Buffer.concat([
+      encodeSlot({ partNumber: 1, size: 10, etag }),
+      EMPTY_SLOT,
+      encodeSlot({ partNumber: 3, size: 4, etag: '"ffffffffffffffff"' }),
+    ]);
+    assert.deepEqual(
+      decodeTable(table, 3).map((p) => [p.partNumber, p.size, p.etag]),
+      [
+        [1, 10, etag],
+        [3, 4, '"ffffffffffffffff"'],
+      ],
+    );
+    assert.deepEqual(decodeTable(table.subarray(0, 40), 3).length, 1, 'a table cut short');
+  });
+});
+
+describe('LocalStorage multipart records', () => {
+  const storage = new LocalStorage(join(root, 'store'));
+  const partSize = 5 * MiB;
+  const bytes = randomBytes(2 * partSize + 1234);
+  const part = (n: number) => bytes.subarray((n - 1) * partSize, Math.min(n * partSize, bytes.length));
+  const write = (key: string, id: string, n: number, body: Buffer | Readable = part(n)) =>
+    storage.writePart!(key, id, n, body instanceof Buffer ? Readable.from([body]) : body, part(n).length);
+  const sessionDir = (id: string) => join(root, 'store', 'multipart', id);
+
+  test('parts are recorded in the data file; complete leaves exactly the bytes', async () => {
+    await storage.init();
+    const key = 'pt/table.bin';
+    const id = await storage.createMultipart(key, { size: bytes.length, partSize });
+    assert.deepEqual(await storage.listParts(key, id), []);
+    const p3 = await write(key, id, 3);
+    const p1 = await write(key, id, 1);
+    assert.deepEqual(await storage.listParts(key, id), [p1, p3]);
+    assert.deepEqual(
+      readdirSync(sessionDir(id)).filter((n) => n.startsWith('part-')),
+      [],
+      'no record files for a new session',
+    );
+    const data = join(sessionDir(id), 'data');
+    assert.equal(statSync(data).size, slotOffset(bytes.length, 4), 'the data, then one slot per part');
+    const p2 = await write(key, id, 2);
+    await storage.completeMultipart(key, id, [p1, p2, p3]);
+    const stored = readFileSync(join(root, 'store', 'objects', key));
+    assert.equal(stored.length, bytes.length, 'the table is cut off');
+    assert.ok(stored.equals(bytes));
+  });
+
+  test('a slot whose bytes were damaged counts as missing, and the part can be sent again', async () => {
+    const key = 'pt/damaged.bin';
+    const id = await storage.createMultipart(key, { size: bytes.length, partSize });
+    const p1 = await write(key, id, 1);
+    const p2 = await write(key, id, 2);
+    const data = join(sessionDir(id), 'data');
+    const file = readFileSync(data);
+    file[slotOffset(bytes.length, 2) + 9] ^= 0xff;
+    writeFileSync(data, file);
+    assert.deepEqual(await storage.listParts(key, id), [p1]);
+    assert.deepEqual(await write(key, id, 2), p2);
+    assert.deepEqual(await storage.listParts(key, id), [p1, p2]);
+    await storage.abortMultipart(key, id);
+  });
+
+  test('a re-upload that fails midway leaves the part missing, not the old record over new bytes', async () => {
+    const key = 'pt/reupload.bin';
+    const id = await storage.createMultipart(key, { size: bytes.length, partSize });
+    const p1 = await write(key, id, 1);
+    assert.deepEqual(await storage.listParts(key, id), [p1]);
+    const failing = new Readable({
+      read() {
+        this.push(randomBytes(MiB));
+        this.destroy(new Error('client went away'));
+      },
+    });
+    await assert.rejects(write(key, id, 1, failing));
+    assert.deepEqual(await storage.listParts(key, id), []);
+    await storage.abortMultipart(key, id);
+  });
+
+  test('a session from before the table (part-<n>.json records) still lists, takes parts and completes', async () => {
+    const key = 'pt/legacy.bin';
+    const id = await storage.createMultipart(key, { size: bytes.length, partSize });
+    const dir = sessionDir(id);
+    // What the previous release wrote: meta without `table`, a data file of the final size, and
+    // one record per part done.
+    writeFileSync(join(dir, 'meta.json'), JSON.stringify({ key, size: bytes.length, partSize }));
+    const data = readFileSync(join(dir, 'data')).subarray(0, bytes.length);
+    part(1).copy(data, 0);
+    writeFileSync(join(dir, 'data'), data);
+    const p1 = { partNumber: 1, size: partSize, etag: '"1111111111111111"' };
+    writeFileSync(join(dir, 'part-1.json'), JSON.stringify(p1));
+    const fresh = new LocalStorage(join(root, 'store')); // a restarted server: nothing cached
+    assert.deepEqual(await fresh.listParts(key, id), [p1]);
+    const p2 = await fresh.writePart!(key, id, 2, Readable.from([part(2)]), partSize);
+    const p3 = await fresh.writePart!(key, id, 3, Readable.from([part(3)]), part(3).length);
+    assert.ok(readdirSync(dir).includes('part-3.json'), 'the old session keeps its kind of record');
+    assert.deepEqual(await fresh.listParts(key, id), [p1, p2, p3]);
+    await fresh.completeMultipart(key, id, [p1, p2, p3]);
+    assert.ok(readFileSync(join(root, 'store', 'objects', key)).equals(bytes));
+  });
+});
