@@ -1,6 +1,7 @@
 // Local multipart part records: the table after the data (storage/part-table.ts), what a cut
 // write or a broken slot reads as, re-uploads, and sessions from before the table (one
-// part-<n>.json per part) that must keep working after an upgrade.
+// part-<n>.json per part) that must keep working after an upgrade; and the flush a session's
+// parts share.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -10,6 +11,7 @@ import { Readable } from 'node:stream';
 import { after, describe, test } from 'node:test';
 import type { PartInfo } from '../src/storage/driver.ts';
 import { LocalStorage } from '../src/storage/local.ts';
+import { SharedFlush } from '../src/storage/file-sink.ts';
 import { decodeSlot, decodeTable, EMPTY_SLOT, encodeSlot, SLOT, slotOffset } from '../src/storage/part-table.ts';
 
 const MiB = 1024 * 1024;
@@ -133,5 +135,44 @@ describe('LocalStorage multipart records', () => {
     assert.deepEqual(await fresh.listParts(key, id), [p1, p2, p3]);
     await fresh.completeMultipart(key, id, [p1, p2, p3]);
     assert.ok(readFileSync(join(root, 'store', 'objects', key)).equals(bytes));
+  });
+});
+
+describe('SharedFlush', () => {
+  test('callers that come while a flush runs share the next one, never the running one', async () => {
+    const calls: { fd: number; done: (err: Error | null) => void }[] = [];
+    const flush = new SharedFlush(((fd: number, cb: (err: Error | null) => void) => {
+      calls.push({ fd, done: cb });
+    }) as never);
+    const settled: string[] = [];
+    const a = flush.flush(3).then(() => settled.push('a'));
+    const b = flush.flush(4).then(() => settled.push('b'));
+    const c = flush.flush(5).then(() => settled.push('c'));
+    await new Promise((r) => setImmediate(r));
+    assert.deepEqual(
+      calls.map((x) => x.fd),
+      [3],
+      'one flush at a time',
+    );
+    calls[0].done(null);
+    await a;
+    await new Promise((r) => setImmediate(r));
+    assert.deepEqual(settled, ['a'], 'b and c asked after the first flush began: it does not answer them');
+    assert.deepEqual(
+      calls.map((x) => x.fd),
+      [3, 4],
+      'b and c share one flush',
+    );
+    const d = flush.flush(6).then(() => settled.push('d'));
+    calls[1].done(null);
+    await Promise.all([b, c]);
+    await new Promise((r) => setImmediate(r));
+    assert.deepEqual(settled, ['a', 'b', 'c']);
+    calls[2].done(new Error('EIO'));
+    await assert.rejects(d, /EIO/);
+    const e = flush.flush(7);
+    calls[3].done(null);
+    await e;
+    assert.equal(calls.length, 4, 'a failed flush does not stop the next');
   });
 });

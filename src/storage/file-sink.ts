@@ -29,6 +29,9 @@ export class SharedFlush {
   private running: Promise<void> | null = null;
   private queued: Promise<void> | null = null;
 
+  /** `datasync` is fdatasync(2); a test passes its own to watch the calls. */
+  constructor(private readonly datasync: typeof fdatasync = fdatasync) {}
+
   /** `fd` must stay open until the answer settles (FileSink counts it as an operation in flight). */
   flush(fd: number): Promise<void> {
     if (this.queued) return this.queued;
@@ -42,7 +45,7 @@ export class SharedFlush {
   }
 
   private start(fd: number): Promise<void> {
-    const run = new Promise<void>((resolve, reject) => fdatasync(fd, (err) => (err ? reject(err) : resolve())));
+    const run = new Promise<void>((resolve, reject) => this.datasync(fd, (err) => (err ? reject(err) : resolve())));
     const settled = run.then(noop, noop).then(() => {
       if (this.running === settled) this.running = null;
     });
