@@ -4,6 +4,7 @@
 // parts share.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import { mkdir } from 'node:fs/promises';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,7 +12,7 @@ import { Readable } from 'node:stream';
 import { after, describe, test } from 'node:test';
 import type { PartInfo } from '../src/storage/driver.ts';
 import { LocalStorage } from '../src/storage/local.ts';
-import { SharedFlush } from '../src/storage/file-sink.ts';
+import { dirsToSync, SharedFlush, syncDirs } from '../src/storage/file-sink.ts';
 import { decodeSlot, decodeTable, EMPTY_SLOT, encodeSlot, SLOT, slotOffset } from '../src/storage/part-table.ts';
 
 const MiB = 1024 * 1024;
@@ -174,5 +175,22 @@ describe('SharedFlush', () => {
     calls[3].done(null);
     await e;
     assert.equal(calls.length, 4, 'a failed flush does not stop the next');
+  });
+});
+
+describe('syncDirs', () => {
+  test('a rename syncs its folder, and every parent that gained a folder mkdir made for it', async () => {
+    assert.deepEqual(dirsToSync('/s/objects/ws/ab'), ['/s/objects/ws/ab']);
+    assert.deepEqual(dirsToSync('/s/objects/ws/ab', '/s/objects/ws/ab'), ['/s/objects/ws/ab', '/s/objects/ws']);
+    assert.deepEqual(dirsToSync('/s/objects/ws/ab', '/s/objects/ws'), [
+      '/s/objects/ws/ab',
+      '/s/objects/ws',
+      '/s/objects',
+    ]);
+    const base = join(root, 'sync');
+    const created = await mkdir(join(base, 'a', 'b'), { recursive: true });
+    assert.equal(created, base);
+    await syncDirs(join(base, 'a', 'b'), created); // opens and fsyncs real folders, up to root
+    await assert.rejects(syncDirs(join(base, 'missing')), /ENOENT/);
   });
 });

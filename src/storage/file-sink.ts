@@ -3,6 +3,8 @@
 // with fdatasync (in the background as it goes, then the tail at the end), and each written
 // range is reported so a hashing thread can read it.
 import { close, fdatasync, open as fsOpen, writev } from 'node:fs';
+import { open as openFile } from 'node:fs/promises';
+import { dirname } from 'node:path';
 import { Writable } from 'node:stream';
 
 /** With `sync`: a background fdatasync after each this many bytes written. */
@@ -231,4 +233,37 @@ export class FileSink extends Writable {
     if (this.inflight > 0) this.idleWaiters.push(closeFd);
     else closeFd();
   }
+}
+
+/**
+ * Makes a rename into `dir` survive a power cut: fsync of `dir`, and, where `mkdir(recursive)`
+ * made directories for it (`created`: the first one it made, as mkdir answers), of each parent
+ * that gained one. Without it a file flushed and renamed into place is on disk but its name may
+ * not be, and the database row written next would point at nothing after the cut. About 0.4 ms
+ * per upload here (300 uploads of 100 KB, flush + rename, with and without).
+ */
+export async function syncDirs(dir: string, created?: string): Promise<void> {
+  await Promise.all(
+    dirsToSync(dir, created).map(async (d) => {
+      const fh = await openFile(d, 'r');
+      try {
+        await fh.sync();
+      } finally {
+        await fh.close();
+      }
+    }),
+  );
+}
+
+/** `dir`, then each parent up to the one that holds `created` (see syncDirs). */
+export function dirsToSync(dir: string, created?: string): string[] {
+  const dirs = [dir];
+  if (created) {
+    const top = dirname(created);
+    for (let d = dir; d !== top && d !== dirname(d); ) {
+      d = dirname(d);
+      dirs.push(d);
+    }
+  }
+  return dirs;
 }

@@ -6,14 +6,14 @@
 // Complete truncates and renames the file into objects/ (no copy); abort seals the upload and
 // removes its folder. Sealing is the shared PartWriteGate (storage/part-writes.ts).
 import { randomUUID } from 'node:crypto';
-import { type FileHandle, mkdir, open, readdir, readFile, rename, rm, truncate } from 'node:fs/promises';
+import { type FileHandle, mkdir, open, readdir, readFile, rename, rm } from 'node:fs/promises';
 import { read, write } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { mapDiskFull } from './disk-full.ts';
 import { ObjectNotFoundError, type PartInfo, PartLengthError } from './driver.ts';
-import { FileSink, SharedFlush } from './file-sink.ts';
+import { FileSink, SharedFlush, syncDirs } from './file-sink.ts';
 import { decodeSlot, decodeTable, EMPTY_SLOT, encodeSlot, partCountOf, SLOT, slotOffset } from './part-table.ts';
 import { PartWriteGate, partMeter } from './part-writes.ts';
 
@@ -247,9 +247,18 @@ export class LocalMultipart {
     if (total !== meta.size) throw new Error(`parts hold ${total} bytes, expected ${meta.size}`);
     const dir = this.uploadDir(uploadId);
     const target = this.objectPath(key);
-    await truncate(join(dir, 'data'), meta.size);
-    await mkdir(dirname(target), { recursive: true });
+    // Cuts the part table off; flushed, so a power cut cannot bring the table back as the
+    // object's last bytes.
+    const fh = await open(join(dir, 'data'), 'r+');
+    try {
+      await fh.truncate(meta.size);
+      if (this.fsync) await fh.datasync();
+    } finally {
+      await fh.close();
+    }
+    const created = await mkdir(dirname(target), { recursive: true });
     await rename(join(dir, 'data'), target);
+    if (this.fsync) await syncDirs(dirname(target), created);
     this.metas.delete(uploadId);
     await rm(dir, { recursive: true, force: true });
     this.gate.unseal(uploadId);

@@ -25,7 +25,7 @@ import {
   type PartInfo,
   type StorageDriver,
 } from './driver.ts';
-import { FileSink } from './file-sink.ts';
+import { FileSink, syncDirs } from './file-sink.ts';
 import { LocalMultipart } from './local-multipart.ts';
 
 /** Kept here as well: where code and comments have long found it. */
@@ -115,8 +115,9 @@ export class LocalStorage implements StorageDriver, MultipartStorage {
       await pipeline(body, counter, sink, { signal: opts.signal });
       // The thread reads the file by its temporary name: done before the rename.
       const sha256 = await job?.digest();
-      await mkdir(dirname(target), { recursive: true });
+      const created = await mkdir(dirname(target), { recursive: true });
       await rename(temp, target);
+      if (this.fsync && opts.durable !== false) await syncDirs(dirname(target), created);
       return { size, sha256 };
     } catch (err) {
       job?.drop();
