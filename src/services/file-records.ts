@@ -135,8 +135,7 @@ export class FileRecords {
     // `new URL` writes it and the path one it keeps as it is, the URL's pathname is the base's
     // plus the path, and the signed URL the same URL with its query.
     const basePath = this.basePathname(base);
-    if (basePath === null || !VERBATIM_PATH.test(path) || DOT_SEGMENT.test(path))
-      return this.signer.sign(url, expires);
+    if (basePath === null || !VERBATIM_PATH.test(path) || DOT_SEGMENT.test(path)) return this.signer.sign(url, expires);
     return `${url}?expires=${expires}&signature=${this.signer.signature(basePath + path, expires)}`;
   }
 
