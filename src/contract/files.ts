@@ -257,12 +257,6 @@ export const FilePage = Type.Object(
 );
 export type FilePage = Static<typeof FilePage>;
 
-/** The page asked with aliases=none: files and meta, as in FilePage, and nothing else. */
-export const FilePageOwnNames = Type.Object(
-  { files: FilePage.properties.files, meta: FilePage.properties.meta },
-  { description: 'The answer to aliases=none' },
-);
-export type FilePageOwnNames = Static<typeof FilePageOwnNames>;
 
 export const FileDetailsAnswer = Type.Object({ success: Type.Literal(true), data: Type.Ref('FileDetails') });
 

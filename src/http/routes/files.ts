@@ -1,6 +1,5 @@
 // Files and folders: list, details, rename, update, signed URLs, delete (/api/v1/files, /api/v1/folders).
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { Type } from 'typebox';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { errorResponses } from '../../contract/errors.ts';
 import {
@@ -8,7 +7,6 @@ import {
   FileDetailsAnswer,
   FileListQuery,
   FilePage,
-  FilePageOwnNames,
   FileParams,
   FileUpdateBody,
   NameBody,
@@ -51,7 +49,7 @@ export async function fileRoutes(
           'aliases=none answers files and meta only (no items, data, page, total_count, …).',
         querystring: FileListQuery,
         response: {
-          200: Type.Union([FilePage, FilePageOwnNames]),
+          200: FilePage,
           ...errorResponses(400, 401, 403, 404),
         },
       },
