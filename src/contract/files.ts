@@ -257,7 +257,6 @@ export const FilePage = Type.Object(
 );
 export type FilePage = Static<typeof FilePage>;
 
-
 export const FileDetailsAnswer = Type.Object({ success: Type.Literal(true), data: Type.Ref('FileDetails') });
 
 /** Rename (files and folders): the new name. */
