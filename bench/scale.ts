@@ -15,12 +15,15 @@
 //                          [--seconds 10] [--max-seconds 60] [--cursor-seconds 60] [--data-dir DIR]
 //                          [--url postgres://…/db] [--only first-page,cursor-page,rename,…]
 //                          [--verbose] [--no-empty] [--no-baseline] [--cpu-prof DIR] [--cleanup]
+//                          [--lists full|own]
 //
 // Defaults: SQLite 1M files in one workspace, PostgreSQL 10M over 1,000 workspaces (the big
 // one holding half); data in data/scale-<db>, PostgreSQL database stowage_scale. A seed of the
 // right size is reused, so a second run only measures. --cleanup deletes the seeded database
 // and its data directory at the end. --cursor-seconds caps the untimed walk by cursor to the
-// deep page (the row then names the page reached). wrk must be installed (Debian: wrk).
+// deep page (the row then names the page reached). --lists own asks the file lists as Stowage's
+// SDK does (aliases=none: the records once) rather than in the default answer (files, items and
+// data); the output says which. wrk must be installed (Debian: wrk).
 import { existsSync, rmSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { resolve } from 'node:path';
@@ -31,7 +34,7 @@ import { walkCursor } from './scale/cursor.ts';
 import { resetLoopWindow, scrapeLoopMax } from './scale/loop.ts';
 import { explain } from './scale/explain.ts';
 import { type Measured, deleteUploads, measure, restoreNames, settle } from './scale/measure.ts';
-import { cursorLabel, type Operation, operations } from './scale/operations.ts';
+import { cursorLabel, type ListForm, listFormText, type Operation, operations } from './scale/operations.ts';
 import { type BareRow, table } from './scale/report.ts';
 import { Stowage } from './scale/server.ts';
 import { type SeedInfo, infoPath, readInfo } from './scale/seed/info.ts';
@@ -51,6 +54,8 @@ interface Settings {
   baseline: boolean;
   /** Options for the server's node (--cpu-prof DIR: a CPU profile of the whole run, written at its end). */
   nodeArgs: string[];
+  /** How the file lists are asked (operations.ts). */
+  lists: ListForm;
   run: string;
   log: Log;
 }
@@ -136,7 +141,7 @@ async function measureAll(
       await bareServer.load(p.scripts);
       s.log(`bare baseline started (pid ${bareServer.pid}) on ${bareServer.base}: ${bareServer.describe()}`);
     }
-    for (let op of operations(info, s.run).filter((x) => s.only.length === 0 || s.only.includes(x.id))) {
+    for (let op of operations(info, s.run, s.lists).filter((x) => s.only.length === 0 || s.only.includes(x.id))) {
       if (op.walkTo !== undefined) {
         const walked = await byCursor(op, server.base, info, s);
         if (typeof walked === 'string') {
@@ -254,6 +259,7 @@ async function main(): Promise<void> {
     cursorSeconds: args.number('cursor-seconds', 60),
     baseline: !args.flag('no-baseline'),
     nodeArgs: args.string('cpu-prof') ? ['--cpu-prof', `--cpu-prof-dir=${resolve(args.string('cpu-prof')!)}`] : [],
+    lists: listsOption(args.string('lists', 'full')),
     run: Date.now().toString(36),
     log,
   };
@@ -272,7 +278,7 @@ async function main(): Promise<void> {
     clients: settings.clients,
     seconds: settings.seconds,
     load,
-    notes,
+    notes: [listFormText(settings.lists), ...notes],
     empty,
     idleLoop,
     bare: settings.baseline ? bare : undefined,
@@ -284,6 +290,11 @@ async function main(): Promise<void> {
     rmSync(info!.dataDir, { recursive: true, force: true });
     log('seeded database and data directory deleted');
   }
+}
+
+function listsOption(value: string): ListForm {
+  if (value !== 'full' && value !== 'own') throw new Error('--lists must be full or own');
+  return value;
 }
 
 /** --verbose: what each list answered in `meta` (totals exact or estimated, the next cursor). */

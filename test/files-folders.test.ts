@@ -36,6 +36,23 @@ for (const dialect of DIALECTS) {
         await add('epsilon.bin', { data: randomBytes(700) });
       });
 
+      test('list with aliases=none: files and meta only, the same as in the full answer', async () => {
+        for (const query of ['limit=2', 'limit=2&page=3', 'limit=100&tags=red', 'limit=1&sort=name_asc&search=a']) {
+          const full = await api('GET', `/api/v1/files?${query}`);
+          const own = await api('GET', `/api/v1/files?${query}&aliases=none`);
+          assert.equal(own.status, 200, query);
+          assert.deepEqual(Object.keys(own.body), ['files', 'meta'], query);
+          assert.ok(own.body.files.length > 0, query);
+          assert.deepEqual(own.body.files, full.body.files, query);
+          assert.deepEqual(own.body.meta, full.body.meta, query);
+          assert.equal(own.headers['content-type'], 'application/json; charset=utf-8');
+          assert.equal(own.headers['cache-control'], 'no-store');
+          assert.ok(own.headers['x-snapshot'], 'X-Snapshot as on every list');
+          assert.ok(own.raw.length < full.raw.length / 2, `${own.raw.length} bytes against ${full.raw.length}`);
+        }
+        assert.equal((await api('GET', '/api/v1/files?aliases=all')).status, 400, 'none is the only value');
+      });
+
       test('list: newest first, full records, meta with hasNext and hasPrev', async () => {
         const res = await api('GET', '/api/v1/files?limit=2');
         assert.equal(res.status, 200);

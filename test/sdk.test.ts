@@ -184,6 +184,39 @@ describe('SDK', () => {
     assert.equal(r.hash, sha(data));
   });
 
+  test("listFiles asks with aliases=none and gives the full answer; an older server's full answer as it is", async () => {
+    await priv.upload(new Blob([randomBytes(40)]), 'aliases-a.bin', { folder: 'aliases' });
+    await priv.upload(new Blob([randomBytes(41)]), 'aliases-b.bin', { folder: 'aliases' });
+    const urls: string[] = [];
+    const bodies: string[] = [];
+    const watch =
+      (older: boolean): typeof fetch =>
+      async (input, init) => {
+        const url = new URL(String(input));
+        if (older) url.searchParams.delete('aliases');
+        urls.push(String(input));
+        const res = await fetch(url, init);
+        const text = await res.text();
+        bodies.push(text);
+        return new Response(text, { status: res.status, headers: res.headers });
+      };
+    const query = { limit: 1, path: 'aliases' };
+    const full = await (
+      await fetch(`${base}/api/v1/files?limit=1&path=aliases`, {
+        headers: { authorization: `Bearer ${h.ws.private_key}` },
+      })
+    ).json();
+    for (const older of [false, true]) {
+      const client = new Stowage({ baseUrl: base, apiKey: h.ws.private_key, fetch: watch(older) });
+      const page = await client.listFiles(query);
+      assert.equal(new URL(urls.at(-1)!).searchParams.get('aliases'), 'none');
+      assert.equal(Object.keys(JSON.parse(bodies.at(-1)!)).length, older ? 14 : 2, 'what the server sent');
+      assert.deepEqual(page, full, older ? 'an older server' : 'aliases=none');
+      assert.equal(page.meta.hasNext, true);
+      assert.equal(page.total_pages, 2);
+    }
+  });
+
   test('files, folders and sources, with errors as StowageError', async () => {
     const folder = await priv.createFolder('sdk-folder');
     const f = await priv.upload(new Blob([randomBytes(100)]), 'move-me.bin');

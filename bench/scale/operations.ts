@@ -25,7 +25,16 @@ export interface Operation {
   walkTo?: number;
 }
 
-const list = (query: string) => `/api/v1/files?limit=100${query}`;
+/**
+ * How the file lists are asked: the default answer (`full`: the records under files, items and
+ * data, for every SDK generation) or as Stowage's SDK asks (`own`: aliases=none, files and meta).
+ */
+export type ListForm = 'full' | 'own';
+
+export const listFormText = (form: ListForm) =>
+  form === 'own'
+    ? "File lists are asked with aliases=none, as Stowage's SDK asks: the records once, under files (with meta)."
+    : "File lists are asked in the default answer: the records three times, under files, items and data (the hosted SDKs' names); Stowage's SDK asks with aliases=none (--lists own).";
 
 /** The page the issue calls "page 5,000", or the last full page of a smaller workspace. */
 export const deepPage = (info: SeedInfo) => Math.max(1, Math.min(5000, Math.floor(info.workspaceFiles / 100)));
@@ -34,7 +43,8 @@ export const deepPage = (info: SeedInfo) => Math.max(1, Math.min(5000, Math.floo
 export const uploadFolder = (info: SeedInfo, run: string) =>
   `${info.uploadParent.path || 'Marketing'}/bench-uploads-${run}`;
 
-export function operations(info: SeedInfo, run: string): Operation[] {
+export function operations(info: SeedInfo, run: string, form: ListForm = 'full'): Operation[] {
+  const list = (query: string) => `/api/v1/files?limit=100${query}${form === 'own' ? '&aliases=none' : ''}`;
   const read: Target = { kind: 'p99', ms: info.dialect === 'postgres' ? 50 : 100 };
   const page = deepPage(info);
   const get = (lines: string[]) => ({ kind: 'get' as const, lines });

@@ -402,16 +402,22 @@ export class Stowage {
 
   // --- files and folders -----------------------------------------------------------------
 
+  /**
+   * A page of files. Asked with `aliases=none` (the page in Stowage's own names, a quarter of
+   * the bytes of the full answer); the other names (`items`, `data`, `total_count`, …) are put
+   * back here, so the page reads as the full answer does.
+   */
   async listFiles(
-    query: Partial<Omit<FileListQuery, 'tags'>> & { tags?: string[] | string } = {},
+    query: Partial<Omit<FileListQuery, 'tags' | 'aliases'>> & { tags?: string[] | string } = {},
     opts: RequestOptions = {},
-  ) {
+  ): Promise<FilePage> {
     const tags = Array.isArray(query.tags) ? query.tags.join(',') : query.tags;
-    return this.request<FilePage>('GET', '/api/v1/files', {
-      query: { ...query, tags },
+    const page = await this.request<Pick<FilePage, 'files' | 'meta'> & Partial<FilePage>>('GET', '/api/v1/files', {
+      query: { ...query, tags, aliases: 'none' },
       signal: opts.signal,
       raw: true,
     });
+    return withPageAliases(page);
   }
 
   /**
@@ -771,4 +777,30 @@ function sleep(ms: number, signal?: AbortSignal): Promise<void> {
     };
     signal?.addEventListener('abort', onAbort, { once: true });
   });
+}
+
+/**
+ * The full answer to GET /api/v1/files from the one asked with aliases=none: the names the
+ * hosted SDKs read, made from `files` and `meta` as the server makes them. A server that sent
+ * them (one older than aliases=none) is taken as it is.
+ */
+function withPageAliases(page: Pick<FilePage, 'files' | 'meta'> & Partial<FilePage>): FilePage {
+  if (page.items !== undefined && page.data !== undefined) return page as FilePage;
+  const { files, meta } = page;
+  return {
+    files,
+    items: files,
+    data: files,
+    meta,
+    next_cursor: meta.nextCursor,
+    page: meta.page,
+    current_page: meta.page,
+    limit: meta.limit,
+    total_count: meta.total,
+    total_results: meta.total,
+    total_pages: Math.ceil(meta.total / meta.limit),
+    is_page_next: meta.hasNext,
+    has_next: meta.hasNext,
+    has_next_page: meta.hasNext,
+  };
 }

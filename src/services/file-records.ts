@@ -50,12 +50,32 @@ export interface NewFile {
  * "my_photos") gets its underscore escaped ("w%5F100"): the URL names the folder, never a rendition.
  */
 export function deliveryPath(folderPath: string, name: string): string {
-  const segments = [...(folderPath ? folderPath.split('/') : []), name].map(encodeURIComponent);
+  return folderPath ? folderPrefix(folderPath) + encodeURIComponent(name) : encodeURIComponent(name);
+}
+
+/** Encoded folder paths ("a/b" → "a/b/"), remembered: a page's files share a few folders. */
+const folderPrefixes = new Map<string, string>();
+const FOLDER_PREFIXES = 2000;
+
+function folderPrefix(folderPath: string): string {
+  let prefix = folderPrefixes.get(folderPath);
+  if (prefix !== undefined) return prefix;
+  const segments = folderPath.split('/').map(encodeURIComponent);
   // By shape, as the signed-transformations gate reads it: "my_photos" is no transformation, but
   // a workspace that requires signatures would still ask one of its URL, so it is escaped too.
-  if (segments.length > 1 && isTokenSegment(segments[0])) segments[0] = segments[0].replace('_', '%5F');
-  return segments.join('/');
+  if (isTokenSegment(segments[0])) segments[0] = segments[0].replace('_', '%5F');
+  prefix = `${segments.join('/')}/`;
+  if (folderPrefixes.size >= FOLDER_PREFIXES) folderPrefixes.clear();
+  folderPrefixes.set(folderPath, prefix);
+  return prefix;
 }
+
+/**
+ * A delivery path that `new URL` takes as it is: only what encodeURIComponent leaves (and the
+ * tokens' commas and the slashes), and no "." or ".." segment, which it would resolve.
+ */
+const VERBATIM_PATH = /^[A-Za-z0-9\-_.!~*'()%,/]*$/;
+const DOT_SEGMENT = /(?:^|\/)\.\.?(?:\/|$)/;
 
 /**
  * The transformation of a record's `thumbnail`: an image fitted in 200 x 200; a video's poster
@@ -85,6 +105,8 @@ export class FileRecords {
   private readonly signer: DeliverySigner;
   private readonly privateUrlTtl: number;
   private readonly transformPolicy?: (workspaceId: string) => Promise<TransformPolicy>;
+  /** basePathname's answers, by base. */
+  private readonly basePaths = new Map<string, string | null>();
 
   constructor(deps: FileRecordsDeps) {
     this.publicUrl = deps.publicUrl;
@@ -105,9 +127,33 @@ export class FileRecords {
 
   /** A delivery URL; for a private file, signed and expiring. */
   deliveryUrl(workspaceId: string, path: string, isPrivate: boolean, ttlSeconds = this.privateUrlTtl): string {
-    const url = `${this.publicUrl}/${workspaceId}/${path}`;
+    const base = `${this.publicUrl}/${workspaceId}/`;
+    const url = base + path;
     if (!isPrivate) return url;
-    return this.signer.sign(url, Math.floor(Date.now() / 1000) + ttlSeconds);
+    const expires = Math.floor(Date.now() / 1000) + ttlSeconds;
+    // What signer.sign gives, without parsing the URL each time: when the base is a URL as
+    // `new URL` writes it and the path one it keeps as it is, the URL's pathname is the base's
+    // plus the path, and the signed URL the same URL with its query.
+    const basePath = this.basePathname(base);
+    if (basePath === null || !VERBATIM_PATH.test(path) || DOT_SEGMENT.test(path)) return this.signer.sign(url, expires);
+    return `${url}?expires=${expires}&signature=${this.signer.signature(basePath + path, expires)}`;
+  }
+
+  /** The pathname of `base` (publicUrl/workspace/), or null when `new URL` would rewrite it. */
+  private basePathname(base: string): string | null {
+    let known = this.basePaths.get(base);
+    if (known === undefined) {
+      let u: URL | undefined;
+      try {
+        u = new URL(base);
+      } catch {
+        u = undefined;
+      }
+      known = u && u.href === base && u.search === '' && u.hash === '' ? u.pathname : null;
+      if (this.basePaths.size >= 1000) this.basePaths.clear();
+      this.basePaths.set(base, known);
+    }
+    return known;
   }
 
   /**

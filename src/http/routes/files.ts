@@ -45,7 +45,8 @@ export async function fileRoutes(
         summary: 'List files',
         description:
           'Filters: folder_no, path, search (name, case-insensitive), tags (comma list, all must match), type (image, video, audio, document, other), created_after/created_before, custom_id. Order is total: ties are broken by id. ' +
-          'Every answer carries X-Snapshot; send it back as snapshot to page without files added since shifting the pages.',
+          'Every answer carries X-Snapshot; send it back as snapshot to page without files added since shifting the pages. ' +
+          'aliases=none answers files and meta only (no items, data, page, total_count, …).',
         querystring: FileListQuery,
         response: {
           200: FilePage,
@@ -57,6 +58,14 @@ export async function fileRoutes(
       // X-Snapshot: the instant this page describes; a later page sent with it ignores newer files.
       const { snapshot, files: records, meta } = await files.list(ws(request), request.query);
       reply.header('x-snapshot', snapshot);
+      // The records are built field by field to the FileRecord schema (file-records.ts `view`)
+      // and encoded once, sent as bytes.
+      const list = Buffer.from(JSON.stringify(records));
+      if (request.query.aliases === 'none')
+        return sendJsonBytes(
+          reply,
+          Buffer.concat([Buffer.from('{"files":'), list, Buffer.from(`,"meta":${JSON.stringify(meta)}}`)]),
+        );
       const { page, limit, total, hasNext } = meta;
       const rest: Omit<FilePage, 'files' | 'items' | 'data'> = {
         meta,
@@ -72,10 +81,8 @@ export async function fileRoutes(
         has_next_page: hasNext,
       };
       // The page's records go out three times (files, items, data: the names different SDK
-      // generations read), about 3.5 KB each: encoded once and sent as bytes, which took a
-      // 100-file page from two serialisations and a UTF-8 pass over ~350 KB to one of ~115 KB.
-      // The records are built field by field to the FileRecord schema (file-records.ts `view`).
-      const list = Buffer.from(JSON.stringify(records));
+      // generations read), about 3.5 KB each: encoded once and sent as bytes, which took a 100-file
+      // page from two serialisations and a UTF-8 pass over ~350 KB to one of ~115 KB.
       const body = Buffer.concat([
         Buffer.from('{"files":'),
         list,
