@@ -7,7 +7,6 @@
 // removes its folder. Sealing is the shared PartWriteGate (storage/part-writes.ts).
 import { randomUUID } from 'node:crypto';
 import { type FileHandle, mkdir, open, readdir, readFile, rename, rm } from 'node:fs/promises';
-import { read, write } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -133,16 +132,16 @@ export class LocalMultipart {
     const offset = (partNumber - 1) * meta.partSize;
     if (partNumber < 1 || offset + length > meta.size)
       throw new PartLengthError(Math.max(0, meta.size - offset), length);
-    return this.withOpen(uploadId, join(dir, 'data'), async (fd, flush) => {
+    return this.withOpen(uploadId, join(dir, 'data'), async (fh, flush) => {
       const slot = meta.table ? slotOffset(meta.size, partNumber) : undefined;
       const recordPath = join(dir, `part-${partNumber}.json`);
       // The part is not done until its record is written again, so a failed re-upload never
       // leaves an old record describing new, half-written bytes (flushed first: a power cut
       // must not find the old record over new bytes).
       if (slot === undefined) await rm(recordPath, { force: true });
-      else if (decodeSlot(await readAt(fd, SLOT, slot), partNumber)) {
-        await writeAt(fd, EMPTY_SLOT, slot);
-        if (this.fsync) await flush.flush(fd);
+      else if (decodeSlot((await fh.read(Buffer.alloc(SLOT), 0, SLOT, slot)).buffer, partNumber)) {
+        await writeSlot(fh, EMPTY_SLOT, slot);
+        if (this.fsync) await flush.flush(fh.fd);
       }
       // The ETag is a content hash of the part: XXH3-64 in hex, computed as the bytes pass (about
       // 10 GB/s, so it costs the event loop next to nothing; a second SHA-256 pass over every part
@@ -167,8 +166,8 @@ export class LocalMultipart {
       // power cut could take.
       if (slot === undefined) await writeAtomic(recordPath, JSON.stringify(part), this.fsync);
       else {
-        await writeAt(fd, encodeSlot(part), slot);
-        if (this.fsync) await flush.flush(fd);
+        await writeSlot(fh, encodeSlot(part), slot);
+        if (this.fsync) await flush.flush(fh.fd);
       }
       return part;
     });
@@ -181,7 +180,7 @@ export class LocalMultipart {
   private async withOpen<T>(
     uploadId: string,
     path: string,
-    fn: (fd: number, flush: SharedFlush) => Promise<T>,
+    fn: (fh: FileHandle, flush: SharedFlush) => Promise<T>,
   ): Promise<T> {
     let session = this.open.get(uploadId);
     if (!session) {
@@ -191,8 +190,7 @@ export class LocalMultipart {
     }
     session.users++;
     try {
-      const fh = await session.file;
-      return await fn(fh.fd, session.flush);
+      return await fn(await session.file, session.flush);
     } finally {
       if (--session.users === 0) {
         this.open.delete(uploadId);
@@ -291,17 +289,7 @@ async function writeAtomic(path: string, text: string, sync: boolean): Promise<v
   }
 }
 
-function readAt(fd: number, length: number, position: number): Promise<Buffer> {
-  const buf = Buffer.alloc(length);
-  return new Promise((resolve, reject) =>
-    read(fd, buf, 0, length, position, (err, n) => (err ? reject(err) : resolve(buf.subarray(0, n)))),
-  );
-}
-
-function writeAt(fd: number, buf: Buffer, position: number): Promise<void> {
-  return new Promise((resolve, reject) =>
-    write(fd, buf, 0, buf.length, position, (err, n) =>
-      err ? reject(err) : n < buf.length ? reject(new Error('short write of a part record')) : resolve(),
-    ),
-  );
+async function writeSlot(fh: FileHandle, slot: Buffer, position: number): Promise<void> {
+  const { bytesWritten } = await fh.write(slot, 0, slot.length, position);
+  if (bytesWritten < slot.length) throw new Error('short write of a part record');
 }
