@@ -12,7 +12,7 @@ import { Readable } from 'node:stream';
 import { after, describe, test } from 'node:test';
 import type { PartInfo } from '../src/storage/driver.ts';
 import { LocalStorage } from '../src/storage/local.ts';
-import { dirsToSync, SharedFlush, syncDirs } from '../src/storage/file-sink.ts';
+import { dirsToSync, renameMakingDirs, SharedFlush, syncDirs } from '../src/storage/file-sink.ts';
 import { decodeSlot, decodeTable, EMPTY_SLOT, encodeSlot, SLOT, slotOffset } from '../src/storage/part-table.ts';
 
 const MiB = 1024 * 1024;
@@ -192,5 +192,23 @@ describe('syncDirs', () => {
     assert.equal(created, base);
     await syncDirs(join(base, 'a', 'b'), created); // opens and fsyncs real folders, up to root
     await assert.rejects(syncDirs(join(base, 'missing')), /ENOENT/);
+  });
+
+  test('renameMakingDirs makes the target folder only when it is missing, and says which it made', async () => {
+    const base = join(root, 'rename');
+    await mkdir(base, { recursive: true });
+    const one = join(base, 'one.tmp');
+    writeFileSync(one, 'first');
+    // Into folders that do not exist yet: made, and the first one made is named for syncDirs.
+    assert.equal(await renameMakingDirs(one, join(base, 'ws', 'blobs', 'a')), join(base, 'ws'));
+    assert.equal(readFileSync(join(base, 'ws', 'blobs', 'a'), 'utf8'), 'first');
+    // Into a folder that exists: nothing made.
+    const two = join(base, 'two.tmp');
+    writeFileSync(two, 'second');
+    assert.equal(await renameMakingDirs(two, join(base, 'ws', 'blobs', 'b')), undefined);
+    assert.equal(readFileSync(join(base, 'ws', 'blobs', 'b'), 'utf8'), 'second');
+    // A source that is gone is still an error, after the folder was tried.
+    await assert.rejects(renameMakingDirs(join(base, 'gone.tmp'), join(base, 'ws', 'new', 'c')), /ENOENT/);
+    assert.equal(readdirSync(join(base, 'ws')).sort().join(','), 'blobs,new');
   });
 });

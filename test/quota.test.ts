@@ -179,6 +179,79 @@ for (const dialect of DIALECTS) {
       }
     });
 
+    test('parallel uploads of the same new bytes under distinct names: every one stored, one blob', async () => {
+      const data = randomBytes(256 * 1024);
+      const results = await Promise.all(Array.from({ length: 8 }, (_, i) => direct(data, `twin${i}.bin`)));
+      try {
+        assert.deepEqual(
+          results.map((r) => r.status),
+          results.map(() => 201),
+          JSON.stringify(results.filter((r) => r.status !== 201).map((r) => r.body)),
+        );
+        assert.equal(new Set(results.map((r) => r.body.hash)).size, 1);
+        assert.equal(results.filter((r) => r.body.is_duplicate === false).length, 1, 'one upload stored the bytes');
+        const u = await usage();
+        assert.deepEqual(u, { used: data.length, reserved: 0 });
+        assert.equal(await blobsTotal(), data.length);
+      } finally {
+        await clearFiles();
+      }
+    });
+
+    test('a quota set while an upload streams holds at its commit: 402, nothing charged, nothing left', async () => {
+      await setQuota(null);
+      const boundary = 'quota-boundary';
+      const head = Buffer.from(
+        `--${boundary}\r\nContent-Disposition: form-data; name="file_name"\r\n\r\nlate.bin\r\n` +
+          `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="late.bin"\r\n` +
+          'Content-Type: application/octet-stream\r\n\r\n',
+      );
+      let release!: () => void;
+      const gate = new Promise<void>((r) => (release = r));
+      let sentHalf!: () => void;
+      const halfSent = new Promise<void>((r) => (sentHalf = r));
+      const body = new ReadableStream<Uint8Array>({
+        async start(controller) {
+          controller.enqueue(new Uint8Array(head));
+          controller.enqueue(new Uint8Array(randomBytes(MiB)));
+          sentHalf();
+          await gate;
+          controller.enqueue(new Uint8Array(randomBytes(MiB)));
+          controller.enqueue(new Uint8Array(Buffer.from(`\r\n--${boundary}--\r\n`)));
+          controller.close();
+        },
+      });
+      // No Content-Length (chunked) and no quota when it starts: nothing is reserved up front.
+      const pending = fetch(`${base}/api/v1/uploads`, {
+        method: 'POST',
+        body,
+        duplex: 'half',
+        headers: { 'x-api-key': h.ws.private_key, 'content-type': `multipart/form-data; boundary=${boundary}` },
+      } as RequestInit);
+      try {
+        await halfSent;
+        await new Promise((r) => setTimeout(r, 200));
+        // The key was checked with no quota in force; the commit must see this one.
+        await setQuota(MiB);
+        release();
+        const res = await pending;
+        const answer = (await res.json()) as any;
+        assert.equal(res.status, 402, JSON.stringify(answer));
+        assert.deepEqual(await usage(), { used: 0, reserved: 0 });
+        assert.equal(await blobsTotal(), 0);
+        assert.equal(
+          (await h.services.db.kysely.selectFrom('storage_intents').select('storage_key').execute()).length,
+          0,
+          'the intent went with the refused bytes',
+        );
+        assert.equal((await h.services.files.list(h.ws.workspace_id, { page: 1, limit: 10 })).files.length, 0);
+      } finally {
+        release();
+        await setQuota(null);
+        await clearFiles();
+      }
+    });
+
     test('an upload that died holding a reservation: the sweeper gives it back', async () => {
       await setQuota(10 * MiB);
       try {

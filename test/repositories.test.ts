@@ -184,6 +184,10 @@ for (const dialect of DIALECTS) {
           type: 'private',
           allowed_origins: null,
           webhook_origins: null,
+          quota_bytes: null,
+          max_file_size: null,
+          used_bytes: 0,
+          reserved_bytes: 0,
         });
         // The compiled lookup is reused: other parameters give other rows.
         assert.equal((await repo.keyInForceByHash(pub1.key_hash, now))?.id, pub1.id);

@@ -10,6 +10,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import SQLite from 'better-sqlite3';
 import { type Generated, type Kysely, sql } from 'kysely';
 import { type Db, inTransaction, openDatabase } from '../src/db/database.ts';
+import { asPointRead } from '../src/db/sqlite-readers.ts';
 
 interface TestDb {
   t: { id: Generated<number>; v: string | null; big: number | null; r: number | null; b: Buffer | null };
@@ -111,6 +112,22 @@ describe('SQLite reader threads', () => {
       assert.equal(n, i + 1);
     }
     assert.equal(db.readers!.stats().served, served + 600, 'all reads went to readers');
+  });
+
+  test('a point read (the API-key check) stays on the main connection; other reads go to threads', async () => {
+    const { db, k } = await open(2);
+    await k.insertInto('t').values({ v: 'key' }).execute();
+    const point = asPointRead(k.selectFrom('t').select('v').where('id', '=', 1).compile());
+    const served = db.readers!.stats().served;
+    for (let i = 0; i < 20; i++) {
+      // As WorkspaceRepository does: the compiled query again with its parameters.
+      const { rows } = await k.executeQuery({ ...point, parameters: [1] });
+      assert.deepEqual(rows, [{ v: 'key' }]);
+    }
+    assert.equal(db.readers!.stats().served, served, 'no point read went to a thread');
+    const { rows } = await k.executeQuery(k.selectFrom('t').select('v').where('id', '=', 1).compile());
+    assert.deepEqual(rows, [{ v: 'key' }]);
+    assert.equal(db.readers!.stats().served, served + 1, 'the same read, unmarked, did');
   });
 
   test('in a transaction reads see its own writes; outside, readers see only what is committed', async () => {

@@ -4,6 +4,7 @@
 // caller's transaction (`in(trx)`), so that an upload's commit stays one transaction.
 import { type Kysely, sql } from 'kysely';
 import { nowIso } from './database.ts';
+import { flavourOf } from './derived.ts';
 import type { BlobRow, Database } from './schema.ts';
 
 /** The quota settings and counters of a workspace, as numbers. */
@@ -52,15 +53,6 @@ export class BlobRepository {
       usedBytes: Number(ws.used_bytes),
       reservedBytes: Number(ws.reserved_bytes),
     };
-  }
-
-  async quotaBytes(workspaceId: string): Promise<number | null> {
-    const ws = await this.q
-      .selectFrom('workspaces')
-      .select('quota_bytes')
-      .where('id', '=', workspaceId)
-      .executeTakeFirstOrThrow();
-    return orNull(ws.quota_bytes);
   }
 
   async recordIntent(workspaceId: string, key: string, reason: string): Promise<void> {
@@ -186,21 +178,65 @@ export class BlobRepository {
   }
 
   /**
-   * Adds `bytes` to the workspace's usage if used + reserved + bytes stays within `quotaBytes`
-   * (always, without a quota). False when it does not fit.
+   * Adds `bytes` to the workspace's usage if used + reserved + bytes stays within the workspace's
+   * quota as it stands now (always, without a quota). False when it does not fit.
    */
-  async chargeUsage(workspaceId: string, bytes: number, quotaBytes: number | null): Promise<boolean> {
+  async chargeUsage(workspaceId: string, bytes: number): Promise<boolean> {
     const charged = await this.q
       .updateTable('workspaces')
       .set((eb) => ({ used_bytes: eb('used_bytes', '+', bytes) }))
       .where('id', '=', workspaceId)
-      .where(
-        quotaBytes === null
-          ? sql<boolean>`1 = 1`
-          : sql<boolean>`used_bytes + reserved_bytes + ${bytes} <= ${quotaBytes}`,
-      )
+      .where(sql<boolean>`(quota_bytes is null or used_bytes + reserved_bytes + ${bytes} <= quota_bytes)`)
       .executeTakeFirst();
     return Number(charged.numUpdatedRows) > 0;
+  }
+
+  /**
+   * Makes the staged object under `blob.storage_key` the blob `blob`, unless the workspace already
+   * has a blob of these bytes ('exists': nothing changed; the caller takes that blob instead). The
+   * intent goes, the quota it held is given back and the blob's size charged instead (checked
+   * against the workspace's quota as it is now, counting every other upload's reservation), and
+   * the row is written. 'over-quota' when the bytes do not fit: the caller then throws, and its
+   * transaction's rollback undoes the rest. Run it in a transaction.
+   *
+   * PostgreSQL does it in one statement (each one is a round trip there), the insert first: a blob
+   * of the same bytes committed at the same moment by another upload makes it do nothing instead
+   * of failing the transaction on blobs_workspace_sha_uq. SQLite runs one writer at a time, so a
+   * lookup first and three plain statements in the caller's transaction do the same.
+   */
+  async adopt(blob: BlobRow): Promise<'adopted' | 'over-quota' | 'exists'> {
+    if (flavourOf(this.q) === 'sqlite') {
+      if (await this.findBySha256(blob.workspace_id, blob.sha256)) return 'exists';
+      await this.dropIntent(blob.storage_key);
+      if (!(await this.chargeUsage(blob.workspace_id, Number(blob.size)))) return 'over-quota';
+      await this.insert(blob);
+      return 'adopted';
+    }
+    const { rows } = await sql<{ inserted: number | string; charged: number | string }>`
+      with ins as (
+        insert into blobs (id, workspace_id, sha256, size, storage_key, created_at)
+        values (${blob.id}, ${blob.workspace_id}, ${blob.sha256}, ${blob.size}, ${blob.storage_key}, ${blob.created_at})
+        on conflict (workspace_id, sha256) do nothing
+        returning id
+      ), gone as (
+        delete from storage_intents
+         where storage_key = ${blob.storage_key} and exists (select 1 from ins)
+        returning reserved_bytes
+      ), held as (
+        select coalesce((select reserved_bytes from gone), 0) as bytes
+      ), charged as (
+        update workspaces
+           set used_bytes = used_bytes + ${blob.size}::bigint,
+               reserved_bytes = reserved_bytes - (select bytes from held)
+         where id = ${blob.workspace_id}
+           and exists (select 1 from ins)
+           and (quota_bytes is null
+                or used_bytes + reserved_bytes - (select bytes from held) + ${blob.size}::bigint <= quota_bytes)
+        returning id
+      )
+      select (select count(*) from ins) as inserted, (select count(*) from charged) as charged`.execute(this.q);
+    if (Number(rows[0]?.inserted) === 0) return 'exists';
+    return Number(rows[0]?.charged) === 1 ? 'adopted' : 'over-quota';
   }
 
   async creditUsage(workspaceId: string, bytes: number): Promise<void> {

@@ -2,6 +2,7 @@
 // first start, and the lookup of keys in force that every authenticated request makes.
 import type { CompiledQuery, Insertable, Kysely, Updateable } from 'kysely';
 import type { ApiKeyRow, ApiKeyTable, Database, Workspace, WorkspaceTable } from './schema.ts';
+import { asPointRead } from './sqlite-readers.ts';
 
 /** A key in force with what a principal needs: its workspace and that workspace's origins. */
 export interface KeyInForce {
@@ -10,6 +11,11 @@ export interface KeyInForce {
   type: ApiKeyRow['type'];
   allowed_origins: string | null;
   webhook_origins: string | null;
+  /** The workspace's limits and counters as read with the key (an upload's first check uses them). */
+  quota_bytes: number | string | null;
+  max_file_size: number | string | null;
+  used_bytes: number | string;
+  reserved_bytes: number | string;
 }
 
 export type WorkspaceChanges = Omit<Updateable<WorkspaceTable>, 'id' | 'created_at'>;
@@ -201,7 +207,7 @@ export class WorkspaceRepository {
 
   /** The key with this hash, if it is in force at `now`. */
   async keyInForceByHash(hash: string, now: string): Promise<KeyInForce | undefined> {
-    this.byHashQuery ??= this.keysInForce('$now').where('api_keys.key_hash', '=', '$hash').compile();
+    this.byHashQuery ??= asPointRead(this.keysInForce('$now').where('api_keys.key_hash', '=', '$hash').compile());
     const values: Record<string, unknown> = { $hash: hash, $now: now };
     const parameters = this.byHashQuery.parameters.map((p) => (typeof p === 'string' && p in values ? values[p] : p));
     const { rows } = await this.db.executeQuery<KeyInForce>({ ...this.byHashQuery, parameters });
@@ -224,6 +230,10 @@ export class WorkspaceRepository {
         'api_keys.type',
         'workspaces.allowed_origins',
         'workspaces.webhook_origins',
+        'workspaces.quota_bytes',
+        'workspaces.max_file_size',
+        'workspaces.used_bytes',
+        'workspaces.reserved_bytes',
       ])
       .where((eb) => eb.or([eb('api_keys.revoked_at', 'is', null), eb('api_keys.revoked_at', '>', now)]));
   }

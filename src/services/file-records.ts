@@ -186,22 +186,11 @@ export class FileRecords {
     };
     // Inserted unless the name is taken (ON CONFLICT DO NOTHING, on both dialects), so two
     // uploads of one name at once never fail on the unique index: the second one sees the
-    // first and replaces it, or takes another name.
+    // first and replaces it, or takes another name. The insert comes first, so a free name
+    // (the usual case) costs one statement; only a taken one is looked up.
     const files = new FileRepository(trx);
     let name = f.name;
     for (let attempt = 0; attempt < 8; attempt++) {
-      const existing = await files.byName(f.workspaceId, f.folder?.id ?? null, name);
-      if (existing && f.onNameTaken === 'replace') {
-        await files.update(existing.id, content);
-        return {
-          row: { ...existing, ...content, folder_path: folderPath },
-          replacedBlobId: existing.blob_id === f.blob.id ? null : existing.blob_id,
-        };
-      }
-      if (existing && f.onNameTaken !== 'replace') {
-        name = f.onNameTaken(f.name);
-        continue;
-      }
       const row: FileRow = {
         id: newUuid(),
         file_no: newShortId(),
@@ -213,6 +202,18 @@ export class FileRecords {
         ...content,
       };
       if (await files.insertIfNameFree(row)) return { row: { ...row, folder_path: folderPath }, replacedBlobId: null };
+      const existing = await files.byName(f.workspaceId, f.folder?.id ?? null, name);
+      // Gone again since (deleted or renamed meanwhile), or the new row's id or file_no was the
+      // one taken: the next round inserts afresh.
+      if (!existing) continue;
+      if (f.onNameTaken === 'replace') {
+        await files.update(existing.id, content);
+        return {
+          row: { ...existing, ...content, folder_path: folderPath },
+          replacedBlobId: existing.blob_id === f.blob.id ? null : existing.blob_id,
+        };
+      }
+      name = f.onNameTaken(f.name);
     }
     throw errors.fileNameTaken();
   }

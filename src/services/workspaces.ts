@@ -12,6 +12,7 @@ import {
   newWebhookSecret,
 } from '../crypto/ids.ts';
 import type { SecretBox } from '../crypto/secret-box.ts';
+import type { WorkspaceQuota } from '../db/blobs.ts';
 import { type Db, inTransaction, isUniqueViolation, nowIso } from '../db/database.ts';
 import type { ApiKeyRow } from '../db/schema.ts';
 import { type KeyInForce, WorkspaceRepository } from '../db/workspaces.ts';
@@ -26,6 +27,12 @@ export interface Principal {
   allowedOrigins: string[];
   /** Origins public-key uploads may send webhooks to; empty = none. */
   webhookOrigins: string[];
+  /**
+   * The workspace's quota settings and counters as read with the key, in the same statement: an
+   * upload's first check ("already full?", the size limit) uses them instead of reading them
+   * again. Every check that must hold is made again atomically when bytes are reserved and charged.
+   */
+  quota?: WorkspaceQuota;
 }
 
 /** GET/PATCH /api/v1/workspace: the settings a private key may read and change (the contract's). */
@@ -406,6 +413,12 @@ function principalFrom(row: KeyInForce): Principal {
     keyType: row.type,
     allowedOrigins: loadOrigins(row.allowed_origins),
     webhookOrigins: loadOrigins(row.webhook_origins),
+    quota: {
+      quotaBytes: row.quota_bytes === null ? null : Number(row.quota_bytes),
+      maxFileSize: row.max_file_size === null ? null : Number(row.max_file_size),
+      usedBytes: Number(row.used_bytes),
+      reservedBytes: Number(row.reserved_bytes),
+    },
   };
 }
 

@@ -3,7 +3,7 @@
 // with fdatasync (in the background as it goes, then the tail at the end), and each written
 // range is reported so a hashing thread can read it.
 import { close, fdatasync, open as fsOpen, writev } from 'node:fs';
-import { open as openFile } from 'node:fs/promises';
+import { mkdir, open as openFile, rename } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { Writable } from 'node:stream';
 
@@ -253,6 +253,24 @@ export async function syncDirs(dir: string, created?: string): Promise<void> {
       }
     }),
   );
+}
+
+/**
+ * Renames `from` to `to`, making `to`'s folder first only when it is missing (the rename says
+ * ENOENT): after a workspace's first upload its folder exists, and a `mkdir` on every upload was
+ * a system call for nothing. Returns what `mkdir(recursive)` answers (the first folder it made),
+ * for `syncDirs`.
+ */
+export async function renameMakingDirs(from: string, to: string): Promise<string | undefined> {
+  try {
+    await rename(from, to);
+    return undefined;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
+  const created = await mkdir(dirname(to), { recursive: true });
+  await rename(from, to);
+  return created;
 }
 
 /** `dir`, then each parent up to the one that holds `created` (see syncDirs). */

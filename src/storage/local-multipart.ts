@@ -12,7 +12,7 @@ import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { mapDiskFull } from './disk-full.ts';
 import { ObjectNotFoundError, type PartInfo, PartLengthError } from './driver.ts';
-import { FileSink, SharedFlush, syncDirs } from './file-sink.ts';
+import { FileSink, renameMakingDirs, SharedFlush, syncDirs } from './file-sink.ts';
 import { decodeSlot, decodeTable, EMPTY_SLOT, encodeSlot, partCountOf, SLOT, slotOffset } from './part-table.ts';
 import { PartWriteGate, partMeter } from './part-writes.ts';
 
@@ -254,8 +254,7 @@ export class LocalMultipart {
     } finally {
       await fh.close();
     }
-    const created = await mkdir(dirname(target), { recursive: true });
-    await rename(join(dir, 'data'), target);
+    const created = await renameMakingDirs(join(dir, 'data'), target);
     if (this.fsync) await syncDirs(dirname(target), created);
     this.metas.delete(uploadId);
     await rm(dir, { recursive: true, force: true });

@@ -10,7 +10,7 @@
 // both use is storage/file-sink.ts.
 import { randomUUID } from 'node:crypto';
 import type { Dirent } from 'node:fs';
-import { mkdir, open, readdir, rename, rm, stat, statfs, writeFile } from 'node:fs/promises';
+import { mkdir, open, readdir, rm, stat, statfs, writeFile } from 'node:fs/promises';
 import { dirname, join, relative, sep } from 'node:path';
 import { type Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -25,7 +25,7 @@ import {
   type PartInfo,
   type StorageDriver,
 } from './driver.ts';
-import { FileSink, syncDirs } from './file-sink.ts';
+import { FileSink, renameMakingDirs, syncDirs } from './file-sink.ts';
 import { LocalMultipart } from './local-multipart.ts';
 
 /** Kept here as well: where code and comments have long found it. */
@@ -115,8 +115,7 @@ export class LocalStorage implements StorageDriver, MultipartStorage {
       await pipeline(body, counter, sink, { signal: opts.signal });
       // The thread reads the file by its temporary name: done before the rename.
       const sha256 = await job?.digest();
-      const created = await mkdir(dirname(target), { recursive: true });
-      await rename(temp, target);
+      const created = await renameMakingDirs(temp, target);
       if (this.fsync && opts.durable !== false) await syncDirs(dirname(target), created);
       return { size, sha256 };
     } catch (err) {

@@ -69,29 +69,29 @@ export class BlobStore {
    * already had them, that blob is returned and `duplicate` is true; the caller then
    * discards the staged object after the transaction commits.
    */
-  async commit(
-    trx: Kysely<Database>,
-    staged: Staged,
-    quotaBytes: number | null,
-  ): Promise<{ blob: BlobRow; duplicate: boolean }> {
+  async commit(trx: Kysely<Database>, staged: Staged): Promise<{ blob: BlobRow; duplicate: boolean }> {
     const blobs = this.repo.in(trx);
-    const existing = await blobs.findBySha256(staged.workspaceId, staged.sha256);
-    // A duplicate keeps its intent (and reservation) until the caller discards the new object.
-    if (existing) return { blob: existing, duplicate: true };
-    // The reservation becomes usage; the quota is checked again here, atomically with the
-    // accounting, counting every other upload's reservation.
-    await blobs.dropIntent(staged.key);
-    if (!(await blobs.chargeUsage(staged.workspaceId, staged.size, quotaBytes))) throw errors.storageLimitExceeded();
-    const blob: BlobRow = {
-      id: newUuid(),
-      workspace_id: staged.workspaceId,
-      sha256: staged.sha256,
-      size: staged.size,
-      storage_key: staged.key,
-      created_at: nowIso(),
-    };
-    await blobs.insert(blob);
-    return { blob, duplicate: false };
+    // A blob of these bytes can go between 'exists' and the lookup (its last file deleted): then
+    // these bytes are adopted after all, on the next round.
+    for (let round = 0; round < 3; round++) {
+      const blob: BlobRow = {
+        id: newUuid(),
+        workspace_id: staged.workspaceId,
+        sha256: staged.sha256,
+        size: staged.size,
+        storage_key: staged.key,
+        created_at: nowIso(),
+      };
+      // The reservation becomes usage; the quota is checked again here, atomically with the
+      // accounting, against the workspace's quota as it is now and every other upload's reservation.
+      const outcome = await blobs.adopt(blob);
+      if (outcome === 'over-quota') throw errors.storageLimitExceeded();
+      if (outcome === 'adopted') return { blob, duplicate: false };
+      const existing = await blobs.findBySha256(staged.workspaceId, staged.sha256);
+      // A duplicate keeps its intent (and reservation) until the caller discards the new object.
+      if (existing) return { blob: existing, duplicate: true };
+    }
+    throw new Error('the blob of these bytes kept appearing and going');
   }
 
   /** Drops a staged object that no blob owns (refused upload, or a duplicate). */

@@ -8,7 +8,6 @@
 // released blobs go and the upload is announced (events.ts). On failure nothing is left behind.
 import type { DomainEvents } from '../events.ts';
 import type { Kysely } from 'kysely';
-import type { BlobRepository } from '../db/blobs.ts';
 import { type Db, inTransaction } from '../db/database.ts';
 import type { Database, FileRow, FolderRow } from '../db/schema.ts';
 import { detect, extensionOf } from '../media/detect.ts';
@@ -28,7 +27,6 @@ import { type TransformDeps, transformStaged } from './transform.ts';
 export interface CommitDeps {
   db: Db;
   blobs: BlobStore;
-  repo: Pick<BlobRepository, 'quotaBytes'>;
   records: FileRecords;
   webhooks?: WebhookService;
   guard?: OutboundGuard;
@@ -72,7 +70,6 @@ export async function commitUpload(
     const detected = await detect(current.head, name);
     // Bounded by the probe budget; a failed probe leaves the media fields null, nothing more.
     const probed = deps.media ? await probeStored(deps.media, current.key, detected.mime_type, current.size) : null;
-    const quotaBytes = await deps.repo.quotaBytes(current.workspaceId);
     let released: string | null = null;
     let duplicate = false;
     let folder: FolderRow | null = null;
@@ -81,7 +78,7 @@ export async function commitUpload(
     const transformKey = await records.transformKey(current.workspaceId);
     const row = await inTransaction(deps.db.kysely, async (trx) => {
       folder = await ensureFolderPath(trx, current.workspaceId, opts.folder);
-      const committed = await blobs.commit(trx, current, quotaBytes);
+      const committed = await blobs.commit(trx, current);
       duplicate = committed.duplicate;
       sha256 = committed.blob.sha256;
       const { row, replacedBlobId } = await records.createOrReplace(trx, {

@@ -148,13 +148,15 @@ export class UploadTokenService {
    * it lets the uploader override (token-policy.ts). The upload adds a file, never replaces one.
    */
   async upload(
-    resolved: { row: UploadTokenRow; policy: TokenPolicy },
+    resolved: { row: UploadTokenRow; policy: TokenPolicy; principal?: Principal },
     body: Readable,
     sent: TokenUpload,
   ): Promise<FileRecord> {
     const { row, policy } = resolved;
     const options = tokenUploadOptions(policy, sent);
-    const limits = await this.uploads.limits(row.workspace_id);
+    // The workspace's figures came with the minting key's check (resolve): not read again.
+    const known = resolved.principal?.quota;
+    const limits = await this.uploads.limits(row.workspace_id, known);
     const maxFileSize = Math.min(limits.maxFileSize, Number(policy.max_file_size));
     if (sent.contentLength !== undefined && sent.contentLength > maxFileSize) throw errors.fileTooLarge(maxFileSize);
 
@@ -174,6 +176,7 @@ export class UploadTokenService {
       const staged = await this.uploads.stage(row.workspace_id, body, {
         maxFileSize,
         expectedBytes: sent.contentLength,
+        known,
       });
       return await this.uploads.finish(staged, options, 'token', {
         inTransaction: (trx, file) => this.repo.in(trx).markUsed(row.id, file.id),

@@ -3,7 +3,7 @@
 // into a file record (commit.ts).
 import type { DomainEvents } from '../events.ts';
 import type { Readable } from 'node:stream';
-import { BlobRepository } from '../db/blobs.ts';
+import { BlobRepository, type WorkspaceQuota } from '../db/blobs.ts';
 import type { Db } from '../db/database.ts';
 import { errors } from '../errors.ts';
 import type { OutboundGuard } from '../outbound/guard.ts';
@@ -47,7 +47,6 @@ export class UploadService {
     this.commitDeps = {
       db,
       blobs,
-      repo: this.repo,
       records,
       webhooks,
       guard,
@@ -67,9 +66,12 @@ export class UploadService {
     return checkWebhookTarget(this.deps.guard, url);
   }
 
-  /** The limits for the next upload to this workspace; 402 at once when it is already full. */
-  async limits(workspaceId: string): Promise<StageLimits & { quotaBytes: number | null }> {
-    const ws = await this.repo.workspaceQuota(workspaceId);
+  /**
+   * The limits for the next upload to this workspace; 402 at once when it is already full.
+   * `known`: the workspace's figures read moments ago in this request (with its key), not read again.
+   */
+  async limits(workspaceId: string, known?: WorkspaceQuota): Promise<StageLimits & { quotaBytes: number | null }> {
+    const ws = known ?? (await this.repo.workspaceQuota(workspaceId));
     // Bytes promised to uploads in progress count as taken.
     if (ws.quotaBytes !== null && ws.usedBytes + ws.reservedBytes >= ws.quotaBytes) throw errors.storageLimitExceeded();
     return { maxFileSize: ws.maxFileSize ?? this.deps.limits.maxFileSize, quotaBytes: ws.quotaBytes };
@@ -82,9 +84,9 @@ export class UploadService {
   async stage(
     workspaceId: string,
     body: Readable,
-    opts: { signal?: AbortSignal; maxFileSize?: number; expectedBytes?: number } = {},
+    opts: { signal?: AbortSignal; maxFileSize?: number; expectedBytes?: number; known?: WorkspaceQuota } = {},
   ): Promise<Staged> {
-    const limits = await this.limits(workspaceId);
+    const limits = await this.limits(workspaceId, opts.known);
     if (opts.maxFileSize !== undefined) limits.maxFileSize = Math.min(limits.maxFileSize, opts.maxFileSize);
     return this.deps.blobs.stage(workspaceId, body, { ...limits, expectedBytes: opts.expectedBytes }, opts.signal);
   }

@@ -71,6 +71,7 @@ export async function uploadRoutes(app: FastifyInstance, opts: { uploads: Upload
             // The whole request's length bounds the file: with a quota, it is reserved up front.
             staged = await uploads.stage(workspaceId, part.file, {
               expectedBytes: Number(request.headers['content-length']) || undefined,
+              known: principal.quota,
             });
           } else {
             if (part.valueTruncated || part.fieldnameTruncated) throw errors.fieldTooLarge(part.fieldname);
