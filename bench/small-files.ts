@@ -104,29 +104,31 @@ async function compare(database: string, contenders: Contender[]): Promise<[stri
   });
 }
 
+/** A baseline server script on `db` ('sqlite' or a PostgreSQL URL) with its files in `dir`, removed when it stops. */
+async function startBaseline(script: string, db: string, dir: string, headers: Record<string, string>) {
+  const proc = await startProcess(
+    [script],
+    { BENCH_DIR: dir, BENCH_DB: db, BENCH_FSYNC: FSYNC ? '1' : '0' },
+    /listening (\d+)/,
+  );
+  return {
+    proc: {
+      ...proc,
+      stop: async () => {
+        await proc.stop();
+        rmSync(dir, { recursive: true, force: true });
+      },
+    },
+    url: `http://127.0.0.1:${proc.match[1]}/upload`,
+    headers,
+  };
+}
+
 /** The bare route on `db` ('sqlite' or a PostgreSQL URL), its files in a fresh directory. */
 function bareRoute(db: string): Contender {
   return {
     label: 'bare Fastify + @fastify/multipart + 1 row',
-    async start() {
-      const dir = mkdtempSync(join(TMP, 'bench-small-bare-'));
-      const proc = await startProcess(
-        ['bench/servers/multipart-row.mjs'],
-        { BENCH_DIR: dir, BENCH_DB: db, BENCH_FSYNC: FSYNC ? '1' : '0' },
-        /listening (\d+)/,
-      );
-      return {
-        proc: {
-          ...proc,
-          stop: async () => {
-            await proc.stop();
-            rmSync(dir, { recursive: true, force: true });
-          },
-        },
-        url: `http://127.0.0.1:${proc.match[1]}/upload`,
-        headers: {},
-      };
-    },
+    start: () => startBaseline('bench/servers/multipart-row.mjs', db, mkdtempSync(join(TMP, 'bench-small-bare-')), {}),
   };
 }
 
@@ -177,22 +179,7 @@ function sameWork(pgUrl?: string): Contender {
       } finally {
         await db.close();
       }
-      const proc = await startProcess(
-        ['bench/servers/same-work.mjs'],
-        { BENCH_DIR: dir, BENCH_DB: pgUrl ?? 'sqlite', BENCH_FSYNC: FSYNC ? '1' : '0' },
-        /listening (\d+)/,
-      );
-      return {
-        proc: {
-          ...proc,
-          stop: async () => {
-            await proc.stop();
-            rmSync(dir, { recursive: true, force: true });
-          },
-        },
-        url: `http://127.0.0.1:${proc.match[1]}/upload`,
-        headers: { 'x-api-key': key },
-      };
+      return startBaseline('bench/servers/same-work.mjs', pgUrl ?? 'sqlite', dir, { 'x-api-key': key });
     },
   };
 }
