@@ -224,7 +224,10 @@ describe('a full disk: a 16 MiB tmpfs under the data directory', { skip: cannotM
     assert.deepEqual(tmpFiles(), []);
     assert.deepEqual(await counts(), before);
     assert.equal((await db().selectFrom('files').select('id').where('name', '=', 'big.bin').execute()).length, 0);
-    // The partial file is gone (the database may have grown by a few pages).
+    // The partial file is gone (the database may have grown by a few pages). Its space comes back
+    // once the last descriptor on it closes: the hashing thread may still be reading a range of
+    // it when the answer goes out (seen on a loaded machine), so allow it a moment.
+    for (let i = 0; i < 50 && free() <= freeBefore - 256 * 1024; i++) await new Promise((r) => setTimeout(r, 100));
     assert.ok(free() > freeBefore - 256 * 1024, `free ${free()} after, ${freeBefore} before`);
   });
 
