@@ -21,6 +21,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import sharp from 'sharp';
 import { ConfigError, loadConfig } from '../src/config.ts';
+import { DISK_AMPLE_BYTES, DISK_READING_MS, DiskSpace } from '../src/http/upload-slots.ts';
 import { type Harness, makeHarness } from './helpers/harness.ts';
 
 const MiB = 1024 * 1024;
@@ -432,5 +433,49 @@ describe('a full disk, injected (no tmpfs could be mounted)', {
     assert.ok(Buffer.from(await got.arrayBuffer()).equals(data));
     full = false;
     tinyFree = false;
+  });
+});
+
+describe('free-space readings for upload admission (DiskSpace.roomFor)', () => {
+  /** A DiskSpace whose disk says `free` bytes, counting how often it was read. */
+  class Counted extends DiskSpace {
+    reads = 0;
+    constructor(
+      public space: number,
+      floor: number,
+    ) {
+      super('/nonexistent', floor);
+    }
+    override async free(): Promise<number> {
+      this.reads++;
+      return this.space;
+    }
+  }
+  const GiB = 1024 * MiB;
+
+  test('ample room: one reading serves a second of uploads; near the floor, every upload reads the disk', async () => {
+    const ample = new Counted(100 * GiB, 256 * MiB);
+    for (let i = 0; i < 50; i++) assert.equal(await ample.roomFor(100_000, 1_000 + i), true);
+    assert.equal(ample.reads, 1, 'one statfs for 50 small uploads within a second');
+    assert.equal(await ample.roomFor(100_000, 1_000 + DISK_READING_MS), true);
+    assert.equal(ample.reads, 2, 'read again once the reading is a second old');
+
+    const tight = new Counted(DISK_AMPLE_BYTES, 256 * MiB);
+    for (let i = 0; i < 5; i++) assert.equal(await tight.roomFor(1_000, 5_000 + i), true);
+    assert.equal(tight.reads, 5, 'under the ample margin: a reading per upload');
+    tight.space = 256 * MiB + 500;
+    assert.equal(await tight.roomFor(1_000, 5_010), false, 'the floor holds at once');
+  });
+
+  test('bytes admitted since a reading count against it: a burst that eats the margin gets the disk read again', async () => {
+    const disk = new Counted(DISK_AMPLE_BYTES + 256 * MiB + 3 * GiB, 256 * MiB);
+    assert.equal(await disk.roomFor(0, 0), true);
+    assert.equal(await disk.roomFor(2 * GiB, 1), true);
+    assert.equal(disk.reads, 1, '2 GiB admitted: still ample');
+    // The disk filled meanwhile (another writer): the next declared upload crosses the margin
+    // and reads the disk, which refuses it.
+    disk.space = 256 * MiB + 10 * MiB;
+    assert.equal(await disk.roomFor(2 * GiB, 2), false);
+    assert.equal(disk.reads, 2);
   });
 });

@@ -42,12 +42,38 @@ export class DiskSpace {
     readonly minFreeBytes: number,
   ) {}
 
-  /** Bytes an unprivileged writer may still use. */
+  /** The last reading, and the bytes admitted since (see `roomFor`). */
+  private last?: { at: number; free: number; admitted: number };
+
+  /** Bytes an unprivileged writer may still use, read now. */
   async free(): Promise<number> {
     const s = await statfs(this.path);
     return s.bavail * s.bsize;
   }
+
+  /**
+   * Whether `declared` more bytes leave at least `minFreeBytes` free. The disk is read on every
+   * call, except while the last reading is under a second old and, after everything admitted
+   * since, still leaves more than `DISK_AMPLE_BYTES` above the floor: a `statfs` per small
+   * upload cost a trip through the thread pool for an answer that cannot change (issue 25).
+   * Near the floor every upload reads the disk, as before.
+   */
+  async roomFor(declared: number, now = Date.now()): Promise<boolean> {
+    const last = this.last;
+    if (last && now - last.at < DISK_READING_MS) {
+      last.admitted += declared;
+      if (last.free - last.admitted - this.minFreeBytes > DISK_AMPLE_BYTES) return true;
+    }
+    const free = await this.free();
+    this.last = { at: now, free, admitted: declared };
+    return free - declared >= this.minFreeBytes;
+  }
 }
+
+/** How long a reading of the free space may stand in for a new one while the disk has ample room. */
+export const DISK_READING_MS = 1000;
+/** Room above the floor, beyond all bytes admitted since the reading, under which the disk is read every time. */
+export const DISK_AMPLE_BYTES = 4 * 1024 * 1024 * 1024;
 
 /** Upload slots per workspace, on this node. */
 export class UploadSlots {
@@ -103,8 +129,8 @@ export function installUploadSlots(app: FastifyInstance, opts: { slots: UploadSl
     if (request[kRelease]) return;
     if (disk) {
       // A disk that cannot be asked is no reason to refuse: writing will tell.
-      const free = await disk.free().catch(() => undefined);
-      if (free !== undefined && free - declared < disk.minFreeBytes) throw errors.insufficientStorage();
+      const room = await disk.roomFor(declared).catch(() => true);
+      if (!room) throw errors.insufficientStorage();
     }
     const res: ServerResponse | undefined = request[kReply]?.raw;
     // The client left while the checks ran: nothing to hold a slot for.
