@@ -11,7 +11,7 @@ import type { Log } from './seed/log.ts';
 import type { SeedInfo } from './seed/info.ts';
 import type { Operation } from './operations.ts';
 import { resetLoopWindow, scrapeLoopMax } from './loop.ts';
-import type { Server } from './server.ts';
+import { processCpuMs, type Server } from './server.ts';
 import { type WrkResult, wrk } from './wrk.ts';
 
 export interface Cell {
@@ -21,6 +21,12 @@ export interface Cell {
   lowerBound: boolean;
   /** The server's max event-loop delay during the run (ms); undefined when /metrics did not answer. */
   loopMax?: number;
+  /**
+   * CPU time the server's process used during the run, in µs per finished request (all its
+   * threads and its system time; not the database's): what a request costs the server itself,
+   * which the p99 of a shared machine hides. Undefined where /proc cannot say.
+   */
+  cpuUsPerRequest?: number;
 }
 
 export interface Measured {
@@ -56,6 +62,7 @@ export async function measure(op: Operation, o: MeasureOptions): Promise<Measure
     const seconds = Math.min(o.maxSeconds, Math.max(o.seconds, wanted / 1000));
     const run = { base: o.server.base, key: o.key, seconds, run: `${o.run}c${clients}` };
     await resetLoopWindow(o.server.base);
+    const cpuBefore = processCpuMs(o.server.pid);
     let result: WrkResult;
     if (op.beside) {
       // The beside load gets the clients; the measured requests come from one more connection.
@@ -66,16 +73,23 @@ export async function measure(op: Operation, o: MeasureOptions): Promise<Measure
       result = measured;
       if (clients === 1 && beside.requests > 0) single = beside.p50;
     } else result = await wrk({ ...run, ...op.wrk, clients });
+    // Read at wrk's end: requests still in flight then are not counted, nor is their CPU after it.
+    const cpuAfter = processCpuMs(o.server.pid);
+    const cpuUsPerRequest =
+      cpuBefore !== undefined && cpuAfter !== undefined && result.requests > 0 && !op.beside
+        ? ((cpuAfter - cpuBefore) * 1000) / result.requests
+        : undefined;
     // Nothing finished: every request took longer than the run.
     if (result.requests === 0) result = { ...result, p50: result.seconds * 1000, p99: result.seconds * 1000 };
     else if (clients === 1 && !op.beside) single = result.p50;
     const lowerBound = result.requests === 0 || (clients > 1 && result.requests < 2 * clients);
     const loopMax = await settle(o);
-    cells.push({ clients, result, lowerBound, loopMax });
+    cells.push({ clients, result, lowerBound, loopMax, cpuUsPerRequest });
     o.log(
       `${op.id} c=${clients}: p50 ${result.requests === 0 ? '≥' : ''}${result.p50.toFixed(1)} ms, ` +
         `p99 ${lowerBound ? '≥' : ''}${result.p99.toFixed(1)} ms, ` +
         `${result.requests} requests in ${result.seconds.toFixed(0)} s${result.errors ? `, ${result.errors} ERRORS` : ''}, ` +
+        `${cpuUsPerRequest === undefined ? '' : `server CPU ${cpuUsPerRequest.toFixed(0)} µs/request, `}` +
         `loop max ${loopMax === undefined ? '?' : `${loopMax.toFixed(1)} ms`}`,
     );
   }

@@ -85,6 +85,14 @@ export interface Context {
 const perSecond = (c: Cell | undefined) =>
   c && c.result.seconds > 0 ? (c.result.requests / c.result.seconds).toFixed(0) : '-';
 
+/** "2900 / 1100 (2.6x)": each server's own CPU per request, and their ratio. */
+function cpuText(stowage: Cell | undefined, bare: Cell | undefined): string {
+  const s = stowage?.cpuUsPerRequest;
+  const b = bare?.cpuUsPerRequest;
+  if (s === undefined || b === undefined) return '-';
+  return `${s.toFixed(0)} / ${b.toFixed(0)} (${b > 0 ? (s / b).toFixed(1) : '?'}x)`;
+}
+
 /** The second table: each read on Stowage and on the bare route, with the most clients. */
 function bareTable(rows: Measured[], c: Context): string[] {
   const bare = c.bare;
@@ -99,6 +107,7 @@ function bareTable(rows: Measured[], c: Context): string[] {
     'Stowage ÷ bare p99',
     `Stowage req/s ${n}c`,
     `bare req/s ${n}c`,
+    `server CPU µs/req ${n}c Stowage / bare`,
     `bare p99 1c`,
     'answer: records, KB Stowage / bare',
     'bare meets target',
@@ -135,6 +144,7 @@ function bareTable(rows: Measured[], c: Context): string[] {
       stowage && cell ? `${(stowage.result.p99 / cell.result.p99).toFixed(2)}x` : '-',
       perSecond(stowage),
       perSecond(cell),
+      cpuText(stowage, cell),
       cellText(one, 'p99'),
       b.stowageBytes === undefined || b.bareBytes === undefined
         ? '-'
@@ -147,7 +157,9 @@ function bareTable(rows: Measured[], c: Context): string[] {
     `Bare baseline: each read's requests answered by a bare server in its own process (node:http, no ` +
       `auth, no Stowage code) that sends the SQL Stowage sent for that request (captured from Stowage, ` +
       `the API-key lookup included), with the same parameters and overlap, through the same driver ` +
-      `(${c.bareDriver ?? '?'}), and answers all the rows as one JSON document; the same wrk runs.`,
+      `(${c.bareDriver ?? '?'}), and answers all the rows as one JSON document; the same wrk runs. ` +
+      `Server CPU: what each server's process used during the run (/proc, every thread, the database's ` +
+      `work not included) per request: its own cost, which the shared machine's p99 hides.`,
     '',
   ];
   if (body.length) {

@@ -5,6 +5,7 @@
 // killed, on PostgreSQL the queries it left running are ended too, and a fresh one starts.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
 import pg from 'pg';
 import { freePort, ROOT } from '../lib.ts';
 
@@ -32,7 +33,28 @@ export function stowageEnv(db: Target, port: number): NodeJS.ProcessEnv {
 /** What measure.ts drives: a server at `base` that can be restarted when a run left it busy. */
 export interface Server {
   base: string;
+  /** The server's process (0 when not running). */
+  readonly pid: number;
   restart(): Promise<void>;
+}
+
+/** Clock ticks a second in /proc/<pid>/stat (USER_HZ: 100 on every Linux this runs on). */
+const USER_HZ = 100;
+
+/**
+ * CPU time the process has used so far, in ms, all its threads (garbage collection, libuv's
+ * pool, reader threads) and the kernel's work for it; undefined where /proc cannot say (not Linux).
+ */
+export function processCpuMs(pid: number): number | undefined {
+  if (!pid) return undefined;
+  try {
+    // After "(comm) ": state (field 3 of proc(5)) first, so utime (14) and stime (15) at 11 and 12.
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(') ') + 2).split(' ');
+    return ((Number(f[11]) + Number(f[12])) * 1000) / USER_HZ;
+  } catch {
+    return undefined;
+  }
 }
 
 export class Stowage implements Server {
