@@ -26,7 +26,22 @@ export interface StorageIntent {
 /** Thrown inside `reserve`'s transaction to roll it back when the intent is gone. */
 class NoIntent extends Error {}
 
-const orNull = (v: number | null): number | null => (v === null ? null : Number(v));
+const orNull = (v: number | string | null): number | null => (v === null ? null : Number(v));
+
+/** A workspace row's quota columns (bigints may arrive as strings) as numbers. */
+export function quotaOf(ws: {
+  quota_bytes: number | string | null;
+  max_file_size: number | string | null;
+  used_bytes: number | string;
+  reserved_bytes: number | string;
+}): WorkspaceQuota {
+  return {
+    quotaBytes: orNull(ws.quota_bytes),
+    maxFileSize: orNull(ws.max_file_size),
+    usedBytes: Number(ws.used_bytes),
+    reservedBytes: Number(ws.reserved_bytes),
+  };
+}
 
 export class BlobRepository {
   constructor(private readonly q: Kysely<Database>) {}
@@ -47,12 +62,7 @@ export class BlobRepository {
       .select(['quota_bytes', 'max_file_size', 'used_bytes', 'reserved_bytes'])
       .where('id', '=', workspaceId)
       .executeTakeFirstOrThrow();
-    return {
-      quotaBytes: orNull(ws.quota_bytes),
-      maxFileSize: orNull(ws.max_file_size),
-      usedBytes: Number(ws.used_bytes),
-      reservedBytes: Number(ws.reserved_bytes),
-    };
+    return quotaOf(ws);
   }
 
   async recordIntent(workspaceId: string, key: string, reason: string): Promise<void> {

@@ -12,7 +12,7 @@ import {
   newWebhookSecret,
 } from '../crypto/ids.ts';
 import type { SecretBox } from '../crypto/secret-box.ts';
-import type { WorkspaceQuota } from '../db/blobs.ts';
+import { quotaOf, type WorkspaceQuota } from '../db/blobs.ts';
 import { type Db, inTransaction, isUniqueViolation, nowIso } from '../db/database.ts';
 import type { ApiKeyRow } from '../db/schema.ts';
 import { type KeyInForce, WorkspaceRepository } from '../db/workspaces.ts';
@@ -413,12 +413,7 @@ function principalFrom(row: KeyInForce): Principal {
     keyType: row.type,
     allowedOrigins: loadOrigins(row.allowed_origins),
     webhookOrigins: loadOrigins(row.webhook_origins),
-    quota: {
-      quotaBytes: row.quota_bytes === null ? null : Number(row.quota_bytes),
-      maxFileSize: row.max_file_size === null ? null : Number(row.max_file_size),
-      usedBytes: Number(row.used_bytes),
-      reservedBytes: Number(row.reserved_bytes),
-    },
+    quota: quotaOf(row),
   };
 }
 
