@@ -9,6 +9,7 @@
 //   npm run bench:small-files
 //   BENCH_FILES=500 BENCH_CLIENTS=8 npm run bench:small-files      a quick pass
 //   BENCH_FSYNC=0 npm run bench:small-files      both without flushing the file (STOWAGE_FSYNC=false)
+//   BENCH_DB=sqlite npm run bench:small-files    one database only (sqlite or postgres)
 //
 // Durability is the same on both sides: by default each flushes the file (fdatasync) before the
 // row and the answer, as Stowage ships; SQLite runs in WAL mode with synchronous=NORMAL on both.
@@ -37,6 +38,7 @@ const PG_ADMIN =
   process.env.STOWAGE_TEST_DATABASE_URL ??
   'postgres://postgres@127.0.0.1:5432/postgres';
 const TARGET = 0.5;
+const ONLY = process.env.BENCH_DB;
 
 interface Run {
   completed: number;
@@ -211,8 +213,9 @@ async function main() {
       `${WARMUP} warm-up uploads, median of ${ROUNDS} round(s); file ${FSYNC ? 'fdatasynced' : 'not flushed'} on both sides; data in ${TMP}; node ${process.version}\n`,
   );
   const results: [string, Run][][] = [];
-  results.push(await compare('SQLite', [bareRoute('sqlite'), sameWork(), stowage()]));
-  const bareDb = await freshPostgres(PG_ADMIN, 'stowage_bench_bare').catch(() => undefined);
+  if (ONLY !== 'postgres') results.push(await compare('SQLite', [bareRoute('sqlite'), sameWork(), stowage()]));
+  const bareDb =
+    ONLY === 'sqlite' ? undefined : await freshPostgres(PG_ADMIN, 'stowage_bench_bare').catch(() => undefined);
   if (bareDb) {
     const sameDb = await freshPostgres(PG_ADMIN, 'stowage_bench_same');
     const stowageDb = await freshPostgres(PG_ADMIN, 'stowage_bench_small');
@@ -223,7 +226,7 @@ async function main() {
       await sameDb.drop();
       await stowageDb.drop();
     }
-  } else console.log('(PostgreSQL not reachable: skipped)\n');
+  } else if (ONLY !== 'sqlite') console.log('(PostgreSQL not reachable: skipped)\n');
 
   console.log(
     `${'run'.padEnd(66)} ${'uploads/s'.padStart(9)} ${'p50 ms'.padStart(7)} ${'p99 ms'.padStart(7)} ${'failed'.padStart(6)} ${'server CPU s'.padStart(12)} ${'client CPU s'.padStart(12)}  x bare`,

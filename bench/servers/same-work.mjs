@@ -88,6 +88,7 @@ if (sqlite) {
   db.pragma('journal_mode = WAL');
   db.pragma('synchronous = NORMAL');
   db.pragma('foreign_keys = ON');
+  db.pragma('temp_store = MEMORY');
   const q = () => '?';
   const key = db.prepare(KEY_SQL(q));
   const addIntent = db.prepare(INTENT_SQL(q));

@@ -60,6 +60,11 @@ export function openDatabase(opts: OpenOptions): Db {
   const journal = database.pragma('journal_mode = WAL', { simple: true });
   database.pragma('synchronous = NORMAL');
   database.pragma('foreign_keys = ON');
+  // A statement that changes many pages (a file insert with its triggers and its FTS5 row) spills
+  // its statement journal past 64 KiB into a temporary file: an open, writes and an unlink on the
+  // main thread for about every other upload. In memory it stays a few pages. Migrations, whose
+  // sorts can be large, switch it back to files while they run (migrateToLatest).
+  database.pragma('temp_store = MEMORY');
   database.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
   cacheStatements(database);
   // Readers need a file they can open themselves (not an in-memory or temporary database) in WAL

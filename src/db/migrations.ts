@@ -454,7 +454,13 @@ class InCodeProvider implements MigrationProvider {
 
 export async function migrateToLatest(db: Kysely<Database>): Promise<void> {
   const migrator = new Migrator({ db, provider: new InCodeProvider() });
-  const { error, results } = await migrator.migrateToLatest();
+  // SQLite: an index built over millions of rows sorts in temporary files, not in memory
+  // (openDatabase keeps temporary data in memory for the small statements of normal running).
+  const sqlite = flavourOf(db) === 'sqlite';
+  if (sqlite) await sql`pragma temp_store = file`.execute(db);
+  const { error, results } = await migrator.migrateToLatest().finally(async () => {
+    if (sqlite) await sql`pragma temp_store = memory`.execute(db);
+  });
   const failed = results?.find((r) => r.status === 'Error');
   if (error || failed) {
     const reason = error instanceof Error ? error.message : String(error ?? 'unknown error');
