@@ -1,7 +1,9 @@
 // The load generator of bench/small-files, in a process of its own (so that it does not share an
 // event loop with anything it measures): autocannon sends `amount` multipart uploads over
 // `connections` keep-alive connections, each body a different file (a counter written into a
-// random payload: no upload is a duplicate of another), and prints one JSON line of results.
+// random payload: no upload is a duplicate of another) under a name of its own (a tag of this
+// process and the counter: no upload replaces a file of an earlier run), and prints one JSON line
+// of results.
 //
 //   node --import tsx bench/small-files-client.ts '{"url":"...","headers":{...},"amount":10000,"connections":32,"size":102400}'
 import { randomBytes } from 'node:crypto';
@@ -16,12 +18,13 @@ const { url, headers, amount, connections, size } = JSON.parse(process.argv[2]) 
 };
 const boundary = '----stowagebenchsmall';
 const payload = randomBytes(size);
+const run = randomBytes(4).toString('hex');
 const suffix = Buffer.from(`\r\n--${boundary}--\r\n`);
 let sent = 0;
 
 /** The multipart body of upload i: a file_name field, then the file (Stowage's direct upload form). */
 function body(i: number): Buffer {
-  const name = `small-${String(i).padStart(8, '0')}.bin`;
+  const name = `small-${run}-${String(i).padStart(8, '0')}.bin`;
   const prefix = Buffer.from(
     `--${boundary}\r\nContent-Disposition: form-data; name="file_name"\r\n\r\n${name}\r\n--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="${name}"\r\nContent-Type: application/octet-stream\r\n\r\n`,
   );

@@ -2,8 +2,8 @@
 // A bare Fastify + @fastify/multipart route on a database with Stowage's schema (migrated by the
 // bench before this process starts: every index, trigger and name index a file row maintains),
 // sending the statements Stowage sends for an upload of a new file under a free name, as plain
-// SQL through the driver: the API-key lookup, the storage intent, then one transaction (on
-// PostgreSQL the blob statement Stowage sends, on SQLite its four statements) with the file row.
+// SQL through the driver: the API-key lookup, the storage intent, then on PostgreSQL the one
+// statement that adds the blob and the file row, on SQLite one transaction of its five statements.
 // The file is hashed (SHA-256) as it streams, flushed (fdatasync) and renamed into place, and its
 // folder flushed, as Stowage's local storage does. What is left out is Stowage itself: its hooks,
 // its query builder, its staging and type detection, and its answer (this one answers the row).
@@ -55,29 +55,49 @@ const FILE_COLUMNS = [
 ];
 const FILE_SQL = (p) =>
   `insert into "files" (${FILE_COLUMNS.map((c) => `"${c}"`).join(', ')}) values (${FILE_COLUMNS.map((_, i) => p(i + 1)).join(', ')}) on conflict do nothing`;
-const PG_BLOB_SQL = `
+/**
+ * PostgreSQL: Stowage's one statement for new bytes under a free name (BlobRepository.adoptWithFile),
+ * its text and its parameters; each use of a value is a parameter of its own, as Kysely sends it.
+ */
+function pgCommit(blob, file) {
+  const values = [];
+  const p = (v) => `$${values.push(v)}`;
+  const text = `
       with ins as (
         insert into blobs (id, workspace_id, sha256, size, storage_key, created_at)
-        values ($1, $2, $3, $4, $5, $6)
+        select ${[blob.id, blob.workspace_id, blob.sha256, blob.size, blob.storage_key, blob.created_at].map(p).join(', ')}
+         where not exists (select 1 from files
+           where workspace_id = ${p(file.workspace_id)} and coalesce(folder_id, '') = ${p('')} and name = ${p(file.name)})
         on conflict (workspace_id, sha256) do nothing
         returning id
       ), gone as (
         delete from storage_intents
-         where storage_key = $5 and exists (select 1 from ins)
+         where storage_key = ${p(blob.storage_key)} and exists (select 1 from ins)
         returning reserved_bytes
       ), held as (
         select coalesce((select reserved_bytes from gone), 0) as bytes
       ), charged as (
         update workspaces
-           set used_bytes = used_bytes + $4::bigint,
+           set used_bytes = used_bytes + ${p(blob.size)}::bigint,
                reserved_bytes = reserved_bytes - (select bytes from held)
-         where id = $2
+         where id = ${p(blob.workspace_id)}
            and exists (select 1 from ins)
            and (quota_bytes is null
-                or used_bytes + reserved_bytes - (select bytes from held) + $4::bigint <= quota_bytes)
+                or used_bytes + reserved_bytes - (select bytes from held) + ${p(blob.size)}::bigint <= quota_bytes)
+        returning id
+      ), filed as (
+        insert into files (${FILE_COLUMNS.map((c) => `"${c}"`).join(', ')})
+        select ${FILE_COLUMNS.map((c) => p(file[c])).join(', ')} where exists (select 1 from charged)
+        on conflict do nothing
         returning id
       )
-      select (select count(*) from ins) as inserted, (select count(*) from charged) as charged`;
+      select case
+        when exists (select 1 from filed) then 'filed'
+        when not exists (select 1 from ins) then 'untouched'
+        else stowage_undo('changed meanwhile')
+      end as outcome`;
+  return [text, values];
+}
 
 /** lookup(hash, now), intent(key, ws, now), commit(blob, file): the statements, committed as Stowage commits them. */
 let lookup;
@@ -119,34 +139,11 @@ if (sqlite) {
   const d = (i) => `$${i}`;
   const keySql = KEY_SQL(d);
   const intentSql = INTENT_SQL(d);
-  const fileSql = FILE_SQL(d);
   lookup = async (hash, now) => (await pool.query(keySql, [now, hash])).rows[0];
   intent = (k, ws, now) => pool.query(intentSql, [k, ws, 'upload', 0, now]);
   commit = async (blob, file) => {
-    const client = await pool.connect();
-    try {
-      await client.query('begin');
-      const { rows } = await client.query(PG_BLOB_SQL, [
-        blob.id,
-        blob.workspace_id,
-        blob.sha256,
-        blob.size,
-        blob.storage_key,
-        blob.created_at,
-      ]);
-      if (Number(rows[0].charged) !== 1) throw new Error('duplicate bytes or over quota');
-      const added = await client.query(
-        fileSql,
-        FILE_COLUMNS.map((c) => file[c]),
-      );
-      if (added.rowCount !== 1) throw new Error('name taken');
-      await client.query('commit');
-    } catch (err) {
-      await client.query('rollback').catch(() => {});
-      throw err;
-    } finally {
-      client.release();
-    }
+    const { rows } = await pool.query(...pgCommit(blob, file));
+    if (rows[0].outcome !== 'filed') throw new Error('duplicate bytes, taken name or over quota');
   };
 }
 

@@ -2,10 +2,10 @@
 // (workspaces.used_bytes and reserved_bytes). The rules that use them live in src/uploads/.
 // A repository runs its queries on the Kysely instance it was made with: the database, or a
 // caller's transaction (`in(trx)`), so that an upload's commit stays one transaction.
-import { type Kysely, sql } from 'kysely';
+import { type Insertable, type Kysely, type RawBuilder, sql } from 'kysely';
 import { nowIso } from './database.ts';
 import { flavourOf } from './derived.ts';
-import type { BlobRow, Database } from './schema.ts';
+import type { BlobRow, Database, FileTable } from './schema.ts';
 
 /** The quota settings and counters of a workspace, as numbers. */
 export interface WorkspaceQuota {
@@ -41,6 +41,40 @@ export function quotaOf(ws: {
     usedBytes: Number(ws.used_bytes),
     reservedBytes: Number(ws.reserved_bytes),
   };
+}
+
+/** The SQLSTATE of `stowage_undo()` (migration 0013, PostgreSQL): the statement undid itself. */
+export const UNDO_SQLSTATE = 'SWUND';
+
+const blobValues = (b: BlobRow) => sql.join([b.id, b.workspace_id, b.sha256, b.size, b.storage_key, b.created_at]);
+
+/**
+ * PostgreSQL: the CTEs that make a staged object the blob `blob` (see `adopt`), as `ins` (the
+ * blob row, when no blob of these bytes exists), then `gone` and `held` (the intent and what it
+ * reserved) and `charged` (the usage, within the quota). `source` gives the blob's values.
+ */
+function adoptSteps(blob: BlobRow, source: RawBuilder<unknown>) {
+  return sql`with ins as (
+        insert into blobs (id, workspace_id, sha256, size, storage_key, created_at)
+        ${source}
+        on conflict (workspace_id, sha256) do nothing
+        returning id
+      ), gone as (
+        delete from storage_intents
+         where storage_key = ${blob.storage_key} and exists (select 1 from ins)
+        returning reserved_bytes
+      ), held as (
+        select coalesce((select reserved_bytes from gone), 0) as bytes
+      ), charged as (
+        update workspaces
+           set used_bytes = used_bytes + ${blob.size}::bigint,
+               reserved_bytes = reserved_bytes - (select bytes from held)
+         where id = ${blob.workspace_id}
+           and exists (select 1 from ins)
+           and (quota_bytes is null
+                or used_bytes + reserved_bytes - (select bytes from held) + ${blob.size}::bigint <= quota_bytes)
+        returning id
+      )`;
 }
 
 export class BlobRepository {
@@ -223,30 +257,44 @@ export class BlobRepository {
       return 'adopted';
     }
     const { rows } = await sql<{ inserted: number | string; charged: number | string }>`
-      with ins as (
-        insert into blobs (id, workspace_id, sha256, size, storage_key, created_at)
-        values (${blob.id}, ${blob.workspace_id}, ${blob.sha256}, ${blob.size}, ${blob.storage_key}, ${blob.created_at})
-        on conflict (workspace_id, sha256) do nothing
-        returning id
-      ), gone as (
-        delete from storage_intents
-         where storage_key = ${blob.storage_key} and exists (select 1 from ins)
-        returning reserved_bytes
-      ), held as (
-        select coalesce((select reserved_bytes from gone), 0) as bytes
-      ), charged as (
-        update workspaces
-           set used_bytes = used_bytes + ${blob.size}::bigint,
-               reserved_bytes = reserved_bytes - (select bytes from held)
-         where id = ${blob.workspace_id}
-           and exists (select 1 from ins)
-           and (quota_bytes is null
-                or used_bytes + reserved_bytes - (select bytes from held) + ${blob.size}::bigint <= quota_bytes)
-        returning id
-      )
+      ${adoptSteps(blob, sql`values (${blobValues(blob)})`)}
       select (select count(*) from ins) as inserted, (select count(*) from charged) as charged`.execute(this.q);
     if (Number(rows[0]?.inserted) === 0) return 'exists';
     return Number(rows[0]?.charged) === 1 ? 'adopted' : 'over-quota';
+  }
+
+  /**
+   * PostgreSQL, outside any transaction: `adopt(blob)` and the insert of `file` (a new file of
+   * these bytes) as one statement, so the workspace row (usage, and the counters the file's
+   * triggers keep) is held for the statement alone instead of across round trips to Node. All of
+   * it is done (true), or none of it (false): when the name is taken, the workspace already has
+   * these bytes, they do not fit the quota, or any of that changed while the statement ran. The
+   * caller then takes the transaction path, which sorts each case out.
+   */
+  async adoptWithFile(blob: BlobRow, file: Insertable<FileTable>): Promise<boolean> {
+    const columns = Object.keys(file) as (keyof FileTable)[];
+    const nameFree = sql`not exists (select 1 from files
+       where workspace_id = ${file.workspace_id} and coalesce(folder_id, '') = ${file.folder_id ?? ''} and name = ${file.name})`;
+    try {
+      const { rows } = await sql<{ outcome: string }>`
+        ${adoptSteps(blob, sql`select ${blobValues(blob)} where ${nameFree}`)}, filed as (
+          insert into files (${sql.join(columns.map((c) => sql.ref(c)))})
+          select ${sql.join(columns.map((c) => file[c]))} where exists (select 1 from charged)
+          on conflict do nothing
+          returning id
+        )
+        select case
+          when exists (select 1 from filed) then 'filed'
+          when not exists (select 1 from ins) then 'untouched'
+          else stowage_undo('the name or the quota changed while the file was added')
+        end as outcome`.execute(this.q);
+      return rows[0]?.outcome === 'filed';
+    } catch (err) {
+      // stowage_undo rolled the statement back; or the folder went meanwhile (foreign key).
+      const code = (err as { code?: unknown }).code;
+      if (code === UNDO_SQLSTATE || code === '23503') return false;
+      throw err;
+    }
   }
 
   async creditUsage(workspaceId: string, bytes: number): Promise<void> {

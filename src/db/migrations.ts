@@ -444,6 +444,21 @@ const migrations: Record<string, Migration> = {
       await db.schema.dropIndex('webhook_deliveries_workspace_idx').execute();
     },
   },
+  '0013_undo_function': {
+    // Issue 25 item 4, PostgreSQL: an upload of a new file commits in one statement outside a
+    // transaction (BlobRepository.adoptWithFile). When one of its steps finds the world changed
+    // under it, the statement calls this to raise, which undoes every step it took.
+    async up(db: Kysely<unknown>) {
+      if (flavourOf(db) !== 'postgres') return;
+      await sql`create or replace function stowage_undo(reason text) returns text language plpgsql as $$
+        begin
+          raise exception using errcode = 'SWUND', message = reason;
+        end $$`.execute(db);
+    },
+    async down(db: Kysely<unknown>) {
+      if (flavourOf(db) === 'postgres') await sql`drop function if exists stowage_undo(text)`.execute(db);
+    },
+  },
 };
 
 class InCodeProvider implements MigrationProvider {

@@ -156,18 +156,27 @@ export class FileRecords {
     return known;
   }
 
-  /**
-   * Inserts the file, or, when the folder already holds that name, gives the existing record
-   * the new content (it keeps its id and file_no). Returns the row and the blob the old
-   * content used, for the caller to release.
-   */
-  async createOrReplace(
-    trx: Kysely<Database>,
-    f: NewFile,
-  ): Promise<{ row: PlacedFile; replacedBlobId: string | null }> {
-    const folderPath = f.folder?.path ?? '';
+  /** The row of a new file `f` named `name`, as `createOrReplace` inserts it. */
+  newRow(f: NewFile, name = f.name): FileRow {
     const now = nowIso();
-    const content = {
+    return { ...this.identity(f, name, now), ...this.content(f, now) };
+  }
+
+  private identity(f: NewFile, name: string, now: string) {
+    return {
+      id: newUuid(),
+      file_no: newShortId(),
+      workspace_id: f.workspaceId,
+      folder_id: f.folder?.id ?? null,
+      name,
+      is_private: 0,
+      created_at: now,
+    };
+  }
+
+  /** What a file's content sets: inserted with a new file, or over the one that had the name. */
+  private content(f: NewFile, now: string) {
+    return {
       blob_id: f.blob.id,
       size: f.blob.size,
       mime_type: f.mime_type,
@@ -184,6 +193,20 @@ export class FileRecords {
       upload_source: f.upload_source,
       updated_at: now,
     };
+  }
+
+  /**
+   * Inserts the file, or, when the folder already holds that name, gives the existing record
+   * the new content (it keeps its id and file_no). Returns the row and the blob the old
+   * content used, for the caller to release.
+   */
+  async createOrReplace(
+    trx: Kysely<Database>,
+    f: NewFile,
+  ): Promise<{ row: PlacedFile; replacedBlobId: string | null }> {
+    const folderPath = f.folder?.path ?? '';
+    const now = nowIso();
+    const content = this.content(f, now);
     // Inserted unless the name is taken (ON CONFLICT DO NOTHING, on both dialects), so two
     // uploads of one name at once never fail on the unique index: the second one sees the
     // first and replaces it, or takes another name. The insert comes first, so a free name
@@ -191,16 +214,7 @@ export class FileRecords {
     const files = new FileRepository(trx);
     let name = f.name;
     for (let attempt = 0; attempt < 8; attempt++) {
-      const row: FileRow = {
-        id: newUuid(),
-        file_no: newShortId(),
-        workspace_id: f.workspaceId,
-        folder_id: f.folder?.id ?? null,
-        name,
-        is_private: 0,
-        created_at: now,
-        ...content,
-      };
+      const row: FileRow = { ...this.identity(f, name, now), ...content };
       if (await files.insertIfNameFree(row)) return { row: { ...row, folder_path: folderPath }, replacedBlobId: null };
       const existing = await files.byName(f.workspaceId, f.folder?.id ?? null, name);
       // Gone again since (deleted or renamed meanwhile), or the new row's id or file_no was the

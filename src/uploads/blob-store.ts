@@ -10,7 +10,7 @@ import { newUuid } from '../crypto/ids.ts';
 import { BlobRepository } from '../db/blobs.ts';
 import { type Db, nowIso } from '../db/database.ts';
 import { RenditionRepository } from '../db/renditions.ts';
-import type { BlobRow, Database } from '../db/schema.ts';
+import type { BlobRow, Database, FileRow } from '../db/schema.ts';
 import { errors } from '../errors.ts';
 import type { StorageDriver } from '../storage/driver.ts';
 import { type StageLimits, type Staged, stageBody } from './staging.ts';
@@ -74,14 +74,7 @@ export class BlobStore {
     // A blob of these bytes can go between 'exists' and the lookup (its last file deleted): then
     // these bytes are adopted after all, on the next round.
     for (let round = 0; round < 3; round++) {
-      const blob: BlobRow = {
-        id: newUuid(),
-        workspace_id: staged.workspaceId,
-        sha256: staged.sha256,
-        size: staged.size,
-        storage_key: staged.key,
-        created_at: nowIso(),
-      };
+      const blob = this.newBlob(staged);
       // The reservation becomes usage; the quota is checked again here, atomically with the
       // accounting, against the workspace's quota as it is now and every other upload's reservation.
       const outcome = await blobs.adopt(blob);
@@ -92,6 +85,27 @@ export class BlobStore {
       if (existing) return { blob: existing, duplicate: true };
     }
     throw new Error('the blob of these bytes kept appearing and going');
+  }
+
+  /**
+   * PostgreSQL, no transaction: the staged bytes become a new blob and `file(blob)` its file, in
+   * one statement (BlobRepository.adoptWithFile). Null when nothing was done: the caller then
+   * commits in a transaction, where a taken name, known bytes or a full quota are handled.
+   */
+  async commitWithFile(staged: Staged, file: (blob: BlobRow) => FileRow): Promise<BlobRow | null> {
+    const blob = this.newBlob(staged);
+    return (await this.repo.adoptWithFile(blob, file(blob))) ? blob : null;
+  }
+
+  private newBlob(staged: Staged): BlobRow {
+    return {
+      id: newUuid(),
+      workspace_id: staged.workspaceId,
+      sha256: staged.sha256,
+      size: staged.size,
+      storage_key: staged.key,
+      created_at: nowIso(),
+    };
   }
 
   /** Drops a staged object that no blob owns (refused upload, or a duplicate). */

@@ -4,8 +4,10 @@
 // prefix or suffix), the image transformed if asked (a new extension), the type detected; then
 // one transaction creates the folders, commits the blob (dedupe by hash; the quota reservation
 // becomes usage), writes the record (replacing a file or taking a free name), releases a
-// replaced blob, runs the caller's hook and queues the webhook. After it, duplicate bytes and
-// released blobs go and the upload is announced (events.ts). On failure nothing is left behind.
+// replaced blob, runs the caller's hook and queues the webhook (on PostgreSQL a new file under a
+// free name with none of those extras is one statement instead: commitAtOnce). After it,
+// duplicate bytes and released blobs go and the upload is announced (events.ts). On failure
+// nothing is left behind.
 import type { DomainEvents } from '../events.ts';
 import type { Kysely } from 'kysely';
 import { type Db, inTransaction } from '../db/database.ts';
@@ -13,6 +15,9 @@ import type { Database, FileRow, FolderRow } from '../db/schema.ts';
 import { detect, extensionOf } from '../media/detect.ts';
 import type { OutboundGuard } from '../outbound/guard.ts';
 import type { FileRecord, FileRecords } from '../services/files.ts';
+import type { NewFile } from '../services/file-records.ts';
+import type { PlacedFile } from '../db/files.ts';
+import { FolderRepository } from '../db/folders.ts';
 import { ensureFolderPath } from '../services/folders.ts';
 import type { WebhookService } from '../services/webhooks.ts';
 import type { BlobStore } from './blob-store.ts';
@@ -76,41 +81,54 @@ export async function commitUpload(
     let sha256 = current.sha256;
     // Read before the transaction: on SQLite a read outside it would wait for it to end.
     const transformKey = await records.transformKey(current.workspaceId);
-    const row = await inTransaction(deps.db.kysely, async (trx) => {
-      folder = await ensureFolderPath(trx, current.workspaceId, opts.folder);
-      const committed = await blobs.commit(trx, current);
-      duplicate = committed.duplicate;
-      sha256 = committed.blob.sha256;
-      const { row, replacedBlobId } = await records.createOrReplace(trx, {
-        workspaceId: current.workspaceId,
-        folder,
-        name,
-        blob: committed.blob,
-        duplicate,
-        mime_type: detected.mime_type,
-        extension: extensionOf(name),
-        format: detected.format,
-        width: probed ? probed.width : detected.width,
-        height: probed ? probed.height : detected.height,
-        duration: probed?.duration ?? null,
-        media: probed?.media ?? null,
-        tags: opts.tags,
-        metadata: opts.metadata,
-        custom_id: opts.custom_id,
-        upload_source: source,
-        onNameTaken: opts.mayReplace === false ? randomize : 'replace',
-      });
-      if (replacedBlobId) released = await blobs.releaseIfUnused(trx, replacedBlobId);
-      await hooks.inTransaction?.(trx, row);
-      // The notification is queued with the record, or not at all.
-      if (opts.webhookUrl && webhooks)
-        await webhooks.enqueueUpload(
-          trx,
-          opts.webhookUrl,
-          records.view(row, folder?.folder_no ?? null, committed.blob.sha256, transformKey),
-        );
-      return row;
-    });
+    const file: Omit<NewFile, 'folder' | 'blob' | 'duplicate'> = {
+      workspaceId: current.workspaceId,
+      name,
+      mime_type: detected.mime_type,
+      extension: extensionOf(name),
+      format: detected.format,
+      width: probed ? probed.width : detected.width,
+      height: probed ? probed.height : detected.height,
+      duration: probed?.duration ?? null,
+      media: probed?.media ?? null,
+      tags: opts.tags,
+      metadata: opts.metadata,
+      custom_id: opts.custom_id,
+      upload_source: source,
+      onNameTaken: opts.mayReplace === false ? randomize : 'replace',
+    };
+    // PostgreSQL, when the transaction would hold nothing but the blob and the file (no hook, no
+    // webhook, the folder there already): one statement, the common case of a new file under a
+    // free name. When it did nothing (name taken, known bytes, quota), the transaction below.
+    const quick =
+      deps.db.dialect === 'postgres' && !hooks.inTransaction && !(opts.webhookUrl && webhooks)
+        ? await commitAtOnce(deps, current, file, opts.folder)
+        : null;
+    if (quick) folder = quick.folder;
+    const row =
+      quick?.row ??
+      (await inTransaction(deps.db.kysely, async (trx) => {
+        folder = await ensureFolderPath(trx, current.workspaceId, opts.folder);
+        const committed = await blobs.commit(trx, current);
+        duplicate = committed.duplicate;
+        sha256 = committed.blob.sha256;
+        const { row, replacedBlobId } = await records.createOrReplace(trx, {
+          ...file,
+          folder,
+          blob: committed.blob,
+          duplicate,
+        });
+        if (replacedBlobId) released = await blobs.releaseIfUnused(trx, replacedBlobId);
+        await hooks.inTransaction?.(trx, row);
+        // The notification is queued with the record, or not at all.
+        if (opts.webhookUrl && webhooks)
+          await webhooks.enqueueUpload(
+            trx,
+            opts.webhookUrl,
+            records.view(row, folder?.folder_no ?? null, committed.blob.sha256, transformKey),
+          );
+        return row;
+      }));
     if (duplicate) await blobs.discard(current);
     if (released) await blobs.forget(current.workspaceId, released);
     announceUpload(deps.events, { source, size: current.size, workspaceId: current.workspaceId });
@@ -125,4 +143,26 @@ export async function commitUpload(
     }
     throw err;
   }
+}
+
+/**
+ * The staged bytes as a new blob and `file` as a new file in `folderPath` (which must exist
+ * already), in one statement (BlobStore.commitWithFile). Null when it did nothing.
+ */
+async function commitAtOnce(
+  deps: CommitDeps,
+  staged: Staged,
+  file: Omit<NewFile, 'folder' | 'blob' | 'duplicate'>,
+  folderPath: string[],
+): Promise<{ row: PlacedFile; folder: FolderRow | null } | null> {
+  const folder = folderPath.length
+    ? ((await new FolderRepository(deps.db.kysely).byPath(staged.workspaceId, folderPath.join('/'))) ?? null)
+    : null;
+  if (folderPath.length && !folder) return null;
+  let row: FileRow | undefined;
+  const blob = await deps.blobs.commitWithFile(staged, (blob) => {
+    row = deps.records.newRow({ ...file, folder, blob, duplicate: false });
+    return row;
+  });
+  return blob && row ? { row: { ...row, folder_path: folder?.path ?? '' }, folder } : null;
 }
