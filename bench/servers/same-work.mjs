@@ -3,7 +3,7 @@
 // bench before this process starts: every index, trigger and name index a file row maintains),
 // sending the statements Stowage sends for an upload of a new file under a free name, as plain
 // SQL through the driver: the API-key lookup, the storage intent, then on PostgreSQL the one
-// statement that adds the blob and the file row, on SQLite one transaction of its five statements.
+// statement that adds the blob and the file row, on SQLite one transaction of its six.
 // The file is hashed (SHA-256) as it streams, flushed (fdatasync) and renamed into place, and its
 // folder flushed, as Stowage's local storage does. What is left out is Stowage itself: its hooks,
 // its query builder, its staging and type detection, and its answer (this one answers the row).
@@ -112,12 +112,15 @@ if (sqlite) {
   const q = () => '?';
   const key = db.prepare(KEY_SQL(q));
   const addIntent = db.prepare(INTENT_SQL(q));
-  const bySha = db.prepare('select * from "blobs" where "workspace_id" = ? and "sha256" = ?');
-  const dropIntent = db.prepare(
-    'delete from "storage_intents" where "storage_key" = ? returning "workspace_id", "reserved_bytes"',
+  // Stowage's steps for a new file under a free name (BlobRepository.adoptWithFile on SQLite).
+  const nameTaken = db.prepare(
+    "select 1 from files where workspace_id = ? and coalesce(folder_id, '') = ? and name = ?",
   );
+  const bySha = db.prepare('select 1 from blobs where workspace_id = ? and sha256 = ?');
+  const dropIntent = db.prepare('delete from storage_intents where storage_key = ? returning reserved_bytes');
   const charge = db.prepare(
-    'update "workspaces" set "used_bytes" = "used_bytes" + ? where "id" = ? and (quota_bytes is null or used_bytes + reserved_bytes + ? <= quota_bytes)',
+    `update workspaces set used_bytes = used_bytes + ?, reserved_bytes = reserved_bytes - ?
+      where id = ? and (quota_bytes is null or used_bytes + reserved_bytes - ? + ? <= quota_bytes)`,
   );
   const addBlob = db.prepare(
     'insert into "blobs" ("id", "workspace_id", "sha256", "size", "storage_key", "created_at") values (?, ?, ?, ?, ?, ?)',
@@ -126,9 +129,10 @@ if (sqlite) {
   lookup = async (hash, now) => key.get(now, hash);
   intent = async (k, ws, now) => addIntent.run(k, ws, 'upload', 0, now);
   commit = db.transaction((blob, file) => {
+    if (nameTaken.get(file.workspace_id, file.folder_id ?? '', file.name)) throw new Error('name taken');
     if (bySha.get(blob.workspace_id, blob.sha256)) throw new Error('duplicate bytes');
-    dropIntent.get(blob.storage_key);
-    if (charge.run(blob.size, blob.workspace_id, blob.size).changes !== 1) throw new Error('over quota');
+    const held = Number(dropIntent.get(blob.storage_key)?.reserved_bytes ?? 0);
+    if (charge.run(blob.size, held, blob.workspace_id, held, blob.size).changes !== 1) throw new Error('over quota');
     addBlob.run(blob.id, blob.workspace_id, blob.sha256, blob.size, blob.storage_key, blob.created_at);
     if (addFile.run(...FILE_COLUMNS.map((c) => file[c])).changes !== 1) throw new Error('name taken');
   });

@@ -3,7 +3,8 @@
 // A repository runs its queries on the Kysely instance it was made with: the database, or a
 // caller's transaction (`in(trx)`), so that an upload's commit stays one transaction.
 import { type Insertable, type Kysely, type RawBuilder, sql } from 'kysely';
-import { nowIso } from './database.ts';
+import type SQLite from 'better-sqlite3';
+import { nowIso, sqliteHandle } from './database.ts';
 import { flavourOf } from './derived.ts';
 import type { BlobRow, Database, FileTable } from './schema.ts';
 
@@ -25,6 +26,44 @@ export interface StorageIntent {
 
 /** Thrown inside `reserve`'s transaction to roll it back when the intent is gone. */
 class NoIntent extends Error {}
+
+/** Thrown inside `adoptWithFile`'s SQLite transaction to roll it back: the caller takes the long way. */
+class NothingDone extends Error {}
+
+/** SQLite: `adoptWithFile`'s steps, in the caller's transaction; throws NothingDone to undo them. */
+function adoptWithFileSqlite(
+  db: SQLite.Database,
+  blob: BlobRow,
+  file: Insertable<FileTable>,
+  columns: (keyof FileTable)[],
+): void {
+  const ws = blob.workspace_id;
+  const taken = db
+    .prepare("select 1 from files where workspace_id = ? and coalesce(folder_id, '') = ? and name = ?")
+    .get(file.workspace_id, file.folder_id ?? '', file.name);
+  if (taken || db.prepare('select 1 from blobs where workspace_id = ? and sha256 = ?').get(ws, blob.sha256))
+    throw new NothingDone();
+  const gone = db
+    .prepare('delete from storage_intents where storage_key = ? returning reserved_bytes')
+    .get(blob.storage_key) as { reserved_bytes: number } | undefined;
+  const held = Number(gone?.reserved_bytes ?? 0);
+  const charged = db
+    .prepare(
+      `update workspaces set used_bytes = used_bytes + ?, reserved_bytes = reserved_bytes - ?
+        where id = ? and (quota_bytes is null or used_bytes + reserved_bytes - ? + ? <= quota_bytes)`,
+    )
+    .run(blob.size, held, ws, held, blob.size);
+  if (charged.changes !== 1) throw new NothingDone();
+  db.prepare(
+    'insert into blobs (id, workspace_id, sha256, size, storage_key, created_at) values (?, ?, ?, ?, ?, ?)',
+  ).run(blob.id, ws, blob.sha256, blob.size, blob.storage_key, blob.created_at);
+  const added = db
+    .prepare(
+      `insert into files (${columns.map((c) => `"${c}"`).join(', ')}) values (${columns.map(() => '?').join(', ')}) on conflict do nothing`,
+    )
+    .run(...columns.map((c) => file[c] as unknown));
+  if (added.changes !== 1) throw new NothingDone();
+}
 
 const orNull = (v: number | string | null): number | null => (v === null ? null : Number(v));
 
@@ -264,15 +303,30 @@ export class BlobRepository {
   }
 
   /**
-   * PostgreSQL, outside any transaction: `adopt(blob)` and the insert of `file` (a new file of
-   * these bytes) as one statement, so the workspace row (usage, and the counters the file's
-   * triggers keep) is held for the statement alone instead of across round trips to Node. All of
+   * Outside any transaction: `adopt(blob)` and the insert of `file` (a new file of these bytes)
+   * at once. On PostgreSQL as one statement, so the workspace row (usage, and the counters the
+   * file's triggers keep) is held for the statement alone instead of across round trips to Node;
+   * on SQLite as one synchronous transaction of prepared statements. All of
    * it is done (true), or none of it (false): when the name is taken, the workspace already has
    * these bytes, they do not fit the quota, or any of that changed while the statement ran. The
    * caller then takes the transaction path, which sorts each case out.
    */
   async adoptWithFile(blob: BlobRow, file: Insertable<FileTable>): Promise<boolean> {
     const columns = Object.keys(file) as (keyof FileTable)[];
+    if (flavourOf(this.q) === 'sqlite') {
+      // SQLite runs in-process: the same steps as prepared statements in one synchronous
+      // transaction (Kysely's, so that it holds the connection), without a builder per statement.
+      const database = sqliteHandle(this.q);
+      if (!database) return false;
+      try {
+        await this.q.transaction().execute(async () => adoptWithFileSqlite(database, blob, file, columns));
+        return true;
+      } catch (err) {
+        if (err instanceof NothingDone || (err as { code?: unknown }).code === 'SQLITE_CONSTRAINT_FOREIGNKEY')
+          return false;
+        throw err;
+      }
+    }
     const nameFree = sql`not exists (select 1 from files
        where workspace_id = ${file.workspace_id} and coalesce(folder_id, '') = ${file.folder_id ?? ''} and name = ${file.name})`;
     try {

@@ -32,6 +32,17 @@ const pgTypes: pg.CustomTypesConfig = {
     oid === pg.types.builtins.INT8 ? (v: string) => Number(v) : pg.types.getTypeParser(oid, format),
 };
 
+const sqliteHandles = new WeakMap<Kysely<Database>, SQLite.Database>();
+
+/**
+ * SQLite: the main connection behind a Kysely instance made by openDatabase (not a transaction's),
+ * for a hot path that runs prepared statements synchronously inside a Kysely transaction, which
+ * holds the connection for it. Undefined on PostgreSQL.
+ */
+export function sqliteHandle<T>(kysely: Kysely<T>): SQLite.Database | undefined {
+  return sqliteHandles.get(kysely as unknown as Kysely<Database>);
+}
+
 export interface OpenOptions {
   databaseUrl?: string;
   dataDir: string;
@@ -89,6 +100,7 @@ export function openDatabase(opts: OpenOptions): Db {
     : undefined;
   checkpointer?.start();
   const kysely = new Kysely<Database>({ dialect: new SqliteReadersDialect({ database }, readers ?? null) });
+  sqliteHandles.set(kysely, database);
   return {
     kysely,
     dialect: 'sqlite',

@@ -4,8 +4,8 @@
 // prefix or suffix), the image transformed if asked (a new extension), the type detected; then
 // one transaction creates the folders, commits the blob (dedupe by hash; the quota reservation
 // becomes usage), writes the record (replacing a file or taking a free name), releases a
-// replaced blob, runs the caller's hook and queues the webhook (on PostgreSQL a new file under a
-// free name with none of those extras is one statement instead: commitAtOnce). After it,
+// replaced blob, runs the caller's hook and queues the webhook (a new file under a free name
+// with none of those extras is one statement instead: commitAtOnce). After it,
 // duplicate bytes and released blobs go and the upload is announced (events.ts). On failure
 // nothing is left behind.
 import type { DomainEvents } from '../events.ts';
@@ -97,11 +97,12 @@ export async function commitUpload(
       upload_source: source,
       onNameTaken: opts.mayReplace === false ? randomize : 'replace',
     };
-    // PostgreSQL, when the transaction would hold nothing but the blob and the file (no hook, no
-    // webhook, the folder there already): one statement, the common case of a new file under a
-    // free name. When it did nothing (name taken, known bytes, quota), the transaction below.
+    // When the transaction would hold nothing but the blob and the file (no hook, no webhook, the
+    // folder there already): one statement on PostgreSQL, one synchronous transaction on SQLite,
+    // for the common case of a new file under a free name. When it did nothing (name taken, known
+    // bytes, quota), the transaction below.
     const quick =
-      deps.db.dialect === 'postgres' && !hooks.inTransaction && !(opts.webhookUrl && webhooks)
+      !hooks.inTransaction && !(opts.webhookUrl && webhooks)
         ? await commitAtOnce(deps, current, file, opts.folder)
         : null;
     if (quick) folder = quick.folder;
