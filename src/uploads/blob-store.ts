@@ -88,9 +88,9 @@ export class BlobStore {
   }
 
   /**
-   * PostgreSQL, no transaction: the staged bytes become a new blob and `file(blob)` its file, in
-   * one statement (BlobRepository.adoptWithFile). Null when nothing was done: the caller then
-   * commits in a transaction, where a taken name, known bytes or a full quota are handled.
+   * Outside a transaction: the staged bytes become a new blob and `file(blob)` its file, at once
+   * (BlobRepository.adoptWithFile). Null when nothing was done: the caller then commits in a
+   * transaction, where a taken name, known bytes or a full quota are handled.
    */
   async commitWithFile(staged: Staged, file: (blob: BlobRow) => FileRow): Promise<BlobRow | null> {
     const blob = this.newBlob(staged);

@@ -148,7 +148,7 @@ export async function commitUpload(
 
 /**
  * The staged bytes as a new blob and `file` as a new file in `folderPath` (which must exist
- * already), in one statement (BlobStore.commitWithFile). Null when it did nothing.
+ * already), at once (BlobStore.commitWithFile). Null when it did nothing.
  */
 async function commitAtOnce(
   deps: CommitDeps,
