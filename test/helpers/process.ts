@@ -82,7 +82,7 @@ export function startServer(env: Record<string, string | undefined>, opts: Start
     });
     let out = '';
     const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
-    const timer = setTimeout(() => reject(new Error(`server did not start:\n${out}`)), 30_000);
+    const timer = setTimeout(() => reject(new Error(`server did not start:\n${out}`)), 60_000);
     const onData = (d: Buffer) => {
       out += d;
       onOutput?.(out);
