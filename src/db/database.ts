@@ -49,6 +49,8 @@ export interface OpenOptions {
   sqlitePath?: string;
   /** SQLite: threads for plain reads (0 = every query on the main connection, as before). */
   sqliteReaders?: number;
+  /** SQLite with readers: WAL pages past which the writer is held back once so the WAL starts over (tests lower it). */
+  sqliteWalRestartPages?: number;
 }
 
 export function openDatabase(opts: OpenOptions): Db {
@@ -92,14 +94,21 @@ export function openDatabase(opts: OpenOptions): Db {
       : undefined;
   // With readers, WAL checkpoints leave the main connection too (sqlite-checkpointer.ts).
   const checkpointer = readers
-    ? new SqliteCheckpointer(database, {
-        path: database.name.startsWith('file:') ? database.name : resolve(database.name),
-        busyTimeoutMs: BUSY_TIMEOUT_MS,
-        everyMs: CHECKPOINT_EVERY_MS,
-      })
+    ? new SqliteCheckpointer(
+        database,
+        {
+          path: database.name.startsWith('file:') ? database.name : resolve(database.name),
+          busyTimeoutMs: BUSY_TIMEOUT_MS,
+          everyMs: CHECKPOINT_EVERY_MS,
+        },
+        opts.sqliteWalRestartPages,
+      )
     : undefined;
+  const dialect = new SqliteReadersDialect({ database }, readers ?? null);
+  const kysely = new Kysely<Database>({ dialect });
+  // Past RESTART_PAGES of WAL the checkpointer holds the writer back once, so the WAL starts over.
+  checkpointer?.holdWriterWith(() => dialect.holdWriter());
   checkpointer?.start();
-  const kysely = new Kysely<Database>({ dialect: new SqliteReadersDialect({ database }, readers ?? null) });
   sqliteHandles.set(kysely, database);
   return {
     kysely,

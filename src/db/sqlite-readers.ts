@@ -356,6 +356,12 @@ class ReadRoutingDriver implements Driver {
     return new RoutedConnection(this.main, this.readers);
   }
 
+  /** Takes the main connection (the one writer) as a transaction would, until the returned function. */
+  async holdWriter(): Promise<() => Promise<void>> {
+    await this.main.acquireConnection();
+    return () => this.main.releaseConnection();
+  }
+
   // SQLite has no isolation levels or access modes to set (Kysely's driver ignores them as well).
   async beginTransaction(connection: DatabaseConnection, _settings: TransactionSettings): Promise<void> {
     // Held until releaseConnection, which Kysely calls whether begin, commit or rollback failed.
@@ -407,6 +413,8 @@ function routed(connection: DatabaseConnection): RoutedConnection {
 
 /** Kysely's SQLite dialect (compiler, adapter, introspector) with reads routed to `readers` when given. */
 export class SqliteReadersDialect extends SqliteDialect {
+  private driver?: ReadRoutingDriver;
+
   constructor(
     private readonly dialectConfig: SqliteDialectConfig,
     private readonly readers: SqliteReaderPool | null,
@@ -415,6 +423,13 @@ export class SqliteReadersDialect extends SqliteDialect {
   }
 
   override createDriver(): Driver {
-    return new ReadRoutingDriver(this.dialectConfig, this.readers);
+    this.driver = new ReadRoutingDriver(this.dialectConfig, this.readers);
+    return this.driver;
+  }
+
+  /** Holds the writer back (see ReadRoutingDriver.holdWriter); for the WAL checkpointer. */
+  holdWriter(): Promise<() => Promise<void>> {
+    if (!this.driver) throw new Error('the dialect has no driver yet');
+    return this.driver.holdWriter();
   }
 }
