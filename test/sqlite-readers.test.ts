@@ -300,6 +300,7 @@ describe('SQLite reader threads', () => {
     // that, PASSIVE checkpoints copy the frames back but the WAL file only grows.
     const { db, k, dataDir } = await open(2, undefined, 300);
     const cp = db.checkpointer!;
+    await cp.ready();
     const wal = join(dataDir, 'stowage.db-wal');
     const blob = Buffer.alloc(3000, 7);
     let largest = 0;
@@ -330,6 +331,43 @@ describe('SQLite reader threads', () => {
       .select((eb) => eb.fn.countAll<number>().as('n'))
       .executeTakeFirstOrThrow();
     assert.equal(n, rows);
+  });
+
+  test("the name index's segments are merged on the checkpointer thread, not in commits on the main one", async () => {
+    // FTS5 merges its segments inside the commit that writes them (automerge), on the main
+    // thread: 150 ms and more at a time on a million names. With the thread, that is off and the
+    // thread merges a bounded step at a time while the writer is held back.
+    const { db, k, dataDir } = await open(2);
+    await sql`create virtual table files_name_fts using fts5(name, tokenize = 'trigram')`.execute(k);
+    const automerge = async (kk: Kysely<TestDb>) =>
+      (await sql<{ v: number }>`select v from files_name_fts_config where k = 'automerge'`.execute(kk)).rows[0]?.v;
+    const cp = db.checkpointer!;
+    // One segment per commit: 2,000 commits, as 2,000 uploads would make.
+    for (let round = 0; round < 20; round++) {
+      for (let i = 1; i <= 100; i++)
+        await sql`insert into files_name_fts (rowid, name) values (${round * 100 + i}, ${`photo-${round}-${i}-summer.jpg`})`.execute(
+          k,
+        );
+      await sleep(30);
+    }
+    for (let i = 0; i < 200 && !(cp.stats.merges > 0 && (await automerge(k)) === 0); i++) await sleep(25);
+    assert.equal(await automerge(k), 0, 'commits no longer merge');
+    assert.ok(cp.stats.merges > 0, `the thread merged ${cp.stats.merges} times`);
+    assert.equal(cp.stats.mergeError, '');
+    // The index is whole and answers as before.
+    await sql`insert into files_name_fts(files_name_fts) values('integrity-check')`.execute(k);
+    const hits = await sql<{
+      rowid: number;
+    }>`select rowid from files_name_fts where name like '%-7-summer%' order by rowid`.execute(k);
+    assert.deepEqual(
+      hits.rows.map((r) => r.rowid),
+      Array.from({ length: 20 }, (_, round) => round * 100 + 7),
+    );
+    // Opened again without the thread, FTS5 merges in commits again: nothing else would.
+    await db.close();
+    opened.splice(opened.indexOf(db), 1);
+    const { k: k2 } = await open(0, dataDir);
+    assert.equal(await automerge(k2), 4);
   });
 
   test('close() ends the reader threads', async () => {

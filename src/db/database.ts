@@ -4,6 +4,7 @@ import SQLite from 'better-sqlite3';
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import type { Database } from './schema.ts';
+import { NAME_FTS } from './derived.ts';
 import { SqliteCheckpointer } from './sqlite-checkpointer.ts';
 import { SqliteReaderPool, SqliteReadersDialect } from './sqlite-readers.ts';
 import { cacheStatements } from './statement-cache.ts';
@@ -100,10 +101,14 @@ export function openDatabase(opts: OpenOptions): Db {
           path: database.name.startsWith('file:') ? database.name : resolve(database.name),
           busyTimeoutMs: BUSY_TIMEOUT_MS,
           everyMs: CHECKPOINT_EVERY_MS,
+          ftsTables: [NAME_FTS],
         },
         opts.sqliteWalRestartPages,
       )
     : undefined;
+  // Without the thread nothing would merge the name index's segments in the background: back to
+  // FTS5's own merging in commits, where a thread had turned it off (sqlite-checkpoint-worker.ts).
+  if (!checkpointer) restoreAutomerge(database, NAME_FTS);
   const dialect = new SqliteReadersDialect({ database }, readers ?? null);
   const kysely = new Kysely<Database>({ dialect });
   // Past RESTART_PAGES of WAL the checkpointer holds the writer back once, so the WAL starts over.
@@ -169,3 +174,13 @@ export function isUniqueViolation(err: unknown): boolean {
 }
 
 export const nowIso = (): string => new Date().toISOString();
+
+/** FTS5's automatic merging back on for `table` if a checkpointer thread turned it off (a missing table is left alone). */
+function restoreAutomerge(database: SQLite.Database, table: string): void {
+  const config = database
+    .prepare("select 1 from sqlite_master where type = 'table' and name = ?")
+    .get(`${table}_config`);
+  if (!config) return;
+  const off = database.prepare(`select 1 from "${table}_config" where k = 'automerge' and v = 0`).get();
+  if (off) database.prepare(`insert into "${table}"("${table}", rank) values('automerge', 4)`).run();
+}

@@ -15,6 +15,11 @@
 // writer is held back (the main connection taken, as a transaction takes it: requests wait, the
 // event loop does not) while the thread checkpoints the few frames left, and the next write
 // starts the WAL over. Held for one short checkpoint; readers go on.
+//
+// The same hold serves the full-text index (the name search's FTS5 table): its segments used to be
+// merged inside commits on the main thread, 64 pages per level every 64 pages written (150 ms and
+// more at a time on a million names). The thread turns that off and merges instead, a bounded
+// step at a time with the writer held back, whenever writes happened since its last report.
 import type { Worker } from 'node:worker_threads';
 import type SQLite from 'better-sqlite3';
 import type { CheckpointData, CheckpointReply, CheckpointRequest } from './sqlite-checkpoint-worker.ts';
@@ -27,6 +32,8 @@ export const RESTART_PAGES = 4096;
 const RESTART_MS = 1000;
 /** The longest the writer is held back waiting for the thread's checkpoint. */
 const HOLD_LIMIT_MS = 5000;
+/** With merging left over, writes go on this long before the next hold. */
+const MERGE_AGAIN_MS = 10;
 
 /** Takes the main connection (the one writer) and gives back what releases it. */
 export type WriterHold = () => Promise<() => Promise<void>>;
@@ -36,20 +43,31 @@ export class SqliteCheckpointer {
   private timer?: NodeJS.Timeout;
   private closed = false;
   private holdWriter?: WriterHold;
-  private restarting = false;
+  private holding = false;
   private asked = 0;
-  private answer?: { now: number; done: () => void };
+  private answer?: { now: number; done: (reply?: { merged?: boolean; more?: boolean; mergeError?: string }) => void };
+  private lastLog = -1;
+  private readyWaiters: (() => void)[] = [];
+  private isReady = false;
+  private again?: NodeJS.Timeout;
   /**
    * What the thread reported last; how often it was started; how often the writer was held back
-   * for a WAL restart, and for how long the last time (ms).
+   * (to merge the full-text index, and to restart the WAL), for how long the last time (ms); how
+   * many holds merged something, and the last merge error.
    */
-  readonly stats = { log: 0, checkpointed: 0, starts: 0, holds: 0, lastHoldMs: 0 };
+  readonly stats = { log: 0, checkpointed: 0, starts: 0, holds: 0, lastHoldMs: 0, merges: 0, mergeError: '' };
 
   constructor(
     private readonly main: SQLite.Database,
     private readonly data: CheckpointData,
     private readonly restartPages = RESTART_PAGES,
   ) {}
+
+  /** Resolves once the thread has opened its connection (tests wait for it before they write). */
+  ready(): Promise<void> {
+    if (this.isReady) return Promise.resolve();
+    return new Promise((resolve) => this.readyWaiters.push(resolve));
+  }
 
   /** How to hold the writer back (the driver's main connection); without it the WAL is never restarted. */
   holdWriterWith(hold: WriterHold): void {
@@ -71,6 +89,7 @@ export class SqliteCheckpointer {
     if (this.closed) return;
     this.closed = true;
     clearTimeout(this.timer);
+    clearTimeout(this.again);
     const worker = this.worker;
     this.worker = undefined;
     await worker?.terminate();
@@ -79,33 +98,42 @@ export class SqliteCheckpointer {
   }
 
   /**
-   * Holds the writer back while the thread checkpoints what is left, so that the next write
-   * transaction finds every frame copied and starts the WAL from its first page. A reader still
-   * inside an older snapshot can keep it from starting over; the next report tries again.
+   * Holds the writer back while the thread merges the full-text index a step and, with
+   * `checkpoint`, copies every frame back, so that the next write transaction starts the WAL from
+   * its first page. A reader still inside an older snapshot can keep it from starting over; the
+   * next report tries again. When merging is left over, another hold follows shortly, with writes
+   * let through in between.
    */
-  private restart(worker: Worker): void {
-    if (!this.holdWriter || this.restarting || this.closed) return;
-    this.restarting = true;
-    const hold = this.holdWriter;
+  private hold(worker: Worker, checkpoint: boolean): void {
+    if (!this.holdWriter || this.holding || this.closed) return;
+    this.holding = true;
+    clearTimeout(this.again);
+    const holdWriter = this.holdWriter;
+    let more = false;
     void (async () => {
-      const release = await hold();
+      const release = await holdWriter();
       const started = performance.now();
       try {
         if (this.worker !== worker || this.closed) return;
         const now = ++this.asked;
-        await new Promise<void>((resolve) => {
-          const limit = setTimeout(resolve, HOLD_LIMIT_MS);
-          this.answer = {
-            now,
-            done: () => {
-              clearTimeout(limit);
-              resolve();
-            },
-          };
-          worker.postMessage({ now } satisfies CheckpointRequest);
-        });
+        const reply = await new Promise<{ merged?: boolean; more?: boolean; mergeError?: string } | undefined>(
+          (resolve) => {
+            const limit = setTimeout(resolve, HOLD_LIMIT_MS);
+            this.answer = {
+              now,
+              done: (r) => {
+                clearTimeout(limit);
+                resolve(r);
+              },
+            };
+            worker.postMessage({ now, merge: true, checkpoint } satisfies CheckpointRequest);
+          },
+        );
         this.stats.holds++;
         this.stats.lastHoldMs = performance.now() - started;
+        if (reply?.merged) this.stats.merges++;
+        if (reply?.mergeError) this.stats.mergeError = reply.mergeError;
+        more = reply?.more === true;
       } finally {
         this.answer = undefined;
         await release();
@@ -113,7 +141,11 @@ export class SqliteCheckpointer {
     })()
       .catch(() => {})
       .finally(() => {
-        this.restarting = false;
+        this.holding = false;
+        if (more && !this.closed) {
+          this.again = setTimeout(() => this.hold(worker, false), MERGE_AGAIN_MS);
+          this.again.unref();
+        }
       });
   }
 
@@ -123,12 +155,23 @@ export class SqliteCheckpointer {
     worker.unref();
     this.worker = worker;
     worker.on('message', (m: CheckpointReply) => {
-      if ('ready' in m) return;
+      if ('ready' in m) {
+        this.isReady = true;
+        for (const resolve of this.readyWaiters.splice(0)) resolve();
+        return;
+      }
       this.stats.log = m.log;
       this.stats.checkpointed = m.checkpointed;
       if (m.now !== undefined) {
-        if (m.now === this.answer?.now) this.answer.done();
-      } else if (m.log >= this.restartPages) this.restart(worker);
+        if (m.now === this.answer?.now) this.answer.done(m);
+        return;
+      }
+      // Writes happened since the last report: merge what they added to the full-text index; past
+      // restartPages, checkpoint everything too so that the WAL starts over.
+      const wrote = m.log !== this.lastLog;
+      this.lastLog = m.log;
+      if (m.log >= this.restartPages) this.hold(worker, true);
+      else if (wrote) this.hold(worker, false);
     });
     // Its errors end it; the exit below starts another.
     worker.on('error', () => {});
