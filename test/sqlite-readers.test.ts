@@ -321,8 +321,8 @@ describe('SQLite reader threads', () => {
     }
     // 8,000 rows of ~3 KB: ~8,000 pages (33 MB) of WAL without a restart. A restarted WAL keeps
     // its file and writes it again from the start: its size stays where it was at the first
-    // restart (the thread starts within about a second, so up to ~3,500 pages here).
-    assert.ok(largest < 20 * 1024 * 1024, `the WAL reached ${largest} bytes`);
+    // restart (half a second of writes after the thread is ready: a few MB here, more under load).
+    assert.ok(largest < 32 * 1024 * 1024, `the WAL reached ${largest} bytes`);
     assert.ok(cp.stats.holds >= 1, `the writer was held back ${cp.stats.holds} times`);
     // Reads meanwhile answered, and nothing written was lost.
     for (const n of await Promise.all(reads)) assert.ok((n as { n: number }).n > 0);
