@@ -319,7 +319,7 @@ describe('SQLite reader threads', () => {
       largest = Math.max(largest, statSync(wal).size);
       await sleep(40);
     }
-    // 8,000 rows of ~3 KB: ~8,000 pages (33 MB) of WAL without a restart. A restarted WAL keeps
+    // 8,000 commits of a ~3 KB row: about 100 MB of WAL without a restart. A restarted WAL keeps
     // its file and writes it again from the start: its size stays where it was at the first
     // restart (half a second of writes after the thread is ready: a few MB here, more under load).
     assert.ok(largest < 32 * 1024 * 1024, `the WAL reached ${largest} bytes`);
