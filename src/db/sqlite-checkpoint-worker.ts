@@ -35,7 +35,7 @@ export interface CheckpointRequest {
 
 /** Pages of merged index written per FTS5 'merge' statement, and the time given to merging per request. */
 const MERGE_PAGES = 64;
-const MERGE_BUDGET_MS = 25;
+const MERGE_BUDGET_MS = 10;
 /** Tries again this often, this many times, while a reader in an older snapshot keeps frames from being copied. */
 const RETRY_MS = 2;
 const RETRIES = 50;

@@ -33,7 +33,7 @@ const RESTART_MS = 1000;
 /** The longest the writer is held back waiting for the thread's checkpoint. */
 const HOLD_LIMIT_MS = 5000;
 /** With merging left over, writes go on this long before the next hold. */
-const MERGE_AGAIN_MS = 10;
+const MERGE_AGAIN_MS = 40;
 
 /** Takes the main connection (the one writer) and gives back what releases it. */
 export type WriterHold = () => Promise<() => Promise<void>>;
