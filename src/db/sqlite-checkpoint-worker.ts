@@ -53,9 +53,23 @@ const checkpoint = () => {
   return { log: r.log, checkpointed: r.checkpointed };
 };
 
-/** Tables whose automatic merging is off already (set once per thread: the setting is kept in the database). */
-const manual = new Set<string>();
 const quote = (name: string) => `"${name.replaceAll('"', '""')}"`;
+const tableExists = database.prepare("select 1 from sqlite_master where type = 'table' and name = ?");
+/**
+ * Each table's merge step, prepared once its table exists; its automatic merging is turned off
+ * then (once per thread: the setting is kept in the database).
+ */
+const steps = new Map<string, SQLite.Statement>();
+function mergeStep(table: string): SQLite.Statement | undefined {
+  let step = steps.get(table);
+  if (step) return step;
+  if (!tableExists.get(table)) return undefined;
+  const t = quote(table);
+  database.prepare(`insert into ${t}(${t}, rank) values('automerge', 0)`).run();
+  step = database.prepare(`insert into ${t}(${t}, rank) values('merge', ${MERGE_PAGES})`);
+  steps.set(table, step);
+  return step;
+}
 
 const totalChanges = database.prepare('select total_changes() as n').pluck();
 
@@ -65,14 +79,8 @@ function merge(): { merged: boolean; more: boolean } {
   let merged = false;
   let more = false;
   for (const table of ftsTables) {
-    const exists = database.prepare("select 1 from sqlite_master where type = 'table' and name = ?").get(table);
-    if (!exists) continue;
-    const t = quote(table);
-    if (!manual.has(table)) {
-      database.prepare(`insert into ${t}(${t}, rank) values('automerge', 0)`).run();
-      manual.add(table);
-    }
-    const step = database.prepare(`insert into ${t}(${t}, rank) values('merge', ${MERGE_PAGES})`);
+    const step = mergeStep(table);
+    if (!step) continue;
     for (;;) {
       if (performance.now() - started >= MERGE_BUDGET_MS) {
         more = true;
@@ -107,6 +115,8 @@ port.on('message', (m: CheckpointRequest) => {
       ({ merged, more } = merge());
     } catch (err) {
       mergeError = (err as Error).message;
+      // Prepared again (and automerge turned off again) next time, should a migration have rebuilt a table.
+      steps.clear();
     }
   }
   last = checkpoint();

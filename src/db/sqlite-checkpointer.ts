@@ -38,6 +38,9 @@ const MERGE_AGAIN_MS = 40;
 /** Takes the main connection (the one writer) and gives back what releases it. */
 export type WriterHold = () => Promise<() => Promise<void>>;
 
+/** The thread's answer to a hold's request. */
+type HoldReply = Extract<CheckpointReply, { log: number }>;
+
 export class SqliteCheckpointer {
   private worker?: Worker;
   private timer?: NodeJS.Timeout;
@@ -45,10 +48,12 @@ export class SqliteCheckpointer {
   private holdWriter?: WriterHold;
   private holding = false;
   private asked = 0;
-  private answer?: { now: number; done: (reply?: { merged?: boolean; more?: boolean; mergeError?: string }) => void };
+  private answer?: { now: number; done: (reply?: HoldReply) => void };
   private lastLog = -1;
-  private readyWaiters: (() => void)[] = [];
-  private isReady = false;
+  private markReady!: () => void;
+  private readonly started = new Promise<void>((resolve) => {
+    this.markReady = resolve;
+  });
   private again?: NodeJS.Timeout;
   /**
    * What the thread reported last; how often it was started; how often the writer was held back
@@ -65,8 +70,7 @@ export class SqliteCheckpointer {
 
   /** Resolves once the thread has opened its connection (tests wait for it before they write). */
   ready(): Promise<void> {
-    if (this.isReady) return Promise.resolve();
-    return new Promise((resolve) => this.readyWaiters.push(resolve));
+    return this.started;
   }
 
   /** How to hold the writer back (the driver's main connection); without it the WAL is never restarted. */
@@ -116,19 +120,17 @@ export class SqliteCheckpointer {
       try {
         if (this.worker !== worker || this.closed) return;
         const now = ++this.asked;
-        const reply = await new Promise<{ merged?: boolean; more?: boolean; mergeError?: string } | undefined>(
-          (resolve) => {
-            const limit = setTimeout(resolve, HOLD_LIMIT_MS);
-            this.answer = {
-              now,
-              done: (r) => {
-                clearTimeout(limit);
-                resolve(r);
-              },
-            };
-            worker.postMessage({ now, merge: true, checkpoint } satisfies CheckpointRequest);
-          },
-        );
+        const reply = await new Promise<HoldReply | undefined>((resolve) => {
+          const limit = setTimeout(resolve, HOLD_LIMIT_MS);
+          this.answer = {
+            now,
+            done: (r) => {
+              clearTimeout(limit);
+              resolve(r);
+            },
+          };
+          worker.postMessage({ now, merge: true, checkpoint } satisfies CheckpointRequest);
+        });
         this.stats.holds++;
         this.stats.lastHoldMs = performance.now() - started;
         if (reply?.merged) this.stats.merges++;
@@ -156,8 +158,7 @@ export class SqliteCheckpointer {
     this.worker = worker;
     worker.on('message', (m: CheckpointReply) => {
       if ('ready' in m) {
-        this.isReady = true;
-        for (const resolve of this.readyWaiters.splice(0)) resolve();
+        this.markReady();
         return;
       }
       this.stats.log = m.log;
