@@ -215,7 +215,7 @@ for (const dialect of DIALECTS) {
           f: { nameContains: [text], tags: [...tags] },
           want: (o) => has(o, text) && tags.every((t) => o.tags.includes(t)),
         });
-      for (const text of ['forest', 'RÍO', 'e_1', 'e-1', 'le-12'])
+      for (const text of ['forest', 'RÍO', 'e_1', 'e-1', 'le-12', 'le-59', 'zzz'])
         cases.push({ f: { nameContains: [text] }, want: (o) => has(o, text) });
       cases.push({
         f: { nameContains: ['río'], folderId: folderIds.get('a') },
@@ -256,6 +256,15 @@ for (const dialect of DIALECTS) {
             after = page.next ?? undefined;
           } while (after);
           assert.deepEqual(got, expected, label);
+          // Oldest first, by key.
+          const up: string[] = [];
+          let from: PageKey | undefined;
+          do {
+            const page = await files.page(ws, f, { sort: 'created_at', direction: 'asc', limit: 5, after: from });
+            up.push(...page.rows.map((r) => `${r.folder_path}/${r.name}`));
+            from = page.next ?? undefined;
+          } while (from);
+          assert.deepEqual(up, [...expected].reverse(), `${label} oldest first`);
           const second = await files.page(ws, f, { sort: 'created_at', direction: 'desc', limit: 7, offset: 7 });
           assert.deepEqual(
             second.rows.map((r) => `${r.folder_path}/${r.name}`),
