@@ -350,6 +350,41 @@ for (const dialect of DIALECTS) {
       }
     });
 
+    test('SQLite: a name search with few matches is driven by the name index, with many by the date index', async (t) => {
+      if (dialect.name !== 'sqlite') return t.skip('SQLite only');
+      const captured: { sql: string; parameters: readonly unknown[] }[] = [];
+      const logged = new Kysely<Database>({
+        dialect: new SqliteDialect({ database: new SQLite(join(dir, 'stowage.db')) }),
+        log: (e) => {
+          captured.push(e.query);
+        },
+      });
+      try {
+        // 'forest' names 200 of the 600 files: a cap of 200 finds them few, a cap of 199 many.
+        for (const [cap, driver] of [
+          [200, /^SCAN x VIRTUAL TABLE/],
+          [199, /^SEARCH files USING (COVERING )?INDEX files_workspace_created_idx/],
+        ] as const) {
+          captured.length = 0;
+          const page = await new FileRepository(logged, cap).page(
+            ws,
+            { nameContains: ['forest'] },
+            { sort: 'created_at', direction: 'desc', limit: 5 },
+          );
+          assert.equal(page.rows.length, 5);
+          const listing = captured.find((c) => /files_name_fts/.test(c.sql) && /order by/.test(c.sql));
+          assert.ok(listing, captured.map((c) => c.sql).join('\n'));
+          const { rows } = await logged.executeQuery<{ detail: string }>(
+            CompiledQuery.raw(`explain query plan ${listing.sql}`, [...listing.parameters]),
+          );
+          const plan = rows.map((r) => r.detail);
+          assert.match(plan[0], driver, `cap ${cap}: ${plan.join(' | ')}`);
+        }
+      } finally {
+        await logged.destroy();
+      }
+    });
+
     test("PostgreSQL: a name search in a small workspace or folder checks its own rows, not every workspace's name index", async (t) => {
       if (dialect.name !== 'postgres' || !pgUrl) return t.skip('PostgreSQL only');
       const captured: { sql: string; parameters: readonly unknown[] }[] = [];

@@ -99,8 +99,8 @@ export interface DeliverableFile {
 export type FileChanges = Omit<Updateable<FileTable>, 'id' | 'file_no' | 'workspace_id' | 'created_at'>;
 
 /**
- * SQLite: a name search with a tag reads the name index's matches first when there are at most
- * this many (else it walks the tag's rows, newest first, checking each name).
+ * SQLite: a name search reads the name index's matches first when there are at most this many
+ * (else it walks the tag's rows or the date index, newest first, checking each name).
  */
 export const NAME_LEAD_CAP = 5_000;
 
@@ -329,13 +329,14 @@ export class FileRepository {
   }
 
   /**
-   * SQLite, a name search with a tag: whether the name index's matches are few (NAME_LEAD_CAP at
-   * most), so that reading each of them and checking its tags beats walking the tag's rows and
-   * checking each name, which for a rare fragment reads every tagged file. Asked of the index
-   * itself, counting no further than the cap.
+   * SQLite, a name search: whether the name index's matches are few (NAME_LEAD_CAP at most), so
+   * that reading each of them (checking its tags, if any) and sorting the few beats walking the
+   * tag's rows or the date index and checking each name, which for a rare fragment reads every
+   * tagged file, or every file (58 ms for a page of 100 at 1M files, against 1.1 ms). Asked of
+   * the index itself, counting no further than the cap.
    */
   private async nameLeads(f: FileFilter): Promise<boolean> {
-    if (!this.sqlite || !f.tags?.length) return false;
+    if (!this.sqlite) return false;
     const text = (f.nameContains ?? []).find((t) => [...t].length >= 3);
     if (text === undefined) return false;
     // Built, not raw: a SELECT of the query builder goes to the reader threads (sqlite-readers.ts).
