@@ -8,7 +8,7 @@ import pino, { type Logger, type LoggerOptions } from 'pino';
 import { buildApp, REDACT_PATHS } from './app.ts';
 import { type Config, ConfigError, loadConfig } from './config.ts';
 import { withLogRedaction } from './http/log-redaction.ts';
-import { tuneHeapForStreaming } from './heap.ts';
+import { tuneHeapForStreaming, tunePretenuring } from './heap.ts';
 import { createServices } from './services/container.ts';
 import type { CreatedWorkspace } from './services/workspaces.ts';
 import type { Server } from 'node:http';
@@ -29,6 +29,7 @@ function processLogger(config: Config): Logger {
 
 async function main(): Promise<void> {
   tuneHeapForStreaming();
+  tunePretenuring();
   let config: Config;
   try {
     config = loadConfig();

@@ -6,12 +6,14 @@
 // for 12 s, then every Mark-Compact printed while a 256 MiB upload streams in is counted. The
 // control shows the problem is there to be solved.
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { after, describe, test } from 'node:test';
 import { MiB, sendDirectUpload } from '../bench/lib.ts';
-import { HEAP_GROWING_PERCENT, tuneHeapForStreaming } from '../src/heap.ts';
+import { HEAP_GROWING_PERCENT, tuneHeapForStreaming, tunePretenuring } from '../src/heap.ts';
 import { runCli, type ServerProcess, startServer } from './helpers/process.ts';
 
 /** Full collections the server printed while `during` ran. */
@@ -64,5 +66,56 @@ describe('heap tuning for streamed uploads', () => {
     } finally {
       for (const { server } of Object.values(servers)) await server.stop('SIGKILL');
     }
+  });
+});
+
+// Pretenuring: one allocation site first makes 3M objects that all survive (as a page's rows
+// can at an unlucky scavenge), then 3M that die at once. Left to V8, the site is tenured by then
+// and every one of the later objects is born in the old generation; with src/heap.ts's tuning
+// applied at startup, as main.ts does, they stay young. Each run is a process of its own.
+const PROBE = `
+  import { getHeapSpaceStatistics } from 'node:v8';
+  const { tunePretenuring } = await import(process.env.HEAP_TS);
+  if (process.env.TUNED === '1') tunePretenuring([]);
+  const make = (i) => ({ a: i, b: i + 1, c: null });
+  const old = () => getHeapSpaceStatistics().find((s) => s.space_name === 'old_space').space_used_size;
+  let keep = [];
+  for (let i = 0; i < 3e6; i++) keep.push(make(i));
+  keep = null;
+  const ring = new Array(1000).fill(null);
+  const before = old();
+  for (let i = 0; i < 3e6; i++) ring[i % 1000] = make(i);
+  console.log(JSON.stringify({ oldGrowthMB: (old() - before) / 1e6, held: ring.length }));
+`;
+
+describe('heap tuning for short-lived rows', () => {
+  test('a pretenuring choice given on the command line is left alone', () => {
+    assert.equal(tunePretenuring(['--allocation-site-pretenuring']), false);
+    assert.equal(tunePretenuring(['--no-allocation_site_pretenuring']), false);
+    assert.equal(tunePretenuring(['--max-semi-space-size=64']), true);
+  });
+
+  test('objects of a site V8 would tenure stay in the young generation once tuned', () => {
+    const run = (tuned: boolean) =>
+      JSON.parse(
+        execFileSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', PROBE], {
+          env: {
+            ...process.env,
+            HEAP_TS: pathToFileURL(join(import.meta.dirname, '../src/heap.ts')).href,
+            TUNED: tuned ? '1' : '0',
+          },
+          encoding: 'utf8',
+        }),
+      ).oldGrowthMB as number;
+    const control = run(false);
+    const tuned = run(true);
+    console.log(
+      `old generation growth over 3M short-lived objects: ${control.toFixed(0)} MB as V8 chose, ${tuned.toFixed(0)} MB tuned`,
+    );
+    assert.ok(
+      control >= 100,
+      `V8 tenures the site by itself (${control} MB went old): the probe exercises the problem`,
+    );
+    assert.ok(tuned <= control / 4, `tuned, ${tuned} MB went old (against ${control})`);
   });
 });
