@@ -3,6 +3,7 @@
 import { type Kysely, type Migration, type MigrationProvider, Migrator, sql } from 'kysely';
 import { createFileTriggers, createNameIndex, flavourOf, rebuildDerived } from './derived.ts';
 import type { Database } from './schema.ts';
+import { withKyselySchemaLock } from './schema-lock.ts';
 
 const migrations: Record<string, Migration> = {
   '0001_foundation': {
@@ -473,9 +474,11 @@ export async function migrateToLatest(db: Kysely<Database>): Promise<void> {
   // (openDatabase keeps temporary data in memory for the small statements of normal running).
   const sqlite = flavourOf(db) === 'sqlite';
   if (sqlite) await sql`pragma temp_store = file`.execute(db);
-  const { error, results } = await migrator.migrateToLatest().finally(async () => {
-    if (sqlite) await sql`pragma temp_store = memory`.execute(db);
-  });
+  const { error, results } = sqlite
+    ? await migrator.migrateToLatest().finally(async () => {
+        await sql`pragma temp_store = memory`.execute(db);
+      })
+    : await withKyselySchemaLock(db, () => migrator.migrateToLatest());
   const failed = results?.find((r) => r.status === 'Error');
   if (error || failed) {
     const reason = error instanceof Error ? error.message : String(error ?? 'unknown error');

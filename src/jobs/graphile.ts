@@ -7,6 +7,7 @@ import { Logger, type Runner, run, runMigrations, runOnce, type TaskList } from 
 import pg from 'pg';
 import type { Db } from '../db/database.ts';
 import { addGraphileJob, addGraphileJobUnlessFull, deadGraphileJobKeys, GRAPHILE_SCHEMA } from '../db/graphile-jobs.ts';
+import { withSchemaLock } from '../db/schema-lock.ts';
 import type { JobMetrics } from './metrics.ts';
 import { BaseJobQueue, type EnqueueOptions } from './queue.ts';
 import type { JobLogger, JobName, JobPayloads } from './types.ts';
@@ -64,7 +65,13 @@ export class GraphileJobQueue extends BaseJobQueue {
   ): Promise<GraphileJobQueue> {
     const queue = new GraphileJobQueue(db, settings, log, metrics);
     try {
-      await runMigrations({ pgPool: queue.pool, logger: queue.logger, schema: SCHEMA });
+      // Under the schema lock: another node's Kysely migrator may be listing the tables meanwhile.
+      const client = await queue.pool.connect();
+      try {
+        await withSchemaLock(client, () => runMigrations({ pgPool: queue.pool, logger: queue.logger, schema: SCHEMA }));
+      } finally {
+        client.release();
+      }
     } catch (err) {
       await queue.pool.end();
       throw err;
