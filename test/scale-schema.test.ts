@@ -104,6 +104,20 @@ for (const dialect of DIALECTS) {
       rmSync(dir, { recursive: true, force: true });
     });
 
+    /** A second Kysely on the same database that records every statement it sends, with its parameters. */
+    const loggingKysely = () => {
+      const captured: { sql: string; parameters: readonly unknown[] }[] = [];
+      const logged = new Kysely<Database>({
+        dialect: pgUrl
+          ? new PostgresDialect({ pool: new pg.Pool({ connectionString: pgUrl, max: 2 }) })
+          : new SqliteDialect({ database: new SQLite(join(dir, 'stowage.db')) }),
+        log: (e) => {
+          captured.push(e.query);
+        },
+      });
+      return { captured, logged };
+    };
+
     test('every file is where it was, and nothing derived is off', async () => {
       const files = new FileRepository(db.kysely);
       for (const f of old) {
@@ -290,13 +304,7 @@ for (const dialect of DIALECTS) {
     test('SQLite: a name search with a tag reads the name index once, never once per tagged file', async (t) => {
       if (dialect.name !== 'sqlite') return t.skip('SQLite only');
       // The statements the repository sends, captured from a second connection that logs them.
-      const captured: { sql: string; parameters: readonly unknown[] }[] = [];
-      const logged = new Kysely<Database>({
-        dialect: new SqliteDialect({ database: new SQLite(join(dir, 'stowage.db')) }),
-        log: (e) => {
-          captured.push(e.query);
-        },
-      });
+      const { captured, logged } = loggingKysely();
       try {
         const f = { nameContains: ['forest'], tags: ['red'] };
         const first = { sort: 'created_at', direction: 'desc', limit: 10 } as const;
@@ -352,13 +360,7 @@ for (const dialect of DIALECTS) {
 
     test('SQLite: a name search with few matches is driven by the name index, with many by the date index', async (t) => {
       if (dialect.name !== 'sqlite') return t.skip('SQLite only');
-      const captured: { sql: string; parameters: readonly unknown[] }[] = [];
-      const logged = new Kysely<Database>({
-        dialect: new SqliteDialect({ database: new SQLite(join(dir, 'stowage.db')) }),
-        log: (e) => {
-          captured.push(e.query);
-        },
-      });
+      const { captured, logged } = loggingKysely();
       try {
         // 'forest' names 200 of the 600 files: a cap of 200 finds them few, a cap of 199 many.
         for (const [cap, driver] of [
@@ -387,13 +389,7 @@ for (const dialect of DIALECTS) {
 
     test("PostgreSQL: a name search in a small workspace or folder checks its own rows, not every workspace's name index", async (t) => {
       if (dialect.name !== 'postgres' || !pgUrl) return t.skip('PostgreSQL only');
-      const captured: { sql: string; parameters: readonly unknown[] }[] = [];
-      const logged = new Kysely<Database>({
-        dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: pgUrl, max: 2 }) }),
-        log: (e) => {
-          captured.push(e.query);
-        },
-      });
+      const { captured, logged } = loggingKysely();
       // The trigram index's plans, where the planner may choose it (no sequential scans).
       const plan = (q: { sql: string; parameters: readonly unknown[] }) =>
         logged.transaction().execute(async (trx) => {
