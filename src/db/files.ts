@@ -108,8 +108,8 @@ export const NAME_LEAD_CAP = 5_000;
  * PostgreSQL: a name search in a workspace or folder of at most this many files reads that
  * scope's own rows and checks each name, rather than the trigram index. The index holds every
  * workspace's names, so a fragment common in the installation cost a workspace of 1,243 files
- * 20 to 41 ms at 10M files (the planner joined the index's ~120,000 matches to the workspace's
- * rows); its own rows took 2 to 7 ms.
+ * 15 to 41 ms a page at 10M files (the planner joined the index's ~120,000 matches to the
+ * workspace's rows); its own rows took 2 to 7 ms.
  */
 export const NAME_SCAN_MAX = 10_000;
 
