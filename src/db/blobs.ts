@@ -6,6 +6,7 @@ import { type Insertable, type Kysely, type RawBuilder, sql } from 'kysely';
 import type SQLite from 'better-sqlite3';
 import { nowIso, sqliteHandle } from './database.ts';
 import { flavourOf } from './derived.ts';
+import { commitGroupOf } from './sqlite-commit-group.ts';
 import type { BlobRow, Database, FileTable } from './schema.ts';
 
 /** The quota settings and counters of a workspace, as numbers. */
@@ -314,12 +315,13 @@ export class BlobRepository {
   async adoptWithFile(blob: BlobRow, file: Insertable<FileTable>): Promise<boolean> {
     const columns = Object.keys(file) as (keyof FileTable)[];
     if (flavourOf(this.q) === 'sqlite') {
-      // SQLite runs in-process: the same steps as prepared statements in one synchronous
-      // transaction (Kysely's, so that it holds the connection), without a builder per statement.
+      // SQLite runs in-process: the same steps as prepared statements, synchronous, without a
+      // builder per statement; outside a caller's transaction they share a COMMIT with the other
+      // uploads committing in the same turn of the event loop (sqlite-commit-group.ts).
       const database = sqliteHandle(this.q);
       if (!database) return false;
       try {
-        await this.q.transaction().execute(async () => adoptWithFileSqlite(database, blob, file, columns));
+        await commitGroupOf(this.q, database).run((db) => adoptWithFileSqlite(db, blob, file, columns));
         return true;
       } catch (err) {
         if (err instanceof NothingDone || (err as { code?: unknown }).code === 'SQLITE_CONSTRAINT_FOREIGNKEY')
