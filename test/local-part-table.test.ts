@@ -12,7 +12,7 @@ import { Readable } from 'node:stream';
 import { after, describe, test } from 'node:test';
 import type { PartInfo } from '../src/storage/driver.ts';
 import { LocalStorage } from '../src/storage/local.ts';
-import { dirsToSync, renameMakingDirs, SharedFlush, syncDirs } from '../src/storage/file-sink.ts';
+import { dirSyncsPending, dirsToSync, renameMakingDirs, SharedFlush, syncDirs } from '../src/storage/file-sink.ts';
 import { decodeSlot, decodeTable, EMPTY_SLOT, encodeSlot, SLOT, slotOffset } from '../src/storage/part-table.ts';
 
 const MiB = 1024 * 1024;
@@ -192,6 +192,45 @@ describe('syncDirs', () => {
     assert.equal(created, base);
     await syncDirs(join(base, 'a', 'b'), created); // opens and fsyncs real folders, up to root
     await assert.rejects(syncDirs(join(base, 'missing')), /ENOENT/);
+  });
+
+  test('uploads into one folder at once share its fsyncs, each answered by one that began after it asked', async () => {
+    const runs: { dir: string; done: () => void }[] = [];
+    const sync = (dir: string) => new Promise<void>((resolve) => runs.push({ dir, done: resolve }));
+    const settled: number[] = [];
+    const ask = (i: number, dir = '/w/blobs') => syncDirs(dir, undefined, sync).then(() => void settled.push(i));
+    const first = [ask(1), ask(2), ask(3), ask(4, '/w2/blobs')];
+    await new Promise((r) => setImmediate(r));
+    assert.deepEqual(
+      runs.map((r) => r.dir),
+      ['/w/blobs', '/w2/blobs'],
+      'one fsync per folder at a time',
+    );
+    runs[0].done();
+    runs[1].done();
+    await new Promise((r) => setImmediate(r));
+    // 2 and 3 asked while the first ran: the first does not answer them, the next one does.
+    assert.deepEqual(settled.sort(), [1, 4]);
+    assert.equal(runs.length, 3, 'one more fsync of /w/blobs for both callers that waited');
+    const late = ask(5); // comes while the second runs: waits for a third
+    runs[2].done();
+    await Promise.all(first);
+    assert.deepEqual(settled.sort(), [1, 2, 3, 4]);
+    await new Promise((r) => setImmediate(r));
+    assert.equal(runs.length, 4);
+    runs[3].done();
+    await late;
+    await new Promise((r) => setImmediate(r));
+    assert.equal(dirSyncsPending(), 0, 'no folder is remembered once its fsyncs are done');
+    // A failed fsync fails every caller that shared it, and is not remembered either.
+    const failing = () => Promise.reject(Object.assign(new Error('EIO: i/o error, fsync'), { code: 'EIO' }));
+    const both = await Promise.allSettled([syncDirs('/w/x', undefined, failing), syncDirs('/w/x', undefined, failing)]);
+    assert.deepEqual(
+      both.map((r) => r.status),
+      ['rejected', 'rejected'],
+    );
+    await new Promise((r) => setImmediate(r));
+    assert.equal(dirSyncsPending(), 0);
   });
 
   test('renameMakingDirs makes the target folder only when it is missing, and says which it made', async () => {

@@ -2,8 +2,8 @@
 // chunks are batched into writev calls at a position of an open file, optionally made durable
 // with fdatasync (in the background as it goes, then the tail at the end), and each written
 // range is reported so a hashing thread can read it.
-import { close, fdatasync, open as fsOpen, writev } from 'node:fs';
-import { mkdir, open as openFile, rename } from 'node:fs/promises';
+import { close, fdatasync, fsync, open as fsOpen, writev } from 'node:fs';
+import { mkdir, rename } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { Writable } from 'node:stream';
 
@@ -36,18 +36,30 @@ export class SharedFlush {
 
   /** `fd` must stay open until the answer settles (FileSink counts it as an operation in flight). */
   flush(fd: number): Promise<void> {
+    return this.share(
+      () => new Promise<void>((resolve, reject) => this.datasync(fd, (err) => (err ? reject(err) : resolve()))),
+    );
+  }
+
+  /** Neither running nor waiting to run. */
+  get idle(): boolean {
+    return !this.running && !this.queued;
+  }
+
+  /** Runs `op` at most once at a time; a caller is answered by a run that started after it asked. */
+  share(op: () => Promise<void>): Promise<void> {
     if (this.queued) return this.queued;
-    if (!this.running) return this.start(fd);
+    if (!this.running) return this.start(op);
     const queued = this.running.then(() => {
       this.queued = null;
-      return this.start(fd);
+      return this.start(op);
     });
     this.queued = queued;
     return queued;
   }
 
-  private start(fd: number): Promise<void> {
-    const run = new Promise<void>((resolve, reject) => this.datasync(fd, (err) => (err ? reject(err) : resolve())));
+  private start(op: () => Promise<void>): Promise<void> {
+    const run = op();
     const settled = run.then(noop, noop).then(() => {
       if (this.running === settled) this.running = null;
     });
@@ -241,16 +253,49 @@ export class FileSink extends Writable {
  * that gained one. Without it a file flushed and renamed into place is on disk but its name may
  * not be, and the database row written next would point at nothing after the cut. About 0.4 ms
  * per upload here (300 uploads of 100 KB, flush + rename, with and without).
+ *
+ * Uploads that land in the same folder at once share these: a caller is answered by an fsync of
+ * the folder that started after it asked (so after its rename), and callers that come while one
+ * runs share the next, as SharedFlush does for a file. With 32 clients sending small files into
+ * one workspace's folder, most uploads then wait for an fsync already on its way instead of
+ * adding one (an open, an fsync and a close in the thread pool each).
  */
-export async function syncDirs(dir: string, created?: string): Promise<void> {
-  await Promise.all(
-    dirsToSync(dir, created).map(async (d) => {
-      const fh = await openFile(d, 'r');
-      try {
-        await fh.sync();
-      } finally {
-        await fh.close();
-      }
+export async function syncDirs(dir: string, created?: string, sync = fsyncPath): Promise<void> {
+  await Promise.all(dirsToSync(dir, created).map((d) => syncDirShared(d, sync)));
+}
+
+/** How many folders have an fsync running or waiting (for tests: none once all have settled). */
+export const dirSyncsPending = (): number => dirSyncs.size;
+
+/** Directory fsyncs running or waiting, by path (an entry leaves once its path is idle). */
+const dirSyncs = new Map<string, SharedFlush>();
+
+function syncDirShared(dir: string, sync: (path: string) => Promise<void>): Promise<void> {
+  let shared = dirSyncs.get(dir);
+  if (!shared) {
+    shared = new SharedFlush();
+    dirSyncs.set(dir, shared);
+  }
+  const done = shared.share(() => sync(dir));
+  const entry = shared;
+  void done.then(noop, noop).then(() => {
+    if (entry.idle && dirSyncs.get(dir) === entry) dirSyncs.delete(dir);
+  });
+  return done;
+}
+
+/** open, fsync and close of a path (a directory), by callbacks: three trips to the thread pool. */
+export function fsyncPath(path: string): Promise<void> {
+  return new Promise((resolve, reject) =>
+    fsOpen(path, 'r', (openErr, fd) => {
+      if (openErr) return reject(openErr);
+      fsync(fd, (syncErr) =>
+        close(fd, (closeErr) => {
+          const err = syncErr ?? closeErr;
+          if (err) reject(err);
+          else resolve();
+        }),
+      );
     }),
   );
 }
