@@ -75,13 +75,21 @@ export interface StorageDriver {
   /**
    * Streams `body` to `key`. Atomic: readers see no object or the whole object, never part of
    * it; if the stream fails or `signal` aborts, nothing is left behind. `durable: false` skips
-   * the flush to disk, for what can be made again (rendition caches).
+   * the flush to disk, for what can be made again (rendition caches). `after`, for a driver that
+   * `publishesLate`: the object appears at `key` only once it has settled, and put fails with
+   * its error if it rejects.
    */
   put(
     key: string,
     body: Readable,
-    opts?: { contentType?: string; signal?: AbortSignal; durable?: boolean; hash?: boolean },
+    opts?: { contentType?: string; signal?: AbortSignal; durable?: boolean; hash?: boolean; after?: Promise<unknown> },
   ): Promise<{ size: number; sha256?: string }>;
+  /**
+   * True when put writes somewhere else first and makes the object appear at its key at the end
+   * (local disk: a temporary file, then a rename), honouring `after`: what must be recorded
+   * before the object exists can then be recorded while the bytes are written.
+   */
+  readonly publishesLate?: boolean;
   /**
    * True when `put(…, { hash: true })` returns the SHA-256 of what it stored, computed off the
    * main thread; the caller then does not hash.

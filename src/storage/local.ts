@@ -44,6 +44,8 @@ export class LocalStorage implements StorageDriver, MultipartStorage {
 
   /** Uploads hash off the main thread when the driver has a hasher (see BlobStore.stage). */
   readonly hashesOnPut: boolean;
+  /** Puts write a temporary file and rename it into place: `after` is awaited before the rename. */
+  readonly publishesLate = true;
   private readonly fsync: boolean;
   private readonly hasher?: FileHasher;
 
@@ -91,7 +93,7 @@ export class LocalStorage implements StorageDriver, MultipartStorage {
   async put(
     key: string,
     body: Readable,
-    opts: { signal?: AbortSignal; durable?: boolean; hash?: boolean } = {},
+    opts: { signal?: AbortSignal; durable?: boolean; hash?: boolean; after?: Promise<unknown> } = {},
   ): Promise<{ size: number; sha256?: string }> {
     const target = this.path(key);
     const temp = join(this.tmp, randomUUID());
@@ -115,6 +117,8 @@ export class LocalStorage implements StorageDriver, MultipartStorage {
       await pipeline(body, counter, sink, { signal: opts.signal });
       // The thread reads the file by its temporary name: done before the rename.
       const sha256 = await job?.digest();
+      // Whatever the caller records before the object may exist (an upload's storage intent).
+      await opts.after;
       const created = await renameMakingDirs(temp, target);
       if (this.fsync && opts.durable !== false) await syncDirs(dirname(target), created);
       return { size, sha256 };

@@ -71,7 +71,17 @@ export async function stageBody(
   // Already given up on (the form was parsed to its broken end before we got here).
   if (body.destroyed && !body.readableEnded) throw new IncompleteBodyError();
   const key = blobs.newKey(workspaceId);
-  await blobs.recordIntent(workspaceId, key, 'upload');
+  const quota = limits.quotaBytes ?? null;
+  // The intent must be in the database before the object can exist at `key` (a crash in between
+  // leaves it for the sweep to delete). Local disk writes a temporary file and renames it into
+  // place: there the insert runs while the bytes are written, and the rename waits for it (one
+  // database round trip, and on PostgreSQL its commit's WAL flush, off every upload's time).
+  // Quota reservations update the intent, so with a quota it comes first, as on other storage.
+  const intent = blobs.recordIntent(workspaceId, key, 'upload');
+  const overlap = storage.publishesLate === true && quota === null;
+  if (overlap)
+    intent.catch(() => {}); // its error reaches put (below), which fails with it
+  else await intent;
   // Local disk hashes on its own thread as it writes; otherwise the bytes are hashed here. So are
   // small bodies (by their request's length): for them the thread's messages cost more than the hash.
   const small =
@@ -84,7 +94,6 @@ export async function stageBody(
   // With a quota, the bytes are reserved ahead of the stream, a step at a time; near the
   // quota, just what is needed. Without one, nothing is written per chunk.
   let reserved = 0;
-  const quota = limits.quotaBytes ?? null;
   // Steps are at most a sixteenth of the quota, so a small quota is not held in big lumps
   // by uploads that turn out small.
   const stepSize = quota === null ? RESERVE_STEP : Math.max(64 * 1024, Math.min(RESERVE_STEP, Math.floor(quota / 16)));
@@ -148,11 +157,13 @@ export async function stageBody(
   heartbeat.unref();
   let sha256: string | undefined;
   try {
-    ({ sha256 } = await storage.put(key, meter, { signal, hash: offload }));
+    ({ sha256 } = await storage.put(key, meter, { signal, hash: offload, after: overlap ? intent : undefined }));
   } catch (err) {
     body.unpipe(meter);
     body.off('error', onBodyError);
     body.off('close', onBodyClose);
+    // Not before the intent's insert has settled, or the insert could land after the forget.
+    await intent.catch(() => {});
     await blobs.forget(workspaceId, key);
     throw err;
   } finally {

@@ -1,0 +1,168 @@
+// An upload's storage intent and its bytes, on local disk (src/uploads/staging.ts): the intent's
+// insert runs while the bytes are written to a temporary file, but the object appears at its key
+// only once the intent is in the database, so a crash can never leave an object nobody records.
+// An insert that fails fails the upload and leaves nothing: no object, no temporary file, no
+// intent. With a quota the intent still comes first (reservations update it). Real SQLite, real
+// local disk.
+import assert from 'node:assert/strict';
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Readable } from 'node:stream';
+import { after, test } from 'node:test';
+import { type Db, openDatabase } from '../src/db/database.ts';
+import { migrateToLatest } from '../src/db/migrations.ts';
+import { BlobStore } from '../src/uploads/blob-store.ts';
+import { stageBody } from '../src/uploads/staging.ts';
+import { BlobRepository } from '../src/db/blobs.ts';
+import { LocalStorage } from '../src/storage/local.ts';
+
+const dirs: string[] = [];
+const opened: Db[] = [];
+after(async () => {
+  for (const db of opened) await db.close();
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+
+async function setup() {
+  const dir = mkdtempSync(join(tmpdir(), 'stowage-intent-'));
+  dirs.push(dir);
+  const db = openDatabase({ dataDir: dir, sqliteReaders: 0 });
+  opened.push(db);
+  await migrateToLatest(db.kysely);
+  const now = new Date().toISOString();
+  await db.kysely
+    .insertInto('workspaces')
+    .values({
+      id: 'ws1',
+      name: 'ws1',
+      webhook_secret: 'unused',
+      quota_bytes: null,
+      max_file_size: null,
+      used_bytes: 0,
+      reserved_bytes: 0,
+      allowed_origins: null,
+      webhook_origins: null,
+      created_at: now,
+      updated_at: now,
+    })
+    .execute();
+  const storage = new LocalStorage(join(dir, 'storage'));
+  await storage.init();
+  const store = new BlobStore(db, storage);
+  const repo = new BlobRepository(db.kysely);
+  const intents = async () => (await db.kysely.selectFrom('storage_intents').select('storage_key').execute()).length;
+  return { dir, db, storage, store, repo, intents };
+}
+
+/** A body of `n` chunks of 64 KiB, one every few milliseconds (the bytes keep coming while the insert waits). */
+function slowBody(n: number): Readable {
+  let i = 0;
+  return new Readable({
+    read() {
+      setTimeout(() => this.push(i++ < n ? Buffer.alloc(64 * 1024, i) : null), 2);
+    },
+  });
+}
+
+test('the object appears at its key only once its intent is in the database', async () => {
+  const { dir, storage, store, repo, intents } = await setup();
+  let key = '';
+  let keyExistedBeforeIntent = false;
+  const blobs = {
+    newKey: (ws: string) => (key = store.newKey(ws)),
+    recordIntent: async (ws: string, k: string, reason: string) => {
+      // The insert is slow: the bytes are all written before it lands.
+      await new Promise((r) => setTimeout(r, 300));
+      keyExistedBeforeIntent = existsSync(storage.localPath(k));
+      await store.recordIntent(ws, k, reason);
+    },
+    reserve: store.reserve.bind(store),
+    forget: store.forget.bind(store),
+  };
+  const started = Date.now();
+  const staged = await stageBody({ storage, blobs, repo, graceMs: 60_000 }, 'ws1', slowBody(4), {
+    maxFileSize: 10 * 1024 * 1024,
+  });
+  assert.equal(staged.size, 4 * 64 * 1024);
+  assert.equal(keyExistedBeforeIntent, false, 'no object at the key while its intent was not recorded');
+  assert.ok(existsSync(storage.localPath(key)));
+  assert.equal(await intents(), 1);
+  assert.ok(Date.now() - started >= 300);
+  assert.deepEqual(readdirSync(join(dir, 'storage', 'tmp')), []);
+});
+
+test('an intent that cannot be recorded fails the upload and leaves nothing behind', async () => {
+  const { dir, storage, store, repo, intents } = await setup();
+  let key = '';
+  const blobs = {
+    newKey: (ws: string) => (key = store.newKey(ws)),
+    recordIntent: async () => {
+      await new Promise((r) => setTimeout(r, 50));
+      throw Object.assign(new Error('database is locked'), { code: 'SQLITE_BUSY' });
+    },
+    reserve: store.reserve.bind(store),
+    forget: store.forget.bind(store),
+  };
+  await assert.rejects(
+    stageBody({ storage, blobs, repo, graceMs: 60_000 }, 'ws1', slowBody(8), { maxFileSize: 10 * 1024 * 1024 }),
+    /database is locked/,
+  );
+  assert.equal(existsSync(storage.localPath(key)), false);
+  assert.deepEqual(readdirSync(join(dir, 'storage', 'tmp')), [], 'the temporary file is removed');
+  assert.equal(await intents(), 0);
+});
+
+test('a body that fails before its intent is recorded leaves no intent behind once both have settled', async () => {
+  const { dir, storage, store, repo, intents } = await setup();
+  let recorded!: Promise<void>;
+  const blobs = {
+    newKey: (ws: string) => store.newKey(ws),
+    recordIntent: (ws: string, k: string, reason: string) => {
+      recorded = new Promise<void>((r) => setTimeout(r, 200)).then(() => store.recordIntent(ws, k, reason));
+      return recorded;
+    },
+    reserve: store.reserve.bind(store),
+    forget: store.forget.bind(store),
+  };
+  const body = new Readable({ read() {} });
+  body.push(Buffer.alloc(1000));
+  setTimeout(() => body.destroy(new Error('client went away')), 20);
+  await assert.rejects(
+    stageBody({ storage, blobs, repo, graceMs: 60_000 }, 'ws1', body, { maxFileSize: 1024 * 1024 }),
+    /client went away/,
+  );
+  await recorded;
+  assert.equal(await intents(), 0, 'the forget waited for the insert');
+  assert.deepEqual(readdirSync(join(dir, 'storage', 'tmp')), []);
+});
+
+test('with a quota the intent is recorded before the first byte is written', async () => {
+  const { storage, store, repo } = await setup();
+  let intentDone = false;
+  let wroteBeforeIntent = false;
+  const blobs = {
+    newKey: (ws: string) => store.newKey(ws),
+    recordIntent: async (ws: string, k: string, reason: string) => {
+      await new Promise((r) => setTimeout(r, 100));
+      await store.recordIntent(ws, k, reason);
+      intentDone = true;
+    },
+    reserve: store.reserve.bind(store),
+    forget: store.forget.bind(store),
+  };
+  const body = new Readable({
+    read() {
+      if (!intentDone) wroteBeforeIntent = true;
+      this.push(Buffer.alloc(1000));
+      this.push(null);
+    },
+  });
+  const staged = await stageBody({ storage, blobs, repo, graceMs: 60_000 }, 'ws1', body, {
+    maxFileSize: 1024 * 1024,
+    quotaBytes: 10 * 1024 * 1024,
+    expectedBytes: 1000,
+  });
+  assert.equal(staged.size, 1000);
+  assert.equal(wroteBeforeIntent, false, 'the body was not read before the intent');
+});
