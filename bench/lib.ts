@@ -2,7 +2,7 @@
 // are generated (never held whole in memory), and peak RSS from /proc.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
@@ -68,6 +68,33 @@ export function cpuSeconds(pid: number): number {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+/**
+ * CPU seconds of every process named `comm` (e.g. postgres: its backends, WAL writer and
+ * checkpointer), by pid. The difference of two readings (see cpuSince) is what they used in
+ * between; a process that exited meanwhile is not counted.
+ */
+export function cpuByProcess(comm: string): Map<number, number> {
+  const seconds = new Map<number, number>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      if (stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')) === comm)
+        seconds.set(Number(entry), cpuSeconds(Number(entry)));
+    } catch {
+      // Gone between the listing and the read.
+    }
+  }
+  return seconds;
+}
+
+/** CPU seconds the processes of `before` (and any started since) used from then to now. */
+export function cpuSince(before: Map<number, number>, comm: string): number {
+  let total = 0;
+  for (const [pid, s] of cpuByProcess(comm)) total += s - (before.get(pid) ?? 0);
+  return total;
 }
 
 /** Peak resident set size of a process so far, in bytes. */

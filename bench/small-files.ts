@@ -23,7 +23,7 @@ import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { openDatabase } from '../src/db/database.ts';
 import { migrateToLatest } from '../src/db/migrations.ts';
 import { freshPostgres } from '../test/helpers/harness.ts';
-import { cpuSeconds, fmt, median, type Proc, ROOT, startProcess, startStowage } from './lib.ts';
+import { cpuByProcess, cpuSeconds, cpuSince, fmt, median, type Proc, ROOT, startProcess, startStowage } from './lib.ts';
 
 const FILES = Number(process.env.BENCH_FILES ?? 10_000);
 const CLIENTS = Number(process.env.BENCH_CLIENTS ?? 32);
@@ -52,12 +52,15 @@ interface Run {
   clientCpu: number;
   /** CPU seconds the server process used during the run. */
   serverCpu: number;
+  /** CPU seconds PostgreSQL's processes used during the run (about none on SQLite). */
+  dbCpu: number;
 }
 
 /** One load of `amount` uploads from a fresh client process; the server's CPU is read around it. */
 function load(server: Proc, url: string, headers: Record<string, string>, amount: number): Promise<Run> {
   const pid = server.child.pid!;
   const before = cpuSeconds(pid);
+  const dbBefore = cpuByProcess('postgres');
   return new Promise((resolve, reject) => {
     const child = spawn(
       process.execPath,
@@ -75,7 +78,7 @@ function load(server: Proc, url: string, headers: Record<string, string>, amount
     child.once('exit', (code) => {
       if (code !== 0) return reject(new Error(`client exited ${code}: ${out}`));
       const line = out.trim().split('\n').pop()!;
-      resolve({ ...JSON.parse(line), serverCpu: cpuSeconds(pid) - before });
+      resolve({ ...JSON.parse(line), serverCpu: cpuSeconds(pid) - before, dbCpu: cpuSince(dbBefore, 'postgres') });
     });
   });
 }
@@ -229,7 +232,7 @@ async function main() {
   } else if (ONLY !== 'sqlite') console.log('(PostgreSQL not reachable: skipped)\n');
 
   console.log(
-    `${'run'.padEnd(66)} ${'uploads/s'.padStart(9)} ${'p50 ms'.padStart(7)} ${'p99 ms'.padStart(7)} ${'failed'.padStart(6)} ${'server CPU s'.padStart(12)} ${'client CPU s'.padStart(12)}  x bare`,
+    `${'run'.padEnd(66)} ${'uploads/s'.padStart(9)} ${'p50 ms'.padStart(7)} ${'p99 ms'.padStart(7)} ${'failed'.padStart(6)} ${'server CPU s'.padStart(12)} ${'client CPU s'.padStart(12)} ${'PG CPU s'.padStart(8)}  x bare`,
   );
   for (const [[bareLabel, bare], [sameLabel, same], [label, ours]] of results) {
     for (const [l, r] of [
@@ -242,7 +245,7 @@ async function main() {
       if (r === ours)
         note += `  (target >= ${TARGET}x: ${x >= TARGET ? 'met' : 'MISSED'}); ${fmt(r.perSecond / same.perSecond, 2)}x the same work`;
       console.log(
-        `${l.padEnd(66)} ${fmt(r.perSecond, 0).padStart(9)} ${fmt(r.p50).padStart(7)} ${fmt(r.p99).padStart(7)} ${String(r.errors + r.non2xx).padStart(6)} ${fmt(r.serverCpu, 1).padStart(12)} ${fmt(r.clientCpu, 1).padStart(12)}${note}`,
+        `${l.padEnd(66)} ${fmt(r.perSecond, 0).padStart(9)} ${fmt(r.p50).padStart(7)} ${fmt(r.p99).padStart(7)} ${String(r.errors + r.non2xx).padStart(6)} ${fmt(r.serverCpu, 1).padStart(12)} ${fmt(r.clientCpu, 1).padStart(12)} ${(l.endsWith('PostgreSQL') ? fmt(r.dbCpu, 1) : '-').padStart(8)}${note}`,
       );
     }
   }
