@@ -33,6 +33,8 @@ export interface Config {
   dataDir: string;
   /** postgres://... or undefined for the embedded SQLite database in dataDir. */
   databaseUrl?: string;
+  /** PostgreSQL: the upload path's statements as named prepared statements (STOWAGE_PG_PREPARED_STATEMENTS). */
+  pgPreparedStatements: boolean;
   /** 32 bytes; encrypts source secrets and webhook secrets at rest. */
   masterKey: Buffer;
   /** Older master keys still accepted for decryption while secrets are re-encrypted. */
@@ -304,6 +306,9 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
   const sweepGraceMs = integer('STOWAGE_SWEEP_GRACE_MS', 15 * 60 * 1000, 0, 7 * 24 * 3600 * 1000);
   const minFreeBytes = integer('STOWAGE_MIN_FREE_BYTES', 256 * 1024 * 1024, 0, Number.MAX_SAFE_INTEGER);
   const sqliteReaders = integer('STOWAGE_SQLITE_READERS', 2, 0, 64);
+  const prepare = read('STOWAGE_PG_PREPARED_STATEMENTS');
+  if (prepare !== undefined && prepare !== 'true' && prepare !== 'false')
+    problems.push(`STOWAGE_PG_PREPARED_STATEMENTS must be true or false (got "${prepare}")`);
   const bodyIdleTimeoutMs = integer('STOWAGE_BODY_IDLE_TIMEOUT_MS', 60_000, 0, 3_600_000);
   if (bodyIdleTimeoutMs > 0 && bodyIdleTimeoutMs < 100)
     problems.push(`STOWAGE_BODY_IDLE_TIMEOUT_MS must be 0 (never) or at least 100 (got "${bodyIdleTimeoutMs}")`);
@@ -385,6 +390,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     publicUrl,
     dataDir,
     databaseUrl,
+    pgPreparedStatements: prepare !== 'false',
     masterKey: masterKey ?? loadOrCreateMasterKey(dataDir),
     previousMasterKeys,
     logLevel,

@@ -184,6 +184,17 @@ describe('configuration', () => {
     assert.ok(!p.join(' ').includes('hunter2') && !p.join(' ').includes('hunter3'));
   });
 
+  test('PostgreSQL prepared statements: on by default, off with false, anything else an error', () => {
+    assert.equal(loadConfig({ STOWAGE_DATA_DIR: tmp() }).pgPreparedStatements, true);
+    assert.equal(
+      loadConfig({ STOWAGE_DATA_DIR: tmp(), STOWAGE_PG_PREPARED_STATEMENTS: 'false' }).pgPreparedStatements,
+      false,
+    );
+    assert.deepEqual(problems({ STOWAGE_PG_PREPARED_STATEMENTS: 'off' }), [
+      'STOWAGE_PG_PREPARED_STATEMENTS must be true or false (got "off")',
+    ]);
+  });
+
   test('storage: local by default; s3 with its settings; s3 without a bucket is an error', () => {
     assert.deepEqual(loadConfig({ STOWAGE_DATA_DIR: tmp() }).storage, { driver: 'local', fsync: true });
     assert.deepEqual(loadConfig({ STOWAGE_DATA_DIR: tmp(), STOWAGE_FSYNC: 'false' }).storage, {

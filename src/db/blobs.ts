@@ -6,6 +6,7 @@ import { type Insertable, type Kysely, type RawBuilder, sql } from 'kysely';
 import type SQLite from 'better-sqlite3';
 import { nowIso, sqliteHandle } from './database.ts';
 import { flavourOf } from './derived.ts';
+import { prepared } from './pg-prepared.ts';
 import { commitGroupOf } from './sqlite-commit-group.ts';
 import type { BlobRow, Database, FileTable } from './schema.ts';
 
@@ -140,10 +141,11 @@ export class BlobRepository {
   }
 
   async recordIntent(workspaceId: string, key: string, reason: string): Promise<void> {
-    await this.q
+    const insert = this.q
       .insertInto('storage_intents')
       .values({ storage_key: key, workspace_id: workspaceId, reason, reserved_bytes: 0, created_at: nowIso() })
-      .execute();
+      .compile();
+    await this.q.executeQuery(prepared(insert));
   }
 
   /** A 'delete' intent for a key, unless the key already has an intent. */
@@ -332,7 +334,7 @@ export class BlobRepository {
     const nameFree = sql`not exists (select 1 from files
        where workspace_id = ${file.workspace_id} and coalesce(folder_id, '') = ${file.folder_id ?? ''} and name = ${file.name})`;
     try {
-      const { rows } = await sql<{ outcome: string }>`
+      const statement = sql<{ outcome: string }>`
         ${adoptSteps(blob, sql`select ${blobValues(blob)} where ${nameFree}`)}, filed as (
           insert into files (${sql.join(columns.map((c) => sql.ref(c)))})
           select ${sql.join(columns.map((c) => file[c]))} where exists (select 1 from charged)
@@ -343,7 +345,8 @@ export class BlobRepository {
           when exists (select 1 from filed) then 'filed'
           when not exists (select 1 from ins) then 'untouched'
           else stowage_undo('the name or the quota changed while the file was added')
-        end as outcome`.execute(this.q);
+        end as outcome`.compile(this.q);
+      const { rows } = await this.q.executeQuery(prepared(statement));
       return rows[0]?.outcome === 'filed';
     } catch (err) {
       // stowage_undo rolled the statement back; or the folder went meanwhile (foreign key).

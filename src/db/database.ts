@@ -5,6 +5,7 @@ import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import type { Database } from './schema.ts';
 import { NAME_FTS } from './derived.ts';
+import { prepareOn } from './pg-prepared.ts';
 import { SqliteCheckpointer } from './sqlite-checkpointer.ts';
 import { SqliteReaderPool, SqliteReadersDialect } from './sqlite-readers.ts';
 import { cacheStatements } from './statement-cache.ts';
@@ -52,6 +53,8 @@ export interface OpenOptions {
   sqliteReaders?: number;
   /** SQLite with readers: WAL pages past which the writer is held back once so the WAL starts over (tests lower it). */
   sqliteWalRestartPages?: number;
+  /** PostgreSQL: the upload path's statements as named prepared statements (pg-prepared.ts); on unless false. */
+  pgPreparedStatements?: boolean;
 }
 
 export function openDatabase(opts: OpenOptions): Db {
@@ -62,6 +65,7 @@ export function openDatabase(opts: OpenOptions): Db {
     // Nor a checked-out client's (the connection dropped between two queries of a transaction):
     // its query fails on its own, and the pool replaces the client.
     pool.on('connect', (client) => client.on('error', () => {}));
+    if (opts.pgPreparedStatements !== false) pool.on('connect', prepareOn);
     const kysely = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
     return { kysely, dialect: 'postgres', close: () => kysely.destroy() };
   }

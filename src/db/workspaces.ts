@@ -3,6 +3,7 @@
 import type { CompiledQuery, Insertable, Kysely, Updateable } from 'kysely';
 import type { ApiKeyRow, ApiKeyTable, Database, Workspace, WorkspaceTable } from './schema.ts';
 import { asPointRead } from './sqlite-readers.ts';
+import { prepared } from './pg-prepared.ts';
 
 /** A key in force with what a principal needs: its workspace and that workspace's origins. */
 export interface KeyInForce {
@@ -207,7 +208,9 @@ export class WorkspaceRepository {
 
   /** The key with this hash, if it is in force at `now`. */
   async keyInForceByHash(hash: string, now: string): Promise<KeyInForce | undefined> {
-    this.byHashQuery ??= asPointRead(this.keysInForce('$now').where('api_keys.key_hash', '=', '$hash').compile());
+    this.byHashQuery ??= prepared(
+      asPointRead(this.keysInForce('$now').where('api_keys.key_hash', '=', '$hash').compile()),
+    );
     const values: Record<string, unknown> = { $hash: hash, $now: now };
     const parameters = this.byHashQuery.parameters.map((p) => (typeof p === 'string' && p in values ? values[p] : p));
     const { rows } = await this.db.executeQuery<KeyInForce>({ ...this.byHashQuery, parameters });

@@ -113,6 +113,7 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
     databaseUrl: config.databaseUrl,
     dataDir: config.dataDir,
     sqliteReaders: config.sqliteReaders,
+    pgPreparedStatements: config.pgPreparedStatements,
   });
   try {
     const what = config.databaseUrl ? describePostgres(config.databaseUrl) : 'the SQLite database';

@@ -58,6 +58,7 @@ export function testConfig(dataDir: string, overrides: Partial<Config> = {}): Co
     publicUrl: 'http://127.0.0.1:3000',
     dataDir,
     databaseUrl: undefined,
+    pgPreparedStatements: true,
     masterKey: randomBytes(32),
     previousMasterKeys: [],
     logLevel: 'debug',

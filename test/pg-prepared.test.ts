@@ -1,0 +1,76 @@
+// PostgreSQL prepared statements on the upload path (src/db/pg-prepared.ts): the API-key check,
+// the storage intent and the one-statement commit go by name, in sessions that plan each run for
+// its values; STOWAGE_PG_PREPARED_STATEMENTS=false sends everything unnamed, as Kysely does. Either
+// way the answers are the same. A real PostgreSQL server.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { sql } from 'kysely';
+import { DIALECTS, type Harness, makeHarness } from './helpers/harness.ts';
+
+const pg = DIALECTS.find((d) => d.name === 'postgres')!;
+
+for (const prepare of [true, false])
+  describe(`upload path with STOWAGE_PG_PREPARED_STATEMENTS=${prepare}`, { skip: pg.skip }, () => {
+    let h: Harness;
+    let base: string;
+    before(async () => {
+      h = await makeHarness('postgres', {
+        config: { pgPreparedStatements: prepare, storage: { driver: 'local', fsync: false } },
+      });
+      base = await h.app.listen({ host: '127.0.0.1', port: 0 });
+    });
+    after(() => h?.close());
+
+    const upload = async (name: string, body: string) => {
+      const form = new FormData();
+      form.append('file_name', name);
+      form.append('file', new Blob([body]), name);
+      const res = await fetch(`${base}/api/v1/uploads`, {
+        method: 'POST',
+        headers: { 'x-api-key': h.ws.public_key },
+        body: form,
+      });
+      return { status: res.status, json: (await res.json()) as Record<string, unknown> };
+    };
+
+    test('uploads answer the same, and the session prepares what it should', async () => {
+      const first = await upload('a.txt', 'first file');
+      assert.equal(first.status, 201, JSON.stringify(first.json));
+      assert.equal(first.json.name, 'a.txt');
+      // Same name from a public key: a fresh name (the commit-at-once statement sees it taken).
+      const second = await upload('a.txt', 'second file');
+      assert.equal(second.status, 201);
+      assert.notEqual(second.json.name, 'a.txt');
+      // Same bytes again: a duplicate of the first.
+      const third = await upload('b.txt', 'first file');
+      assert.equal(third.status, 201);
+      for (let i = 0; i < 3; i++) assert.equal((await upload(`c${i}.txt`, `body ${i}`)).status, 201);
+
+      const k = h.services.db.kysely;
+      // Sequential requests reuse the pool's most recently released connection: the one read here.
+      const { rows } = await sql<{
+        name: string;
+        statement: string;
+        mode: string;
+      }>`select p.name, p.statement, current_setting('plan_cache_mode') as mode from pg_prepared_statements p
+         right join (select 1) one on true`.execute(k);
+      const names = rows.filter((r) => r.name !== null);
+      if (prepare) {
+        assert.equal(rows[0].mode, 'force_custom_plan');
+        const texts = names.map((r) => r.statement).join('\n');
+        assert.match(texts, /insert into "storage_intents"/);
+        assert.match(texts, /with ins as/);
+        assert.match(texts, /from "api_keys"/);
+        for (const r of names) assert.match(r.name, /^stowage_\d+$/);
+      } else {
+        assert.equal(rows[0].mode, 'auto');
+        assert.deepEqual(names, []);
+      }
+      const count = await k
+        .selectFrom('files')
+        .select((eb) => eb.fn.countAll<number>().as('n'))
+        .where('workspace_id', '=', h.ws.workspace_id)
+        .executeTakeFirstOrThrow();
+      assert.equal(Number(count.n), 6);
+    });
+  });
