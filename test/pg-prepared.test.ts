@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
+import { preparedNaming } from '../src/db/pg-prepared.ts';
 import { DIALECTS, type Harness, makeHarness } from './helpers/harness.ts';
 
 const pg = DIALECTS.find((d) => d.name === 'postgres')!;
@@ -73,4 +74,18 @@ for (const prepare of [true, false])
         .executeTakeFirstOrThrow();
       assert.equal(Number(count.n), 6);
     });
+
+    if (prepare)
+      test('a server connection that lost its statements costs one request, then naming stops', async () => {
+        const k = h.services.db.kysely;
+        // As a transaction-mode pooler would: the connection pg believes prepared has nothing.
+        await sql`deallocate all`.execute(k);
+        const broken = await upload('d.txt', 'after deallocate');
+        assert.equal(broken.status, 500);
+        assert.equal(preparedNaming(), false);
+        const next = await upload('e.txt', 'next one');
+        assert.equal(next.status, 201, JSON.stringify(next.json));
+        const again = await upload('f.txt', 'and the one after');
+        assert.equal(again.status, 201);
+      });
   });

@@ -137,3 +137,42 @@ test('steps that arrive while another transaction holds the connection wait for 
   assert.equal(group.stats.groups, 1);
   assert.deepEqual(await ids(k), [1, 2, 3, 4, 5, 100]);
 });
+
+test('steps waiting when the database closes fail instead of waiting forever', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'stowage-group-'));
+  dirs.push(dir);
+  const db = openDatabase({ dataDir: dir, sqliteReaders: 0 });
+  const k = db.kysely as unknown as Kysely<{ t: { id: number; v: string } }>;
+  await sql`create table t (id integer primary key, v text not null)`.execute(k);
+  const group = commitGroupOf(k, sqliteHandle(k)!);
+  const steps = [1, 2].map((id) =>
+    group.run((d) => {
+      d.prepare('insert into t (id, v) values (?, ?)').run(id, 'never');
+    }),
+  );
+  // Closed before the group's turn comes: its transaction cannot begin.
+  await db.close();
+  const results = await Promise.allSettled(steps);
+  assert.deepEqual(
+    results.map((r) => r.status),
+    ['rejected', 'rejected'],
+  );
+  // Nothing is left waiting: a later step fails at once as well.
+  await assert.rejects(group.run(() => {}));
+});
+
+test('a step that comes while a group commits goes into the next group', async () => {
+  const { k, group } = await open();
+  let late: Promise<void> | undefined;
+  const first = group.run((db) => {
+    db.prepare('insert into t (id, v) values (1, ?)').run('first');
+    // Asked from inside the running group: it cannot join a transaction already being written.
+    late = group.run((d) => {
+      d.prepare('insert into t (id, v) values (2, ?)').run('late');
+    });
+  });
+  await first;
+  await late;
+  assert.equal(group.stats.groups, 2);
+  assert.deepEqual(await ids(k), [1, 2]);
+});

@@ -104,10 +104,22 @@ test('an intent that cannot be recorded fails the upload and leaves nothing behi
     reserve: store.reserve.bind(store),
     forget: store.forget.bind(store),
   };
+  // 200 chunks, one every 2 ms or more: the failure at 50 ms must stop the write long before the end.
+  let chunksRead = 0;
+  let i = 0;
+  const body = new Readable({
+    read() {
+      chunksRead++;
+      setTimeout(() => this.push(i++ < 200 ? Buffer.alloc(64 * 1024, i) : null), 2);
+    },
+  });
+  const started = Date.now();
   await assert.rejects(
-    stageBody({ storage, blobs, repo, graceMs: 60_000 }, 'ws1', slowBody(8), { maxFileSize: 10 * 1024 * 1024 }),
+    stageBody({ storage, blobs, repo, graceMs: 60_000 }, 'ws1', body, { maxFileSize: 100 * 1024 * 1024 }),
     /database is locked/,
   );
+  assert.ok(chunksRead < 150, `the write stopped early (${chunksRead} of 200 chunks read)`);
+  assert.ok(Date.now() - started < 400, 'the upload failed once the intent did, not at the end of the body');
   assert.equal(existsSync(storage.localPath(key)), false);
   assert.deepEqual(readdirSync(join(dir, 'storage', 'tmp')), [], 'the temporary file is removed');
   assert.equal(await intents(), 0);

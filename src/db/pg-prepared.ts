@@ -13,7 +13,10 @@
 //
 // Off with STOWAGE_PG_PREPARED_STATEMENTS=false, for a pooler in front of PostgreSQL that does not
 // keep prepared statements per client (PgBouncer in transaction mode before 1.21, or without
-// max_prepared_statements).
+// max_prepared_statements). Should PostgreSQL refuse a named statement all the same (it does not
+// exist or already exists on the server connection, or its plan would change its result type
+// after another node's migration), the process stops naming at once: that one query fails, the
+// next ones go unnamed.
 import type { CompiledQuery } from 'kysely';
 import type pg from 'pg';
 
@@ -30,13 +33,38 @@ export function prepared<Q extends CompiledQuery<unknown>>(query: Q): Q {
 /** The name `text` is sent under, if it is registered (for tests). */
 export const preparedName = (text: string): string | undefined => names.get(text);
 
+/**
+ * What PostgreSQL answers when a named statement cannot be used: it does not exist or already
+ * exists on the server connection (a pooler that hands out server connections per transaction),
+ * or its cached plan would change its result's type (another node altered a column it reads).
+ */
+const UNUSABLE = new Set(['26000', '42P05', '0A000']);
+
+/** Turned off for the process at the first such answer: from then on every text goes unnamed. */
+let naming = true;
+
+/** Whether this process still sends registered texts by name (for tests). */
+export const preparedNaming = (): boolean => naming;
+
 /** A new client of a pool that prepares: custom plans for its session, and registered texts by name. */
 export function prepareOn(client: pg.PoolClient): void {
   client.query('set plan_cache_mode = force_custom_plan').catch(() => {});
   const query = client.query.bind(client) as (...args: unknown[]) => unknown;
   client.query = ((text: unknown, values?: unknown, callback?: unknown) => {
-    const name = typeof text === 'string' ? names.get(text) : undefined;
-    if (name !== undefined) return query({ name, text, values }, callback);
-    return query(text, values, callback);
+    if (typeof values === 'function') [values, callback] = [undefined, values];
+    const name = naming && typeof text === 'string' ? names.get(text) : undefined;
+    if (name === undefined) return query(text, values, callback);
+    const off = (err: unknown) => {
+      if (UNUSABLE.has((err as { code?: string }).code ?? '')) naming = false;
+    };
+    if (typeof callback === 'function')
+      return query({ name, text, values }, (err: unknown, result: unknown) => {
+        if (err) off(err);
+        callback(err, result);
+      });
+    return (query({ name, text, values }) as Promise<unknown>).catch((err) => {
+      off(err);
+      throw err;
+    });
   }) as typeof client.query;
 }

@@ -47,6 +47,8 @@ export class SqliteCommitGroup<T> {
   private async commit(): Promise<void> {
     let steps: Step[] = [];
     const failed = new Map<Step, unknown>();
+    /** An error after which SQLite had undone the whole transaction (a full disk, an I/O error). */
+    let fatal: unknown;
     try {
       // Kysely's transaction holds the one connection: no other query runs in between.
       await this.kysely.transaction().execute(async () => {
@@ -58,6 +60,12 @@ export class SqliteCommitGroup<T> {
           try {
             step.run(this.db);
           } catch (err) {
+            // Some errors (SQLITE_FULL, SQLITE_IOERR) roll the whole transaction back: the group
+            // fails with that error, not with the savepoint's "no such savepoint" after it.
+            if (!this.db.inTransaction) {
+              fatal = err;
+              throw err;
+            }
             failed.set(step, err);
             this.db.exec('rollback to stowage_step');
           }
@@ -71,7 +79,7 @@ export class SqliteCommitGroup<T> {
         steps = this.waiting ?? [];
         this.waiting = null;
       }
-      for (const step of steps) step.reject(err);
+      for (const step of steps) step.reject(fatal ?? err);
       return;
     }
     this.stats.groups++;

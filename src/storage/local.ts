@@ -105,6 +105,10 @@ export class LocalStorage implements StorageDriver, MultipartStorage {
       },
     });
     const job = opts.hash ? this.hasher?.start() : undefined;
+    // `after` failing stops the write at once: no reason to take the rest of the body first.
+    const stop = new AbortController();
+    opts.after?.catch((err) => stop.abort(err));
+    const signal = opts.signal ? AbortSignal.any([opts.signal, stop.signal]) : stop.signal;
     try {
       // With fsync, the bytes are on disk before the rename below publishes them.
       const sink = await FileSink.open(
@@ -114,7 +118,7 @@ export class LocalStorage implements StorageDriver, MultipartStorage {
         this.fsync && opts.durable !== false,
         job ? (from, to) => job.feed(temp, from, to) : undefined,
       );
-      await pipeline(body, counter, sink, { signal: opts.signal });
+      await pipeline(body, counter, sink, { signal });
       // The thread reads the file by its temporary name: done before the rename.
       const sha256 = await job?.digest();
       // Whatever the caller records before the object may exist (an upload's storage intent).
@@ -125,7 +129,7 @@ export class LocalStorage implements StorageDriver, MultipartStorage {
     } catch (err) {
       job?.drop();
       await rm(temp, { force: true });
-      throw mapDiskFull(err);
+      throw mapDiskFull(stop.signal.aborted ? stop.signal.reason : err);
     }
   }
 
