@@ -5,54 +5,29 @@
 // intent. With a quota the intent still comes first (reservations update it). Real SQLite, real
 // local disk.
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { after, test } from 'node:test';
-import { type Db, openDatabase } from '../src/db/database.ts';
-import { migrateToLatest } from '../src/db/migrations.ts';
-import { BlobStore } from '../src/uploads/blob-store.ts';
 import { stageBody } from '../src/uploads/staging.ts';
 import { BlobRepository } from '../src/db/blobs.ts';
-import { LocalStorage } from '../src/storage/local.ts';
+import type { LocalStorage } from '../src/storage/local.ts';
+import { type Harness, makeHarness } from './helpers/harness.ts';
 
-const dirs: string[] = [];
-const opened: Db[] = [];
+const harnesses: Harness[] = [];
 after(async () => {
-  for (const db of opened) await db.close();
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  for (const h of harnesses) await h.close();
 });
 
+/** A server's services on SQLite with local storage (not listening), and its first workspace. */
 async function setup() {
-  const dir = mkdtempSync(join(tmpdir(), 'stowage-intent-'));
-  dirs.push(dir);
-  const db = openDatabase({ dataDir: dir, sqliteReaders: 0 });
-  opened.push(db);
-  await migrateToLatest(db.kysely);
-  const now = new Date().toISOString();
-  await db.kysely
-    .insertInto('workspaces')
-    .values({
-      id: 'ws1',
-      name: 'ws1',
-      webhook_secret: 'unused',
-      quota_bytes: null,
-      max_file_size: null,
-      used_bytes: 0,
-      reserved_bytes: 0,
-      allowed_origins: null,
-      webhook_origins: null,
-      created_at: now,
-      updated_at: now,
-    })
-    .execute();
-  const storage = new LocalStorage(join(dir, 'storage'));
-  await storage.init();
-  const store = new BlobStore(db, storage);
+  const h = await makeHarness('sqlite', { config: { storage: { driver: 'local', fsync: true } } });
+  harnesses.push(h);
+  const { db, blobs: store } = h.services;
+  const storage = h.services.storage as LocalStorage;
   const repo = new BlobRepository(db.kysely);
   const intents = async () => (await db.kysely.selectFrom('storage_intents').select('storage_key').execute()).length;
-  return { dir, db, storage, store, repo, intents };
+  return { dir: storage.root, storage, store, repo, intents, ws: h.ws.workspace_id };
 }
 
 /** A body of `n` chunks of 64 KiB, one every few milliseconds (the bytes keep coming while the insert waits). */
@@ -66,7 +41,7 @@ function slowBody(n: number): Readable {
 }
 
 test('the object appears at its key only once its intent is in the database', async () => {
-  const { dir, storage, store, repo, intents } = await setup();
+  const { dir, storage, store, repo, intents, ws } = await setup();
   let key = '';
   let keyExistedBeforeIntent = false;
   const blobs = {
@@ -81,7 +56,7 @@ test('the object appears at its key only once its intent is in the database', as
     forget: store.forget.bind(store),
   };
   const started = Date.now();
-  const staged = await stageBody({ storage, blobs, repo, graceMs: 60_000 }, 'ws1', slowBody(4), {
+  const staged = await stageBody({ storage, blobs, repo, graceMs: 60_000 }, ws, slowBody(4), {
     maxFileSize: 10 * 1024 * 1024,
   });
   assert.equal(staged.size, 4 * 64 * 1024);
@@ -89,11 +64,11 @@ test('the object appears at its key only once its intent is in the database', as
   assert.ok(existsSync(storage.localPath(key)));
   assert.equal(await intents(), 1);
   assert.ok(Date.now() - started >= 300);
-  assert.deepEqual(readdirSync(join(dir, 'storage', 'tmp')), []);
+  assert.deepEqual(readdirSync(join(dir, 'tmp')), []);
 });
 
 test('an intent that cannot be recorded fails the upload and leaves nothing behind', async () => {
-  const { dir, storage, store, repo, intents } = await setup();
+  const { dir, storage, store, repo, intents, ws } = await setup();
   let key = '';
   const blobs = {
     newKey: (ws: string) => (key = store.newKey(ws)),
@@ -115,18 +90,18 @@ test('an intent that cannot be recorded fails the upload and leaves nothing behi
   });
   const started = Date.now();
   await assert.rejects(
-    stageBody({ storage, blobs, repo, graceMs: 60_000 }, 'ws1', body, { maxFileSize: 100 * 1024 * 1024 }),
+    stageBody({ storage, blobs, repo, graceMs: 60_000 }, ws, body, { maxFileSize: 100 * 1024 * 1024 }),
     /database is locked/,
   );
   assert.ok(chunksRead < 150, `the write stopped early (${chunksRead} of 200 chunks read)`);
   assert.ok(Date.now() - started < 400, 'the upload failed once the intent did, not at the end of the body');
   assert.equal(existsSync(storage.localPath(key)), false);
-  assert.deepEqual(readdirSync(join(dir, 'storage', 'tmp')), [], 'the temporary file is removed');
+  assert.deepEqual(readdirSync(join(dir, 'tmp')), [], 'the temporary file is removed');
   assert.equal(await intents(), 0);
 });
 
 test('a body that fails before its intent is recorded leaves no intent behind once both have settled', async () => {
-  const { dir, storage, store, repo, intents } = await setup();
+  const { dir, storage, store, repo, intents, ws } = await setup();
   let recorded!: Promise<void>;
   const blobs = {
     newKey: (ws: string) => store.newKey(ws),
@@ -141,16 +116,16 @@ test('a body that fails before its intent is recorded leaves no intent behind on
   body.push(Buffer.alloc(1000));
   setTimeout(() => body.destroy(new Error('client went away')), 20);
   await assert.rejects(
-    stageBody({ storage, blobs, repo, graceMs: 60_000 }, 'ws1', body, { maxFileSize: 1024 * 1024 }),
+    stageBody({ storage, blobs, repo, graceMs: 60_000 }, ws, body, { maxFileSize: 1024 * 1024 }),
     /client went away/,
   );
   await recorded;
   assert.equal(await intents(), 0, 'the forget waited for the insert');
-  assert.deepEqual(readdirSync(join(dir, 'storage', 'tmp')), []);
+  assert.deepEqual(readdirSync(join(dir, 'tmp')), []);
 });
 
 test('with a quota the intent is recorded before the first byte is written', async () => {
-  const { storage, store, repo } = await setup();
+  const { storage, store, repo, ws } = await setup();
   let intentDone = false;
   let wroteBeforeIntent = false;
   const blobs = {
@@ -170,7 +145,7 @@ test('with a quota the intent is recorded before the first byte is written', asy
       this.push(null);
     },
   });
-  const staged = await stageBody({ storage, blobs, repo, graceMs: 60_000 }, 'ws1', body, {
+  const staged = await stageBody({ storage, blobs, repo, graceMs: 60_000 }, ws, body, {
     maxFileSize: 1024 * 1024,
     quotaBytes: 10 * 1024 * 1024,
     expectedBytes: 1000,
