@@ -43,6 +43,21 @@ export async function deadGraphileJobKeys(
 }
 
 /**
+ * Waits (up to `timeoutMs`) until none of the jobs `ids` is locked any more: each was completed
+ * (its row deleted) or failed (unlocked, to run again later).
+ */
+export async function settledGraphileJobs(q: Kysely<Database>, ids: string[], timeoutMs = 10_000): Promise<void> {
+  if (ids.length === 0) return;
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const { rows } = await sql<{ id: string }>`select id from ${sql.id(GRAPHILE_SCHEMA, 'jobs')}
+        where id = any(${ids}::bigint[]) and locked_at is not null`.execute(q);
+    if (rows.length === 0 || Date.now() > deadline) return;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+/**
  * Adds `job` unless `maxLive` jobs of its task are already waiting (with tries left) or running
  * for less than `staleAfterMs`, or a live job has its key (then it is not added but counts as
  * queued: true). The count and the add happen under a transaction-scoped advisory

@@ -6,7 +6,13 @@
 import { Logger, type Runner, run, runMigrations, runOnce, type TaskList } from 'graphile-worker';
 import pg from 'pg';
 import type { Db } from '../db/database.ts';
-import { addGraphileJob, addGraphileJobUnlessFull, deadGraphileJobKeys, GRAPHILE_SCHEMA } from '../db/graphile-jobs.ts';
+import {
+  addGraphileJob,
+  addGraphileJobUnlessFull,
+  deadGraphileJobKeys,
+  GRAPHILE_SCHEMA,
+  settledGraphileJobs,
+} from '../db/graphile-jobs.ts';
 import { withSchemaLock } from '../db/schema-lock.ts';
 import type { JobMetrics } from './metrics.ts';
 import { BaseJobQueue, type EnqueueOptions } from './queue.ts';
@@ -115,19 +121,25 @@ export class GraphileJobQueue extends BaseJobQueue {
     return deadGraphileJobKeys(this.db.kysely, keys, staleAfterMs);
   }
 
-  /** graphile-worker's runOnce over this one job: it runs what is due until none is left (`limit` is not applied). */
+  /**
+   * graphile-worker's runOnce over this one job: it runs what is due until none is left (`limit`
+   * is not applied). Settles once the runs are recorded: graphile-worker marks a job done or
+   * failed without waiting for it (worker.js calls completeJob unawaited), so runOnce can return
+   * while the jobs it ran still look locked; seen in CI as a finished job still listed.
+   */
   async runDue(name: JobName, _limit?: number): Promise<number> {
-    let ran = 0;
+    const ran: string[] = [];
     await runOnce(
       { pgPool: this.pool, logger: this.logger, schema: SCHEMA, noHandleSignals: true },
       {
-        [name]: async (payload: unknown) => {
-          ran++;
+        [name]: async (payload: unknown, helpers) => {
+          ran.push(String(helpers.job.id));
           await this.execute(name, payload);
         },
       },
     );
-    return ran;
+    await settledGraphileJobs(this.db.kysely, ran);
+    return ran.length;
   }
 
   protected async startRunner(): Promise<void> {
