@@ -30,9 +30,6 @@ export function prepared<Q extends CompiledQuery<unknown>>(query: Q): Q {
   return query;
 }
 
-/** The name `text` is sent under, if it is registered (for tests). */
-export const preparedName = (text: string): string | undefined => names.get(text);
-
 /**
  * What PostgreSQL answers when a named statement cannot be used: it does not exist or already
  * exists on the server connection (a pooler that hands out server connections per transaction),

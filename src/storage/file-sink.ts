@@ -25,7 +25,8 @@ const noop = () => {};
  * covers every write the caller finished before asking. fdatasync writes out the whole file's
  * dirty pages whoever calls it, so parallel calls each waited for the other parts' pages too, and
  * four of them filled libuv's four threads, leaving none for the writes meanwhile; here callers
- * that come while a flush runs share the next one.
+ * that come while a flush runs share the next one. `share` does the same for any operation (a
+ * folder's fsync: syncDirs).
  */
 export class SharedFlush {
   private running: Promise<void> | null = null;
@@ -285,7 +286,7 @@ function syncDirShared(dir: string, sync: (path: string) => Promise<void>): Prom
 }
 
 /** open, fsync and close of a path (a directory), by callbacks: three trips to the thread pool. */
-export function fsyncPath(path: string): Promise<void> {
+function fsyncPath(path: string): Promise<void> {
   return new Promise((resolve, reject) =>
     fsOpen(path, 'r', (openErr, fd) => {
       if (openErr) return reject(openErr);
