@@ -156,13 +156,14 @@ describe('a refusal before the body is read reaches the client', () => {
   after(() => h?.close());
 
   /**
-   * Sends `size` bytes to the uploads route with `key`, 16 KiB every few milliseconds, the whole
-   * body whatever the server says meanwhile (as HTTP clients do: allowHalfOpen keeps writing
-   * after the server's FIN); what came back, and any socket error.
+   * Sends `body` to the uploads route with `key`, 16 KiB every few milliseconds, the whole body
+   * whatever the server says meanwhile (as HTTP clients do: allowHalfOpen keeps writing after
+   * the server's FIN); what came back, and any socket error.
    */
-  const slowUpload = (key: string, size: number) =>
+  const slowUpload = (key: string, body: Buffer, boundary = 'xyz') =>
     new Promise<{ answer: string; error?: string }>((resolve) => {
       const socket = net.connect({ port, host: '127.0.0.1', allowHalfOpen: true });
+      const size = body.length;
       let answer = '';
       let error: string | undefined;
       let sent = 0;
@@ -176,25 +177,44 @@ describe('a refusal before the body is read reaches the client', () => {
       socket.on('close', () => resolve({ answer, error }));
       socket.write(
         `POST /api/v1/uploads HTTP/1.1\r\nHost: 127.0.0.1\r\nx-api-key: ${key}\r\n` +
-          `Content-Type: multipart/form-data; boundary=xyz\r\nContent-Length: ${size}\r\nConnection: close\r\n\r\n`,
+          `Content-Type: multipart/form-data; boundary=${boundary}\r\nContent-Length: ${size}\r\nConnection: close\r\n\r\n`,
       );
-      const chunk = Buffer.alloc(16 * 1024, 0x61);
       const next = () => {
         if (socket.destroyed) return;
         if (sent >= size) return void (serverDone && socket.end());
-        const n = Math.min(chunk.length, size - sent);
-        sent += n;
-        socket.write(chunk.subarray(0, n), () => setTimeout(next, 5));
+        const chunk = body.subarray(sent, sent + 16 * 1024);
+        sent += chunk.length;
+        socket.write(chunk, () => setTimeout(next, 5));
       };
       next();
     });
 
   test('a wrong key on a 600 KB upload answers 401 to a client still sending, five times out of five', async () => {
     for (let i = 0; i < 5; i++) {
-      const { answer, error } = await slowUpload('stw_pk_not_a_real_key_0000000000000000', 600_000);
+      const { answer, error } = await slowUpload('stw_pk_not_a_real_key_0000000000000000', Buffer.alloc(600_000, 0x61));
       assert.equal(error, undefined, `round ${i}: the client's socket failed (${error}) before it read the answer`);
       assert.match(answer, /^HTTP\/1\.1 401 /, `round ${i}`);
       assert.match(answer, /"errorCode":"UNAUTHORIZED"/);
+    }
+  });
+
+  test('a file over the maximum size, refused while the form is being read, answers 413 to a client still sending', async () => {
+    // Regression (a CI flake in the black-box quota test): the refusal came while the body was
+    // piped into the form parser, so it was not read to its end, and the client got EPIPE.
+    const other = await h.services.workspaces.create('Small files');
+    await h.services.workspaces.setLimits(other.workspace_id, { maxFileSize: 100_000 });
+    const form = Buffer.concat([
+      Buffer.from('--b0\r\nContent-Disposition: form-data; name="file_name"\r\n\r\nbig.bin\r\n'),
+      Buffer.from('--b0\r\nContent-Disposition: form-data; name="file"; filename="big.bin"\r\n'),
+      Buffer.from('Content-Type: application/octet-stream\r\n\r\n'),
+      Buffer.alloc(500_000, 0x62),
+      Buffer.from('\r\n--b0--\r\n'),
+    ]);
+    for (let i = 0; i < 3; i++) {
+      const { answer, error } = await slowUpload(other.public_key, form, 'b0');
+      assert.equal(error, undefined, `round ${i}: the client's socket failed (${error}) before it read the answer`);
+      assert.match(answer, /^HTTP\/1\.1 413 /, `round ${i}`);
+      assert.match(answer, /"errorCode":"FILE_TOO_LARGE"/);
     }
   });
 });

@@ -113,19 +113,20 @@ const DRAIN_LIMIT = 1024 * 1024;
 const DRAIN_MS = 1000;
 
 /**
- * Reads a small body that nothing has started reading (a refusal before the handler took it:
- * a wrong key, a quota, a rate limit) to its end, and drops it. A refusal sent while the client
- * is still sending goes out with `Connection: close`, and the reset that closing a connection
- * with unread bytes causes can destroy the answer before the client reads it (fetch then says
- * "fetch failed", EPIPE, instead of 401). Larger bodies are not worth reading: their
- * connection is closed. At most DRAIN_MS of waiting.
+ * Reads the rest of a small refused body (a refusal before the handler took it: a wrong key, a
+ * quota, a rate limit; or while a parser was reading it: a file over its size) to its end, and
+ * drops it. A refusal sent while the client is still sending goes out with `Connection: close`,
+ * and the reset that closing a connection with unread bytes causes can destroy the answer
+ * before the client reads it (fetch then says "fetch failed", EPIPE, instead of 401 or 413).
+ * Larger bodies are not worth reading: their connection is closed. At most DRAIN_MS of waiting.
  */
 export async function drainSmallBody(req: IncomingMessage): Promise<void> {
   const n = Number(req.headers['content-length']);
   const declared = Number.isSafeInteger(n) && n > 0 ? n : 0;
   if (req.complete || req.readableEnded || declared === 0 || declared > DRAIN_LIMIT) return;
-  // Only a body no one reads yet: one piped into a parser belongs to that parser.
-  if (req.readableFlowing !== null) return;
+  // A parser the body was piped into (a form whose file went over its limit) is done with it:
+  // its stream has stopped being read, so it would stall the body. Take the body from it.
+  req.unpipe();
   req.resume();
   let timer: NodeJS.Timeout | undefined;
   await Promise.race([
