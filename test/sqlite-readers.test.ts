@@ -2,7 +2,7 @@
 // every committed write, keep their rows and errors as the main connection gives them; queries in
 // a transaction stay on the transaction's connection; a dying thread costs only its query a retry.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { closeSync, mkdtempSync, openSync, readSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
@@ -305,6 +305,17 @@ describe('SQLite reader threads', () => {
     const blob = Buffer.alloc(3000, 7);
     let largest = 0;
     let rows = 0;
+    // The WAL header's checkpoint sequence number (bytes 12 to 15) goes up each time it starts over.
+    const sequence = () => {
+      const fd = openSync(wal, 'r');
+      try {
+        const header = Buffer.alloc(16);
+        return readSync(fd, header, 0, 16, 0) === 16 ? header.readUInt32BE(12) : -1;
+      } finally {
+        closeSync(fd);
+      }
+    };
+    const sequences = new Set<number>();
     // Writes that never pause for long, as uploads arrive: 80 rounds of 100 inserts, 40 ms apart.
     const reads: Promise<unknown>[] = [];
     for (let round = 0; round < 80; round++) {
@@ -317,12 +328,16 @@ describe('SQLite reader threads', () => {
           .executeTakeFirstOrThrow(),
       );
       largest = Math.max(largest, statSync(wal).size);
+      sequences.add(sequence());
       await sleep(40);
     }
     // 8,000 commits of a ~3 KB row: about 100 MB of WAL without a restart. A restarted WAL keeps
     // its file and writes it again from the start: its size stays where it was at the first
-    // restart (half a second of writes after the thread is ready: a few MB here, more under load).
-    assert.ok(largest < 32 * 1024 * 1024, `the WAL reached ${largest} bytes`);
+    // restart (half a second of writes after the thread is ready: a few MB on a quiet machine;
+    // 65 MB was seen on one loaded to four times its usual test times, so the size bound is loose
+    // and the restarts themselves are what is checked).
+    assert.ok(sequences.size >= 2, `the WAL never started over (checkpoint sequence ${[...sequences].join(', ')})`);
+    assert.ok(largest < 80 * 1024 * 1024, `the WAL reached ${largest} bytes`);
     assert.ok(cp.stats.holds >= 1, `the writer was held back ${cp.stats.holds} times`);
     // Reads meanwhile answered, and nothing written was lost.
     for (const n of await Promise.all(reads)) assert.ok((n as { n: number }).n > 0);

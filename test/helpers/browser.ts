@@ -42,5 +42,6 @@ export async function chooseFiles(page: Page, files: Parameters<FileChooser['set
   const browse = page.getByRole('button', { name: 'browse files' });
   if (!(await browse.isVisible())) await page.getByRole('button', { name: /^Add more/ }).click();
   const [chooser] = await Promise.all([page.waitForEvent('filechooser'), browse.click()]);
-  await chooser.setFiles(files);
+  // Buffers travel to the browser over the DevTools protocol: tens of MiB take long on a loaded machine.
+  await chooser.setFiles(files, { timeout: 120_000 });
 }
