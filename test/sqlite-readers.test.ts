@@ -334,11 +334,13 @@ describe('SQLite reader threads', () => {
     // 8,000 commits of a ~3 KB row: about 100 MB of WAL without a restart. A restarted WAL keeps
     // its file and writes it again from the start: its size stays where it was at the first
     // restart (half a second of writes after the thread is ready: a few MB on a quiet machine;
-    // 65 MB was seen on one loaded to four times its usual test times, so the size bound is loose
-    // and the restarts themselves are what is checked).
+    // 65 MB was seen on one loaded to four times its usual test times, so the size bound is loose).
+    // The 40 ms pauses also let SQLite start the WAL over by itself now and then (a write that
+    // finds every frame copied back), so a new checkpoint sequence alone does not prove the hold:
+    // the checkpointer's count of answered restart holds does (0 with the threshold out of reach).
     assert.ok(sequences.size >= 2, `the WAL never started over (checkpoint sequence ${[...sequences].join(', ')})`);
     assert.ok(largest < 80 * 1024 * 1024, `the WAL reached ${largest} bytes`);
-    assert.ok(cp.stats.holds >= 1, `the writer was held back ${cp.stats.holds} times`);
+    assert.ok(cp.stats.restartHolds >= 1, `the writer was held back for a restart ${cp.stats.restartHolds} times`);
     // Reads meanwhile answered, and nothing written was lost.
     for (const n of await Promise.all(reads)) assert.ok((n as { n: number }).n > 0);
     const { n } = await k

@@ -58,9 +58,19 @@ export class SqliteCheckpointer {
   /**
    * What the thread reported last; how often it was started; how often the writer was held back
    * (to merge the full-text index, and to restart the WAL), for how long the last time (ms); how
+   * many of those holds were for a restart (the WAL past restartPages) and were answered; how
    * many holds merged something, and the last merge error.
    */
-  readonly stats = { log: 0, checkpointed: 0, starts: 0, holds: 0, lastHoldMs: 0, merges: 0, mergeError: '' };
+  readonly stats = {
+    log: 0,
+    checkpointed: 0,
+    starts: 0,
+    holds: 0,
+    restartHolds: 0,
+    lastHoldMs: 0,
+    merges: 0,
+    mergeError: '',
+  };
 
   constructor(
     private readonly main: SQLite.Database,
@@ -132,6 +142,7 @@ export class SqliteCheckpointer {
           worker.postMessage({ now, merge: true, checkpoint } satisfies CheckpointRequest);
         });
         this.stats.holds++;
+        if (checkpoint && reply) this.stats.restartHolds++;
         this.stats.lastHoldMs = performance.now() - started;
         if (reply?.merged) this.stats.merges++;
         if (reply?.mergeError) this.stats.mergeError = reply.mergeError;
