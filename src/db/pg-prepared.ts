@@ -5,16 +5,16 @@
 // connection). The commit's text is long (five CTEs and a file row of 22 columns): parsing it was
 // about a sixth of PostgreSQL's CPU per upload.
 //
-// Their plans are left to PostgreSQL's plan cache (plan_cache_mode as the server sets it, auto by
-// default): after five runs a statement keeps a generic plan when it looks no dearer than
-// planning for each run's values. For these statements, every lookup by a unique key, the plans
-// are the same either way, and planning is what costs: the commit reads its tables' indexes
-// (files has ten) each time it is planned. (A generic plan made while a table has no statistics
-// yet scans it, a few pages; autovacuum's first analyze invalidates the plan.) Measured sequentially on a workspace of 200,000
-// files, key check + intent + commit, PostgreSQL CPU per upload: 1.05 ms unnamed; 0.9 ms named
-// and planned per run (plan_cache_mode = force_custom_plan, what these sessions set before);
-// 0.55 ms named on generic plans. 32 clients, 5,000 uploads of 100 KB: 1.4 -> 1.0 ms. Unnamed statements (every other
-// query) are planned for their values whatever the setting.
+// Those sessions plan with plan_cache_mode = force_custom_plan: a prepared statement is still
+// planned for its values, and the tables' sizes, each time, as an unnamed one is. PostgreSQL's
+// default keeps a generic plan after five runs, and that plan is made once, for the tables as they
+// are then, and kept until an analyze of one of them invalidates it. On a workspace already large
+// and analyzed it is the same plan and saves the planning (sequentially, on 200,000 files,
+// PostgreSQL CPU per upload 0.55 ms against 0.9). But on a new database it is made while `files`
+// holds a handful of rows, so it scans the table to see whether a name is free, and it keeps doing
+// so as the table grows until autovacuum gets to analyze it: 32 clients on a fresh database,
+// PostgreSQL CPU per upload rose from 1.3 ms to 3.6 ms over the first 8,000 uploads (with custom
+// plans it fell from 1.9 to 1.6 ms). The key check would have the same hazard as api_keys grows.
 //
 // Off with STOWAGE_PG_PREPARED_STATEMENTS=false, for a pooler in front of PostgreSQL that does not
 // keep prepared statements per client (PgBouncer in transaction mode before 1.21, or without
@@ -48,8 +48,9 @@ let naming = true;
 /** Whether this process still sends registered texts by name (for tests). */
 export const preparedNaming = (): boolean => naming;
 
-/** A new client of a pool that prepares: registered texts go by name. */
+/** A new client of a pool that prepares: custom plans for its session, and registered texts by name. */
 export function prepareOn(client: pg.PoolClient): void {
+  client.query('set plan_cache_mode = force_custom_plan').catch(() => {});
   const query = client.query.bind(client) as (...args: unknown[]) => unknown;
   client.query = ((text: unknown, values?: unknown, callback?: unknown) => {
     if (typeof values === 'function') [values, callback] = [undefined, values];
