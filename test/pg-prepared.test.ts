@@ -1,17 +1,19 @@
 // PostgreSQL prepared statements on the upload path (src/db/pg-prepared.ts): the API-key check,
 // the storage intent and the one-statement commit go by name, in sessions that plan each run for
-// its values; STOWAGE_PG_PREPARED_STATEMENTS=false sends everything unnamed, as Kysely does. Either
+// its values until `files` is large; STOWAGE_PG_PREPARED_STATEMENTS=false sends everything unnamed, as Kysely does. Either
 // way the answers are the same. A real PostgreSQL server.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
-import { preparedNaming } from '../src/db/pg-prepared.ts';
+import pg from 'pg';
+import { GENERIC_FROM, prepareOn, preparedNaming } from '../src/db/pg-prepared.ts';
 import { DIALECTS, type Harness, makeHarness } from './helpers/harness.ts';
 
-const pg = DIALECTS.find((d) => d.name === 'postgres')!;
+const PgPool = pg.Pool;
+const postgres = DIALECTS.find((d) => d.name === 'postgres')!;
 
 for (const prepare of [true, false])
-  describe(`upload path with STOWAGE_PG_PREPARED_STATEMENTS=${prepare}`, { skip: pg.skip }, () => {
+  describe(`upload path with STOWAGE_PG_PREPARED_STATEMENTS=${prepare}`, { skip: postgres.skip }, () => {
     let h: Harness;
     let base: string;
     before(async () => {
@@ -74,6 +76,52 @@ for (const prepare of [true, false])
         .executeTakeFirstOrThrow();
       assert.equal(Number(count.n), 6);
     });
+
+    if (prepare)
+      test('a connection keeps custom plans while files is small, and generic ones once it is large', async () => {
+        // The mode a new connection of a preparing pool gets, and what its named statements do.
+        const connectionMode = async () => {
+          const pool = new PgPool({ connectionString: h.config.databaseUrl, max: 1 });
+          pool.on('connect', prepareOn);
+          try {
+            const client = await pool.connect();
+            try {
+              const text = 'select id from files where id = $1';
+              for (let i = 0; i < 6; i++) await client.query({ name: 'probe', text, values: [`f${i}`] });
+              const { rows } = await client.query(
+                "select current_setting('plan_cache_mode') as mode, generic_plans from pg_prepared_statements where name = 'probe'",
+              );
+              return { mode: rows[0].mode as string, generic: Number(rows[0].generic_plans) };
+            } finally {
+              client.release();
+            }
+          } finally {
+            await pool.end();
+          }
+        };
+        // A new database: planned per run, so no generic plan made while the table is small.
+        assert.deepEqual(await connectionMode(), { mode: 'force_custom_plan', generic: 0 });
+
+        // The table grows past GENERIC_FROM rows (inserted directly, triggers and checks off) and
+        // is analyzed: new connections keep the server's default, and a statement goes generic.
+        const k = h.services.db.kysely;
+        await k.transaction().execute(async (trx) => {
+          await sql`set local session_replication_role = replica`.execute(trx);
+          await sql`insert into files (id, file_no, workspace_id, folder_id, name, is_private, created_at, blob_id,
+              size, mime_type, tags, metadata, is_duplicate, upload_source, updated_at)
+            select 'big-' || g, 'big-' || g, 'absent', null, 'name-' || g, 0, '2026-01-01T00:00:00.000Z', 'absent',
+              1, 'text/plain', '[]', '{}', 0, 'direct', '2026-01-01T00:00:00.000Z'
+              from generate_series(1, ${GENERIC_FROM}) g`.execute(trx);
+        });
+        await sql`analyze files`.execute(k);
+        const large = await connectionMode();
+        assert.equal(large.mode, 'auto');
+        assert.ok(large.generic > 0, `generic plans: ${large.generic}`);
+        await k.transaction().execute(async (trx) => {
+          await sql`set local session_replication_role = replica`.execute(trx);
+          await sql`delete from files where id like 'big-%'`.execute(trx);
+        });
+      });
 
     if (prepare)
       test('a server connection that lost its statements costs one request, then naming stops', async () => {

@@ -5,16 +5,22 @@
 // connection). The commit's text is long (five CTEs and a file row of 22 columns): parsing it was
 // about a sixth of PostgreSQL's CPU per upload.
 //
-// Those sessions plan with plan_cache_mode = force_custom_plan: a prepared statement is still
-// planned for its values, and the tables' sizes, each time, as an unnamed one is. PostgreSQL's
-// default keeps a generic plan after five runs, and that plan is made once, for the tables as they
-// are then, and kept until an analyze of one of them invalidates it. On a workspace already large
-// and analyzed it is the same plan and saves the planning (sequentially, on 200,000 files,
-// PostgreSQL CPU per upload 0.55 ms against 0.9). But on a new database it is made while `files`
-// holds a handful of rows, so it scans the table to see whether a name is free, and it keeps doing
-// so as the table grows until autovacuum gets to analyze it: 32 clients on a fresh database,
-// PostgreSQL CPU per upload rose from 1.3 ms to 3.6 ms over the first 8,000 uploads (with custom
-// plans it fell from 1.9 to 1.6 ms). The key check would have the same hazard as api_keys grows.
+// How they are planned depends on how large `files` was when the connection opened.
+// PostgreSQL's default keeps a generic plan after five runs, and that plan is made once, for the
+// tables as they are then, and kept until an analyze of one of them invalidates it. On a new
+// database it is made while `files` holds a handful of rows, so it checks whether a name is free
+// by scanning the table, and keeps doing so as the table grows until autovacuum gets to analyze
+// it: 32 clients on a fresh database, PostgreSQL CPU per upload rose from 1.3 ms to 3.6 ms over
+// the first 8,000 uploads (with custom plans it fell from 1.9 to 1.6 ms). Once the table is
+// large, its generic plan goes through the unique index, and growth only makes that more so; the
+// statements' other lookups are by unique key in small tables (workspaces, api_keys,
+// storage_intents), a scan of a few pages at worst until their next analyze. So a connection that
+// opens while `files` holds fewer than GENERIC_FROM rows by the planner's statistics (reltuples,
+// -1 before the first analyze) plans every run (plan_cache_mode = force_custom_plan); one that
+// opens later keeps the server's setting, so its statements go generic and skip the planning:
+// 32 clients on a workspace of 200,000 files, PostgreSQL CPU per upload 1.44 to 1.9 ms planned
+// per run, 1.07 to 1.37 ms generic (sequentially 0.9 against 0.55 ms). Unnamed statements, every
+// other query, are planned for their values whatever the setting.
 //
 // Off with STOWAGE_PG_PREPARED_STATEMENTS=false, for a pooler in front of PostgreSQL that does not
 // keep prepared statements per client (PgBouncer in transaction mode before 1.21, or without
@@ -24,6 +30,17 @@
 // next ones go unnamed.
 import type { CompiledQuery } from 'kysely';
 import type pg from 'pg';
+
+/** Rows of `files` (by the planner's statistics) from which a new connection keeps generic plans. */
+export const GENERIC_FROM = 10_000;
+
+/**
+ * A connection's first statement: custom plans while `files` is small or never analyzed, else the
+ * server's own plan_cache_mode (see above).
+ */
+const PLAN_MODE_SQL = `select set_config('plan_cache_mode',
+  case when coalesce((select reltuples from pg_class where oid = to_regclass('files')), -1) >= ${GENERIC_FROM}
+    then current_setting('plan_cache_mode') else 'force_custom_plan' end, false)`;
 
 /** Registered texts are few (one per call site and column set); past this, new ones go unnamed. */
 const MAX_NAMED = 64;
@@ -48,9 +65,9 @@ let naming = true;
 /** Whether this process still sends registered texts by name (for tests). */
 export const preparedNaming = (): boolean => naming;
 
-/** A new client of a pool that prepares: custom plans for its session, and registered texts by name. */
+/** A new client of a pool that prepares: its plan cache mode (see above), and registered texts by name. */
 export function prepareOn(client: pg.PoolClient): void {
-  client.query('set plan_cache_mode = force_custom_plan').catch(() => {});
+  client.query(PLAN_MODE_SQL).catch(() => {});
   const query = client.query.bind(client) as (...args: unknown[]) => unknown;
   client.query = ((text: unknown, values?: unknown, callback?: unknown) => {
     if (typeof values === 'function') [values, callback] = [undefined, values];
