@@ -1,7 +1,7 @@
 // PostgreSQL prepared statements on the upload path (src/db/pg-prepared.ts): the API-key check,
 // the storage intent and the one-statement commit go by name, in sessions that plan each run for
-// its values until `files` is large; STOWAGE_PG_PREPARED_STATEMENTS=false sends everything unnamed, as Kysely does. Either
-// way the answers are the same. A real PostgreSQL server.
+// its values until `files` is large; STOWAGE_PG_PREPARED_STATEMENTS=false sends everything
+// unnamed, as Kysely does. Either way the answers are the same. A real PostgreSQL server.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
@@ -9,7 +9,6 @@ import pg from 'pg';
 import { GENERIC_FROM, prepareOn, preparedNaming } from '../src/db/pg-prepared.ts';
 import { DIALECTS, type Harness, makeHarness } from './helpers/harness.ts';
 
-const PgPool = pg.Pool;
 const postgres = DIALECTS.find((d) => d.name === 'postgres')!;
 
 for (const prepare of [true, false])
@@ -81,7 +80,7 @@ for (const prepare of [true, false])
       test('a connection keeps custom plans while files is small, and generic ones once it is large', async () => {
         // The mode a new connection of a preparing pool gets, and what its named statements do.
         const connectionMode = async () => {
-          const pool = new PgPool({ connectionString: h.config.databaseUrl, max: 1 });
+          const pool = new pg.Pool({ connectionString: h.config.databaseUrl, max: 1 });
           pool.on('connect', prepareOn);
           try {
             const client = await pool.connect();

@@ -12,7 +12,7 @@
 // by scanning the table, and keeps doing so as the table grows until autovacuum gets to analyze
 // it: 32 clients on a fresh database, PostgreSQL CPU per upload rose from 1.3 ms to 3.6 ms over
 // the first 8,000 uploads (with custom plans it fell from 1.9 to 1.6 ms). Once the table is
-// large, its generic plan goes through the unique index, and growth only makes that more so; the
+// large, its generic plan looks the name up in an index, and growth only makes that more so; the
 // statements' other lookups are by unique key in small tables (workspaces, api_keys,
 // storage_intents), a scan of a few pages at worst until their next analyze. So a connection that
 // opens while `files` holds fewer than GENERIC_FROM rows by the planner's statistics (reltuples,
