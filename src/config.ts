@@ -78,6 +78,11 @@ export interface Config {
   metricsPort?: number;
   /** /metrics answers only with `Authorization: Bearer <token>` when set. */
   metricsToken?: string;
+  /**
+   * The event-loop delay metrics' sampling interval (STOWAGE_METRICS_LOOP_RESOLUTION_MS): a
+   * stall of B ms reads as B to B + this, and an idle loop as about this.
+   */
+  metricsLoopResolutionMs: number;
   /** At start: how long to keep retrying an unreachable database, Redis or storage (startup/patience.ts). */
   startupWaitMs: number;
   /**
@@ -287,6 +292,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
   const metricsToken = read('STOWAGE_METRICS_TOKEN');
   if (metricsToken !== undefined && metricsToken.length < 16)
     problems.push('STOWAGE_METRICS_TOKEN must be at least 16 characters');
+  const metricsLoopResolutionMs = integer('STOWAGE_METRICS_LOOP_RESOLUTION_MS', 10, 1, 1000);
   const shutdownDelayMs = integer('STOWAGE_SHUTDOWN_DELAY_MS', 0, 0, 600_000);
   const shutdownTimeoutMs = integer('STOWAGE_SHUTDOWN_TIMEOUT_MS', 30_000, 0, 3_600_000);
   const jobsText = read('STOWAGE_JOBS') ?? 'on';
@@ -429,6 +435,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     startupWaitMs,
     metricsPort,
     metricsToken,
+    metricsLoopResolutionMs,
     shutdownDelayMs,
     shutdownTimeoutMs,
     runJobs,

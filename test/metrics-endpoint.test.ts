@@ -67,4 +67,40 @@ test('metrics settings are checked at start', () => {
   );
   assert.throws(() => loadConfig({ STOWAGE_METRICS_TOKEN: 'short' }), /at least 16 characters/);
   assert.equal(loadConfig({ STOWAGE_METRICS_PORT: '9464' }).metricsPort, 9464);
+  assert.throws(() => loadConfig({ STOWAGE_METRICS_LOOP_RESOLUTION_MS: '0' }), /from 1 to 1000 \(got "0"\)/);
+  assert.equal(loadConfig({}).metricsLoopResolutionMs, 10);
+  assert.equal(loadConfig({ STOWAGE_METRICS_LOOP_RESOLUTION_MS: '1' }).metricsLoopResolutionMs, 1);
+});
+
+/** The event-loop delay gauges of one scrape, in ms (each scrape starts a new window). */
+async function loopWindow(h: Harness): Promise<{ min: number; max: number }> {
+  const res = await h.app.inject({ method: 'GET', url: '/metrics' });
+  const read = (name: string): number => {
+    const line = res.body.split('\n').find((l) => l.startsWith(`stowage_nodejs_eventloop_lag_${name}_seconds `));
+    return Number(line?.split(' ')[1]) * 1000;
+  };
+  return { min: read('min'), max: read('max') };
+}
+
+test('STOWAGE_METRICS_LOOP_RESOLUTION_MS: the loop is sampled that often, so a stall reads close to its length', async () => {
+  for (const resolution of [10, 1]) {
+    const h = await makeHarness('sqlite', { config: { metricsLoopResolutionMs: resolution } });
+    try {
+      await loopWindow(h);
+      await new Promise((r) => setTimeout(r, 300));
+      const idle = await loopWindow(h);
+      // The shortest gap between two samples is the resolution (a little under it at most: the
+      // loop's clock counts whole milliseconds).
+      if (resolution === 10) assert.ok(idle.min >= 8, `idle min ${idle.min} ms at 10 ms`);
+      else assert.ok(idle.min < 5, `idle min ${idle.min} ms at 1 ms`);
+      await new Promise((r) => setTimeout(r, 50));
+      const until = performance.now() + 40;
+      while (performance.now() < until); // a 40 ms stall of the loop
+      await new Promise((r) => setTimeout(r, 50));
+      const stalled = await loopWindow(h);
+      assert.ok(stalled.max >= 40, `a 40 ms stall read ${stalled.max} ms`);
+    } finally {
+      await h.close();
+    }
+  }
 });

@@ -1,13 +1,15 @@
 // Stowage as `npm start` runs it (node --import tsx src/main.ts), in a child process, on a
 // seeded database: rate limits and the per-workspace upload cap off (the bench is the only
-// client), logs at error level (as bench/load), everything else the defaults. `restart` is
-// for after a run that left more work in flight than is worth waiting for: the process is
-// killed, on PostgreSQL the queries it left running are ended too, and a fresh one starts.
+// client), logs at error level (as bench/load), the event loop sampled every millisecond
+// (loop.ts), everything else the defaults. `restart` is for after a run that left more work in
+// flight than is worth waiting for: the process is killed, on PostgreSQL the queries it left
+// running are ended too, and a fresh one starts.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import pg from 'pg';
 import { freePort, ROOT } from '../lib.ts';
+import { LOOP_RESOLUTION_MS } from './loop.ts';
 
 export interface Target {
   dataDir: string;
@@ -26,6 +28,7 @@ export function stowageEnv(db: Target, port: number): NodeJS.ProcessEnv {
     STOWAGE_RATE_LIMIT_API: 'off',
     STOWAGE_RATE_LIMIT_UPLOAD: 'off',
     STOWAGE_MAX_CONCURRENT_UPLOADS: '0',
+    STOWAGE_METRICS_LOOP_RESOLUTION_MS: String(LOOP_RESOLUTION_MS),
     AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
   };
 }

@@ -125,7 +125,7 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
   const events = new DomainEvents();
   configureSharp(config);
   const renderQueue = new RenderQueue({ concurrency: config.render.concurrency, maxWaiting: config.render.queue });
-  const metrics = new Metrics(db, events, renderQueue);
+  const metrics = new Metrics(db, events, renderQueue, config.metricsLoopResolutionMs);
   const logger = opts.logger ?? pino({ level: 'silent' });
   let jobs: JobQueue;
   try {

@@ -13,8 +13,13 @@ export class Metrics {
   readonly requests: Counter<'method' | 'route' | 'status'>;
   readonly duration: Histogram<'method' | 'route' | 'status'>;
 
-  constructor(db: Db, events: DomainEvents, renders?: RenderQueue) {
-    collectDefaultMetrics({ register: this.registry, prefix: 'stowage_' });
+  /** `loopResolutionMs`: how often the event-loop delay is sampled (prom-client's default, 10 ms). */
+  constructor(db: Db, events: DomainEvents, renders?: RenderQueue, loopResolutionMs = 10) {
+    collectDefaultMetrics({
+      register: this.registry,
+      prefix: 'stowage_',
+      eventLoopMonitoringPrecision: loopResolutionMs,
+    });
     const sessions = new UploadSessionRepository(db.kysely);
     const deliveries = new WebhookDeliveries(db);
     const registers = [this.registry];

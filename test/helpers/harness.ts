@@ -83,6 +83,7 @@ export function testConfig(dataDir: string, overrides: Partial<Config> = {}): Co
     rateLimitUpload: null,
     rateLimitApi: null,
     startupWaitMs: 0,
+    metricsLoopResolutionMs: 10,
     shutdownDelayMs: 0,
     shutdownTimeoutMs: 30_000,
     runJobs: true,
