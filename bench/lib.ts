@@ -10,6 +10,16 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export const ROOT = fileURLToPath(new URL('..', import.meta.url));
+
+/**
+ * The node flags `npm start` runs the server with (package.json's start script, the Dockerfile's
+ * CMD too), so benches measure the server as it is run.
+ */
+export const START_NODE_FLAGS: string[] = (
+  JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).scripts.start as string
+)
+  .split(/\s+/)
+  .filter((arg) => arg.startsWith('--'));
 export const MiB = 1024 * 1024;
 export const GiB = 1024 * MiB;
 
@@ -204,7 +214,7 @@ export interface Stowage extends Proc {
 }
 
 /**
- * The real server (`src/main.ts`) in a child process on a free port, with a fresh data directory
+ * The real server (`src/main.ts`, with `npm start`'s node flags) in a child process on a free port, with a fresh data directory
  * under `tmp`; its first workspace's keys are read from DATA_DIR/first-workspace.json (written
  * there because stdout is not a terminal). Stopping it removes the data directory.
  */
@@ -212,7 +222,7 @@ export async function startStowage(env: Record<string, string> = {}, tmp = tmpdi
   const dir = mkdtempSync(join(tmp, 'bench-stowage-'));
   const port = await freePort();
   const proc = await startProcess(
-    ['--import', 'tsx', 'src/main.ts'],
+    [...START_NODE_FLAGS, '--import', 'tsx', 'src/main.ts'],
     {
       STOWAGE_DATA_DIR: dir,
       PORT: String(port),

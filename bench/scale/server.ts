@@ -1,14 +1,14 @@
-// Stowage as `npm start` runs it (node --import tsx src/main.ts), in a child process, on a
-// seeded database: rate limits and the per-workspace upload cap off (the bench is the only
-// client), logs at error level (as bench/load), the event loop sampled every millisecond
-// (loop.ts), everything else the defaults. `restart` is for after a run that left more work in
-// flight than is worth waiting for: the process is killed, on PostgreSQL the queries it left
-// running are ended too, and a fresh one starts.
+// Stowage as `npm start` runs it (its node flags, then --import tsx src/main.ts), in a child
+// process, on a seeded database: rate limits and the per-workspace upload cap off (the bench is
+// the only client), logs at error level (as bench/load), the event loop sampled every
+// millisecond (loop.ts), everything else the defaults. `restart` is for after a run that left
+// more work in flight than is worth waiting for: the process is killed, on PostgreSQL the
+// queries it left running are ended too, and a fresh one starts.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import pg from 'pg';
-import { freePort, ROOT } from '../lib.ts';
+import { freePort, ROOT, START_NODE_FLAGS } from '../lib.ts';
 import { LOOP_RESOLUTION_MS } from './loop.ts';
 
 export interface Target {
@@ -82,7 +82,7 @@ export class Stowage implements Server {
   async start(): Promise<void> {
     const port = await freePort();
     this.output = '';
-    const child = spawn(process.execPath, [...this.nodeArgs, '--import', 'tsx', 'src/main.ts'], {
+    const child = spawn(process.execPath, [...START_NODE_FLAGS, ...this.nodeArgs, '--import', 'tsx', 'src/main.ts'], {
       cwd: ROOT,
       env: { ...stowageEnv(this.db, port), ...this.env },
       stdio: ['ignore', 'ignore', 'pipe'],
