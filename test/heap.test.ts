@@ -144,11 +144,14 @@ describe('young generation size', () => {
     const probe =
       "const v8=require('node:v8');let keep=[];for(let i=0;i<3e6;i++){keep.push({i,s:'x'+i});if(keep.length>3e5)keep=[];}" +
       "process.stdout.write(String(v8.getHeapSpaceStatistics().find((s)=>s.space_name==='new_space').space_size))";
-    const newSpace = (flags: string[]) => Number(execFileSync(process.execPath, [...flags, '-e', probe], { encoding: 'utf8' }));
+    const newSpace = (flags: string[]) =>
+      Number(execFileSync(process.execPath, [...flags, '-e', probe], { encoding: 'utf8' }));
     const plain = newSpace([]);
     const flagged = newSpace(START_NODE_FLAGS);
     const cap = Number(SEMI_SPACE.exec(START_NODE_FLAGS.join(' '))?.[1]) * 1024 * 1024;
-    console.log(`new space after the probe: ${(plain / 2 ** 20).toFixed(0)} MiB by default, ${(flagged / 2 ** 20).toFixed(0)} MiB with ${START_NODE_FLAGS.join(' ')}`);
+    console.log(
+      `new space after the probe: ${(plain / 2 ** 20).toFixed(0)} MiB by default, ${(flagged / 2 ** 20).toFixed(0)} MiB with ${START_NODE_FLAGS.join(' ')}`,
+    );
     assert.ok(plain < cap, `by default the new space stays under ${cap} bytes (${plain})`);
     assert.ok(flagged >= cap, `with the flag it reaches at least one semi-space of ${cap} bytes (${flagged})`);
   });

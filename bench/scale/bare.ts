@@ -1,7 +1,8 @@
 // The bare baseline's server (bare-server.mjs) in its own process, as measure.ts drives a
 // server: started on the seeded database with the driver set up as Stowage's (the pg Pool of
 // Stowage's size, or as many SQLite reader threads), given the scripts capture.ts recorded,
-// restarted (its PostgreSQL sessions ended, Stowage's left alone) when a run left it busy.
+// restarted (its PostgreSQL sessions ended, Stowage's left alone) when a run left it busy. It
+// runs with the node flags Stowage runs with (`npm start`'s), so the baseline has the same heap.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { join } from 'node:path';
@@ -9,6 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { DEFAULT_SQLITE_READERS } from '../../src/db/database.ts';
 import type { Script } from './capture.ts';
 import type { SeedInfo } from './seed/info.ts';
+import { START_NODE_FLAGS } from '../lib.ts';
 import { BARE_APPLICATION, endQueries, type Server } from './server.ts';
 
 const SCRIPT = fileURLToPath(new URL('bare-server.mjs', import.meta.url));
@@ -35,7 +37,7 @@ export class Bare implements Server {
   }
 
   async start(): Promise<void> {
-    const child = spawn(process.execPath, [SCRIPT], {
+    const child = spawn(process.execPath, [...START_NODE_FLAGS, SCRIPT], {
       env: {
         ...process.env,
         BARE_DIALECT: this.info.dialect,

@@ -8,6 +8,7 @@
 // answer sizes, whether the bare route itself meets the target).
 import { cpus as cpuList } from 'node:os';
 import type { Cell, Measured } from './measure.ts';
+import { START_NODE_FLAGS } from '../lib.ts';
 import { LOOP_RESOLUTION_MS } from './loop.ts';
 import type { SeedInfo } from './seed/info.ts';
 
@@ -155,7 +156,7 @@ function bareTable(rows: Measured[], c: Context): string[] {
   const out = [
     '',
     `Bare baseline: each read's requests answered by a bare server in its own process (node:http, no ` +
-      `auth, no Stowage code) that sends the SQL Stowage sent for that request (captured from Stowage, ` +
+      `auth, no Stowage code, node run with Stowage's flags: ${START_NODE_FLAGS.join(' ') || 'none'}) that sends the SQL Stowage sent for that request (captured from Stowage, ` +
       `the API-key lookup included), with the same parameters and overlap, through the same driver ` +
       `(${c.bareDriver ?? '?'}), and answers all the rows as one JSON document; the same wrk runs. ` +
       `Server CPU: what each server's process used during the run (/proc, every thread, the database's ` +

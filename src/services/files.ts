@@ -20,6 +20,7 @@ import type { BlobStore } from '../uploads/blob-store.ts';
 import { deliveryPath, type FileRecord, type FileRecords } from './file-records.ts';
 import { PageBoundaries } from './page-boundaries.ts';
 import { checkName, parseCustomId, parseFolderPath, parseMetadata, parseTags } from '../uploads/names.ts';
+import { ownTurn } from '../turns.ts';
 
 // Where the upload code and the container have always found them.
 export { deliveryPath, type FileRecord, FileRecords, type FileRecordsDeps, type NewFile } from './file-records.ts';
@@ -153,6 +154,8 @@ export class FileService {
     const transformKey = await this.records.transformKey(workspaceId);
     if (start) this.boundaries.remember(list, offset, start);
     if (next) this.boundaries.remember(list, offset + q.limit, next);
+    // Building, encoding and sending the page takes milliseconds: one page per turn of the loop.
+    await ownTurn();
     return {
       files: rows.map((r) => this.toRecord(r, transformKey)),
       snapshot: snapshot ?? asOf,
