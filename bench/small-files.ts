@@ -23,7 +23,7 @@ import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { openDatabase } from '../src/db/database.ts';
 import { migrateToLatest } from '../src/db/migrations.ts';
 import { freshPostgres } from '../test/helpers/harness.ts';
-import { cpuByProcess, cpuSeconds, cpuSince, fmt, median, type Proc, ROOT, startProcess, startStowage } from './lib.ts';
+import { cpuByProcess, cpuSeconds, cpuSince, fmt, median, type Proc, ROOT, START_NODE_FLAGS, startProcess, startStowage } from './lib.ts';
 
 const FILES = Number(process.env.BENCH_FILES ?? 10_000);
 const CLIENTS = Number(process.env.BENCH_CLIENTS ?? 32);
@@ -111,8 +111,9 @@ async function compare(database: string, contenders: Contender[]): Promise<[stri
 
 /** A baseline server script on `db` ('sqlite' or a PostgreSQL URL) with its files in `dir`, removed when it stops. */
 async function startBaseline(script: string, db: string, dir: string, headers: Record<string, string>) {
+  // Node run as Stowage is (npm start's flags), so the baselines have the same heap.
   const proc = await startProcess(
-    [script],
+    [...START_NODE_FLAGS, script],
     { BENCH_DIR: dir, BENCH_DB: db, BENCH_FSYNC: FSYNC ? '1' : '0' },
     /listening (\d+)/,
   );
