@@ -23,7 +23,18 @@ import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { openDatabase } from '../src/db/database.ts';
 import { migrateToLatest } from '../src/db/migrations.ts';
 import { freshPostgres } from '../test/helpers/harness.ts';
-import { cpuByProcess, cpuSeconds, cpuSince, fmt, median, type Proc, ROOT, START_NODE_FLAGS, startProcess, startStowage } from './lib.ts';
+import {
+  cpuByProcess,
+  cpuSeconds,
+  cpuSince,
+  fmt,
+  median,
+  type Proc,
+  ROOT,
+  START_NODE_FLAGS,
+  startProcess,
+  startStowage,
+} from './lib.ts';
 
 const FILES = Number(process.env.BENCH_FILES ?? 10_000);
 const CLIENTS = Number(process.env.BENCH_CLIENTS ?? 32);
