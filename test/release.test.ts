@@ -89,10 +89,12 @@ test('the release the image is built from: the script on a copy of the checkout,
 
   const cmd = json(runtime.lines.find((l) => l.op === 'CMD')!.args);
   assert.equal(cmd[0], 'node');
+  // node, its flags, the script: run as the image runs it.
+  const script = cmd.findIndex((arg: string) => !arg.startsWith('-') && arg !== 'node');
   const env = runtimeEnv();
   const server = await startServer(
     { ...env, STOWAGE_DATA_DIR: join(work, 'data'), HOST: '127.0.0.1', PORT: '0', STOWAGE_SHUTDOWN_DELAY_MS: '0' },
-    { script: cmd[1], cwd: out },
+    { nodeArgs: cmd.slice(1, script), script: cmd[script], cwd: out, args: cmd.slice(script + 1) },
   );
   try {
     assert.equal((await fetch(`${server.url}/readyz`)).status, 200);
