@@ -15,11 +15,11 @@ export const ROOT = fileURLToPath(new URL('..', import.meta.url));
  * The node flags `npm start` runs the server with (package.json's start script, the Dockerfile's
  * CMD too), so benches measure the server as it is run.
  */
-export const START_NODE_FLAGS: string[] = (
-  JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).scripts.start as string
-)
-  .split(/\s+/)
-  .filter((arg) => arg.startsWith('--'));
+export const START_NODE_FLAGS: string[] = (() => {
+  const words = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).scripts.start as string).split(/\s+/);
+  const script = words.findIndex((word, i) => i > 0 && !word.startsWith('-'));
+  return words.slice(1, script);
+})();
 export const MiB = 1024 * 1024;
 export const GiB = 1024 * MiB;
 

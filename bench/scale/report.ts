@@ -231,7 +231,8 @@ export function table(info: SeedInfo, rows: Measured[], c: Context): string {
     'Latencies in ms, wrk as the client (closed loop); ≥ marks a lower bound: too few requests finished ' +
       "(none: the run's length). Loop max: the server's longest event-loop delay during each run " +
       `(monitorEventLoopDelay through /metrics; at its ${LOOP_RESOLUTION_MS} ms resolution an idle server ` +
-      `reads ~${LOOP_RESOLUTION_MS} ms and a stall of B ms reads B to B + ${LOOP_RESOLUTION_MS} ms), ` +
+      `reads about that plus the timer's jitter, and a stall of B ms reads B to B + ${LOOP_RESOLUTION_MS} ms ` +
+      'and that jitter; the idle reading is in the header), ' +
       `judged on every client count; ? when /metrics did not answer.`,
     ...(notes.length ? ['', ...notes.map((n) => `- ${n}`)] : []),
     ...bareTable(rows, c),
