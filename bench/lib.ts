@@ -17,9 +17,11 @@ export const ROOT = fileURLToPath(new URL('..', import.meta.url));
  */
 export const START_NODE_FLAGS: string[] = (() => {
   const words = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).scripts.start as string).split(/\s+/);
+  // node, its own flags, then the script.
   const script = words.findIndex((word, i) => i > 0 && !word.startsWith('-'));
   return words.slice(1, script);
 })();
+
 export const MiB = 1024 * 1024;
 export const GiB = 1024 * MiB;
 
@@ -214,9 +216,10 @@ export interface Stowage extends Proc {
 }
 
 /**
- * The real server (`src/main.ts`, with `npm start`'s node flags) in a child process on a free port, with a fresh data directory
- * under `tmp`; its first workspace's keys are read from DATA_DIR/first-workspace.json (written
- * there because stdout is not a terminal). Stopping it removes the data directory.
+ * The real server (`src/main.ts`, with `npm start`'s node flags) in a child process on a free
+ * port, with a fresh data directory under `tmp`; its first workspace's keys are read from
+ * DATA_DIR/first-workspace.json (written there because stdout is not a terminal). Stopping it
+ * removes the data directory.
  */
 export async function startStowage(env: Record<string, string> = {}, tmp = tmpdir()): Promise<Stowage> {
   const dir = mkdtempSync(join(tmp, 'bench-stowage-'));

@@ -8,8 +8,9 @@
 // resolution. At prom-client's default of 10 ms an idle server read 10 to 14 ms and a max of
 // 22 ms could be a stall of 12; the bench's server samples every millisecond instead
 // (STOWAGE_METRICS_LOOP_RESOLUTION_MS=1, about 2% of a core while idle), so its max is the
-// longest stall plus the timer's jitter (an idle server read 3 to 4 ms on a busy 2-core VM). Node also drops the first tick after a reset, so each window
-// starts a little after the scrape that opened it (the bench waits).
+// longest stall plus the timer's jitter (an idle server read 3 to 4 ms on a busy 2-core VM).
+// Node also drops the first tick after a reset, so each window starts a little after the
+// scrape that opened it (the bench waits).
 const METRIC = 'stowage_nodejs_eventloop_lag_max_seconds';
 
 /** monitorEventLoopDelay's resolution in the bench's server (server.ts sets it). */
