@@ -184,6 +184,30 @@ describe('SQLite reader threads', () => {
     assert.deepEqual(byBlob, [{ v: 'a' }]);
   });
 
+  test('a column named twice, as a join can give it: the later value wins, as on the main connection', async () => {
+    const { db, k, dataDir } = await open(2);
+    await k
+      .insertInto('t')
+      .values([{ v: 'first' }, { v: 'second' }])
+      .execute();
+    // Both rows' columns under the same names: the second table's `id` and `v` come last.
+    const query = (q: Kysely<TestDb>) =>
+      q
+        .selectFrom('t as a')
+        .innerJoin('t as b', (j) => j.on(sql<boolean>`${sql.ref('b.id')} = ${sql.ref('a.id')} + 1`))
+        .select(['a.id', 'a.v', 'b.id', 'b.v'])
+        .orderBy('a.id')
+        .execute();
+    const served = db.readers!.stats().served;
+    const threaded = await query(k);
+    assert.equal(db.readers!.stats().served, served + 1, 'read on a thread');
+    const inline = await query((await open(0, dataDir)).k);
+    assert.ok(threaded.length > 0);
+    assert.deepEqual(threaded, inline);
+    assert.deepEqual(Object.keys(threaded[0]), ['id', 'v']);
+    assert.equal(threaded[threaded.length - 1].v, 'second', 'the later column (b.v) is the value kept');
+  });
+
   test("a reader's error is a real SqliteError with the same code as on the main connection", async () => {
     const on = await open(2);
     const off = await open(0, on.dataDir);

@@ -23,7 +23,15 @@ export interface WireError {
   code?: string;
 }
 
-export type ReaderReply = { ready: true } | { rows: unknown[]; blobs: boolean } | { error: WireError };
+/**
+ * Rows come back as arrays beside their column names: better-sqlite3 makes an array of a row
+ * faster than an object, and an array clones across threads faster than an object with its keys
+ * (100 file rows of 26 columns: 0.60 against 1.00 ms to read, 0.13 against 0.25 ms to clone).
+ */
+export type ReaderReply =
+  | { ready: true }
+  | { columns: string[]; rows: unknown[][]; blobs: boolean }
+  | { error: WireError };
 
 const port = parentPort;
 if (!port) throw new Error('sqlite-reader-worker runs as a worker thread');
@@ -36,18 +44,31 @@ cacheStatements(database);
 // Structured cloning turns Buffers into plain Uint8Arrays; better-sqlite3 binds Buffers.
 const asBinding = (v: unknown) => (v instanceof Uint8Array && !Buffer.isBuffer(v) ? Buffer.from(v) : v);
 
-function hasBlob(rows: unknown[]): boolean {
-  for (const row of rows) {
-    for (const v of Object.values(row as Record<string, unknown>)) if (v instanceof Uint8Array) return true;
-  }
+function hasBlob(rows: unknown[][]): boolean {
+  for (const row of rows) for (const v of row) if (v instanceof Uint8Array) return true;
   return false;
+}
+
+/** Each statement's column names (a statement in raw mode keeps its columns). */
+const columnsOf = new WeakMap<SQLite.Statement, string[]>();
+
+function columns(stmt: SQLite.Statement): string[] {
+  let names = columnsOf.get(stmt);
+  if (!names) {
+    stmt.raw(true);
+    names = stmt.columns().map((c) => c.name);
+    columnsOf.set(stmt, names);
+  }
+  return names;
 }
 
 port.on('message', (req: ReaderRequest) => {
   let reply: ReaderReply;
   try {
-    const rows = database.prepare(req.sql).all(req.parameters.map(asBinding));
-    reply = { rows, blobs: hasBlob(rows) };
+    const stmt = database.prepare(req.sql);
+    const names = columns(stmt);
+    const rows = stmt.all(req.parameters.map(asBinding)) as unknown[][];
+    reply = { columns: names, rows, blobs: hasBlob(rows) };
   } catch (err) {
     const e = err as Error & { code?: unknown };
     reply = {

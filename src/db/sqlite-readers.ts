@@ -182,7 +182,7 @@ export class SqliteReaderPool {
     this.served++;
     if (job) {
       if ('error' in reply) job.reject(toError(reply.error));
-      else job.resolve(reply.blobs ? reply.rows.map(blobsToBuffers) : reply.rows);
+      else job.resolve(asObjects(reply.columns, reply.rows, reply.blobs));
     }
     this.dispatch();
   }
@@ -272,13 +272,24 @@ function toError(e: WireError): Error {
   return err;
 }
 
-/** Structured cloning turns a row's Buffers into Uint8Arrays; better-sqlite3 gives Buffers. */
-function blobsToBuffers(row: unknown): unknown {
-  const r = row as Record<string, unknown>;
-  for (const [k, v] of Object.entries(r)) {
-    if (v instanceof Uint8Array && !Buffer.isBuffer(v)) r[k] = Buffer.from(v.buffer, v.byteOffset, v.byteLength);
+/**
+ * A reader's rows (arrays) as the main connection gives them: one object per row, the columns in
+ * order, a later column of the same name overwriting an earlier one. Structured cloning turns a
+ * row's Buffers into Uint8Arrays; better-sqlite3 gives Buffers, so they are turned back.
+ */
+function asObjects(columns: string[], rows: unknown[][], blobs: boolean): Record<string, unknown>[] {
+  const out = new Array<Record<string, unknown>>(rows.length);
+  for (let r = 0; r < rows.length; r++) {
+    const row = rows[r];
+    const o: Record<string, unknown> = {};
+    for (let c = 0; c < columns.length; c++) {
+      const v = row[c];
+      o[columns[c]] =
+        blobs && v instanceof Uint8Array && !Buffer.isBuffer(v) ? Buffer.from(v.buffer, v.byteOffset, v.byteLength) : v;
+    }
+    out[r] = o;
   }
-  return r;
+  return out;
 }
 
 /**
