@@ -208,6 +208,37 @@ describe('SQLite reader threads', () => {
     assert.equal(threaded[threaded.length - 1].v, 'second', 'the later column (b.v) is the value kept');
   });
 
+  test('column names that are code or a prototype are plain keys, and the prototype stays', async () => {
+    const { db, k, dataDir } = await open(2);
+    await k.insertInto('t').values({ v: 'x' }).execute();
+    const names = [
+      '__proto__',
+      'constructor',
+      'a"b',
+      "c'd",
+      '`${process.exit(1)}`',
+      '}; process.exit(1); ({',
+      'x\ny',
+      '',
+    ];
+    const query = (q: Kysely<TestDb>) =>
+      q
+        .selectFrom('t')
+        .select(names.map((n, i) => sql<number>`${i}`.as(n)))
+        .execute();
+    const served = db.readers!.stats().served;
+    const threaded = (await query(k)) as Record<string, unknown>[];
+    assert.equal(db.readers!.stats().served, served + 1, 'read on a thread');
+    const inline = (await query((await open(0, dataDir)).k)) as Record<string, unknown>[];
+    assert.equal(Object.getPrototypeOf(threaded[0]), Object.prototype, 'the prototype is untouched');
+    assert.deepEqual(Object.keys(threaded[0]), names);
+    names.forEach((n, i) => assert.equal(Object.getOwnPropertyDescriptor(threaded[0], n)?.value, i, n));
+    // better-sqlite3 on the main connection sets `__proto__` as an assignment (a number is then
+    // ignored): the thread keeps it as a column, and every other key is the same.
+    assert.deepEqual(Object.keys(inline[0]), names.slice(1), 'the main connection: the other keys');
+    assert.equal(Object.getPrototypeOf(inline[0]), Object.prototype);
+  });
+
   test("a reader's error is a real SqliteError with the same code as on the main connection", async () => {
     const on = await open(2);
     const off = await open(0, on.dataDir);

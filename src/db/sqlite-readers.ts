@@ -273,20 +273,42 @@ function toError(e: WireError): Error {
 }
 
 /**
- * A reader's rows (arrays) as the main connection gives them: one object per row, the columns in
- * order, a later column of the same name overwriting an earlier one. Structured cloning turns a
- * row's Buffers into Uint8Arrays; better-sqlite3 gives Buffers, so they are turned back.
+ * Makers of a row's object, one per column list: an object literal of the columns in order (a
+ * later column of the same name overwriting an earlier one, as better-sqlite3 does). Objects
+ * filled key by key past a few dozen keys turn into slow dictionaries (100 file rows of 26
+ * columns: 120 µs to make, and twice as slow to read and encode, against 4 µs for the literal).
+ * The names come from the SQL the application sends; each is quoted as a JSON string.
+ */
+const makers = new Map<string, (row: unknown[]) => Record<string, unknown>>();
+const MAKERS_MAX = 500;
+
+function makerOf(columns: string[]): (row: unknown[]) => Record<string, unknown> {
+  const key = columns.join('\0');
+  let make = makers.get(key);
+  if (!make) {
+    // A literal's `"__proto__": x` would set the prototype; as a computed key it is a column.
+    const fields = columns
+      .map((name, i) => `${name === '__proto__' ? '["__proto__"]' : JSON.stringify(name)}: row[${i}]`)
+      .join(', ');
+    make = new Function('row', `return { ${fields} };`) as (row: unknown[]) => Record<string, unknown>;
+    if (makers.size >= MAKERS_MAX) makers.delete(makers.keys().next().value!);
+    makers.set(key, make);
+  }
+  return make;
+}
+
+/**
+ * A reader's rows (arrays) as the main connection gives them: one object per row. Structured
+ * cloning turns a row's Buffers into Uint8Arrays; better-sqlite3 gives Buffers, so they are turned back.
  */
 function asObjects(columns: string[], rows: unknown[][], blobs: boolean): Record<string, unknown>[] {
+  const make = makerOf(columns);
   const out = new Array<Record<string, unknown>>(rows.length);
   for (let r = 0; r < rows.length; r++) {
-    const row = rows[r];
-    const o: Record<string, unknown> = {};
-    for (let c = 0; c < columns.length; c++) {
-      const v = row[c];
-      o[columns[c]] =
-        blobs && v instanceof Uint8Array && !Buffer.isBuffer(v) ? Buffer.from(v.buffer, v.byteOffset, v.byteLength) : v;
-    }
+    const o = make(rows[r]);
+    if (blobs)
+      for (const [k, v] of Object.entries(o))
+        if (v instanceof Uint8Array && !Buffer.isBuffer(v)) o[k] = Buffer.from(v.buffer, v.byteOffset, v.byteLength);
     out[r] = o;
   }
   return out;
