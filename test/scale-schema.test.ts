@@ -301,6 +301,16 @@ for (const dialect of DIALECTS) {
       assert.ok(nonEmpty >= 20, `most cases match some files (${nonEmpty})`);
     });
 
+    /**
+     * The steps that find the files, from a SQLite plan: a page's keys are walked in a co-routine
+     * (k) that its rows are then joined to by id (from `SCAN k` on), and a count wraps its walk in
+     * another (m); the wrappers and the row lookups are left out.
+     */
+    const walk = (plan: string[]) => {
+      const rowsFrom = plan.indexOf('SCAN k');
+      return (rowsFrom >= 0 ? plan.slice(0, rowsFrom) : plan).filter((d) => !/^CO-ROUTINE [km]$|^SCAN m$/.test(d));
+    };
+
     test('SQLite: a name search with a tag reads the name index once, never once per tagged file', async (t) => {
       if (dialect.name !== 'sqlite') return t.skip('SQLite only');
       // The statements the repository sends, captured from a second connection that logs them.
@@ -325,8 +335,7 @@ for (const dialect of DIALECTS) {
             const { rows } = await logged.executeQuery<{ detail: string }>(
               CompiledQuery.raw(`explain query plan ${listing.sql}`, [...listing.parameters]),
             );
-            // The steps (the count's wrapper aside).
-            plans[`${how} ${what}`] = rows.map((r) => r.detail).filter((d) => !/^CO-ROUTINE m$|^SCAN m$/.test(d));
+            plans[`${how} ${what}`] = walk(rows.map((r) => r.detail));
           }
         for (const [label, plan] of Object.entries(plans)) {
           const text = plan.join(' | ');
@@ -379,7 +388,7 @@ for (const dialect of DIALECTS) {
           const { rows } = await logged.executeQuery<{ detail: string }>(
             CompiledQuery.raw(`explain query plan ${listing.sql}`, [...listing.parameters]),
           );
-          const plan = rows.map((r) => r.detail);
+          const plan = walk(rows.map((r) => r.detail));
           assert.match(plan[0], driver, `cap ${cap}: ${plan.join(' | ')}`);
         }
       } finally {
