@@ -2,7 +2,7 @@
 // every committed write, keep their rows and errors as the main connection gives them; queries in
 // a transaction stay on the transaction's connection; a dying thread costs only its query a retry.
 import assert from 'node:assert/strict';
-import { closeSync, mkdtempSync, openSync, readSync, rmSync, statSync } from 'node:fs';
+import { closeSync, mkdtempSync, openSync, readFileSync, readSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
@@ -155,6 +155,28 @@ describe('SQLite reader threads', () => {
       assert.equal(await count(k), before, 'a reader does not see the uncommitted insert');
     });
     assert.equal(await count(k), before + 1, 'committed: readers see it');
+  });
+
+  test('reader threads read the database file through a memory map; the main connection does not', async (t) => {
+    if (process.platform !== 'linux') return t.skip('reads /proc/self/maps');
+    const mapped = (dir: string) =>
+      readFileSync('/proc/self/maps', 'utf8')
+        .split('\n')
+        .some((line) => line.endsWith(join(dir, 'stowage.db')));
+    // Threads share the process's address space: a map made by a reader shows in its maps.
+    const off = await open(0);
+    await off.k.insertInto('t').values({ v: 'x' }).execute();
+    await sql`pragma wal_checkpoint(TRUNCATE)`.execute(off.k);
+    assert.equal((await off.k.selectFrom('t').selectAll().execute()).length, 1);
+    assert.equal(mapped(off.dataDir), false, 'without readers, nothing maps the file');
+    const on = await open(2);
+    await on.k.insertInto('t').values({ v: 'x' }).execute();
+    // Into the database file: a fresh database is all in its WAL, and an empty file maps nothing.
+    await sql`pragma wal_checkpoint(TRUNCATE)`.execute(on.k);
+    const served = on.db.readers!.stats().served;
+    assert.equal((await on.k.selectFrom('t').selectAll().execute()).length, 1);
+    assert.equal(on.db.readers!.stats().served, served + 1, 'read on a thread');
+    assert.equal(mapped(on.dataDir), true, 'a reader maps the file (READER_MMAP_BYTES)');
   });
 
   test('rows are the same as on the main connection: numbers, big integers, reals, nulls, blobs', async () => {

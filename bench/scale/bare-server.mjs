@@ -7,11 +7,12 @@
 //
 // The driver as Stowage sets it up: PostgreSQL through a pg Pool of BARE_POOL connections with
 // int8 read as numbers; SQLite through better-sqlite3 with BARE_READERS worker threads, each
-// with a read-only connection, taking the statements Stowage sends to its reader threads (rows
-// come back by postMessage, as there), and one connection on the main thread for the others
-// (raw SQL, which Stowage runs on its main connection); prepared statements are kept.
+// with a read-only connection (memory-mapped as Stowage's, BARE_MMAP bytes), taking the
+// statements Stowage sends to its reader threads (rows come back by postMessage, as there), and
+// one connection on the main thread for the others (raw SQL, which Stowage runs on its main
+// connection); prepared statements are kept.
 //
-// BARE_DIALECT sqlite|postgres, BARE_SQLITE (file), BARE_PG_URL, BARE_POOL, BARE_READERS,
+// BARE_DIALECT sqlite|postgres, BARE_SQLITE (file), BARE_PG_URL, BARE_POOL, BARE_READERS, BARE_MMAP,
 // BARE_APPLICATION (the pg application_name). Prints "listening PORT" once up.
 import http from 'node:http';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
@@ -32,7 +33,9 @@ function cached(db) {
 }
 
 if (!isMainThread) {
-  const prepare = cached(new SQLite(workerData.path, { readonly: true, fileMustExist: true }));
+  const reader = new SQLite(workerData.path, { readonly: true, fileMustExist: true });
+  reader.pragma(`mmap_size = ${workerData.mmapBytes}`);
+  const prepare = cached(reader);
   parentPort.on('message', ({ sql, parameters }) => {
     try {
       parentPort.postMessage({ rows: prepare(sql).all(parameters) });
@@ -65,7 +68,9 @@ if (!isMainThread) {
     const prepare = cached(main);
     const queue = [];
     const threads = Array.from({ length: Number(env.BARE_READERS ?? 2) }, () => {
-      const worker = new Worker(new URL(import.meta.url), { workerData: { path: env.BARE_SQLITE } });
+      const worker = new Worker(new URL(import.meta.url), {
+        workerData: { path: env.BARE_SQLITE, mmapBytes: Number(env.BARE_MMAP ?? 0) },
+      });
       const slot = { worker, job: null };
       worker.on('message', (reply) => {
         const job = slot.job;

@@ -8,6 +8,7 @@ import { once } from 'node:events';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { DEFAULT_SQLITE_READERS } from '../../src/db/database.ts';
+import { READER_MMAP_BYTES } from '../../src/db/sqlite-readers.ts';
 import type { Script } from './capture.ts';
 import type { SeedInfo } from './seed/info.ts';
 import { START_NODE_FLAGS } from '../lib.ts';
@@ -45,6 +46,7 @@ export class Bare implements Server {
         BARE_PG_URL: this.info.databaseUrl ?? '',
         BARE_POOL: String(STOWAGE_PG_POOL),
         BARE_READERS: String(readers()),
+        BARE_MMAP: String(READER_MMAP_BYTES),
         BARE_APPLICATION,
       },
       stdio: ['ignore', 'pipe', 'pipe'],

@@ -10,6 +10,8 @@ import { cacheStatements } from './statement-cache.ts';
 export interface ReaderData {
   path: string;
   busyTimeoutMs: number;
+  /** PRAGMA mmap_size (see READER_MMAP_BYTES in sqlite-readers.ts). */
+  mmapBytes: number;
 }
 
 export interface ReaderRequest {
@@ -35,10 +37,11 @@ export type ReaderReply =
 
 const port = parentPort;
 if (!port) throw new Error('sqlite-reader-worker runs as a worker thread');
-const { path, busyTimeoutMs } = workerData as ReaderData;
+const { path, busyTimeoutMs, mmapBytes } = workerData as ReaderData;
 
 const database = new SQLite(path, { readonly: true, fileMustExist: true });
 database.pragma(`busy_timeout = ${busyTimeoutMs}`);
+database.pragma(`mmap_size = ${Math.max(0, Math.floor(mmapBytes))}`);
 cacheStatements(database);
 
 // Structured cloning turns Buffers into plain Uint8Arrays; better-sqlite3 binds Buffers.

