@@ -254,7 +254,7 @@ describe('SQLite reader threads', () => {
     const inline = (await query((await open(0, dataDir)).k)) as Record<string, unknown>[];
     assert.equal(Object.getPrototypeOf(threaded[0]), Object.prototype, 'the prototype is untouched');
     assert.deepEqual(Object.keys(threaded[0]), names);
-    names.forEach((n, i) => assert.equal(Object.getOwnPropertyDescriptor(threaded[0], n)?.value, i, n));
+    for (const [i, n] of names.entries()) assert.equal(Object.getOwnPropertyDescriptor(threaded[0], n)?.value, i, n);
     // better-sqlite3 on the main connection sets `__proto__` as an assignment (a number is then
     // ignored): the thread keeps it as a column, and every other key is the same.
     assert.deepEqual(Object.keys(inline[0]), names.slice(1), 'the main connection: the other keys');
