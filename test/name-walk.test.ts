@@ -8,11 +8,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import SQLite from 'better-sqlite3';
-import { Kysely, SqliteDialect } from 'kysely';
+import { Kysely, SqliteDialect, sql } from 'kysely';
 import { newShortId, newUuid } from '../src/crypto/ids.ts';
 import { type Db, openDatabase } from '../src/db/database.ts';
 import { type FileFilter, FileRepository, type PageKey } from '../src/db/files.ts';
-import { migrateToLatest } from '../src/db/migrations.ts';
+import { CREATED_LAG_UNBOUNDED } from '../src/db/derived.ts';
+import { migrateTo, migrateToLatest } from '../src/db/migrations.ts';
 import type { Database, FileRow } from '../src/db/schema.ts';
 import { WorkspaceRepository } from '../src/db/workspaces.ts';
 
@@ -47,9 +48,9 @@ describe('SQLite: a name search walks the name index in creation order', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  async function workspace(): Promise<{ id: string; blob: string }> {
+  async function workspace(on: Kysely<Database> = db.kysely): Promise<{ id: string; blob: string }> {
     const id = newShortId();
-    await new WorkspaceRepository(db.kysely).insert({
+    await new WorkspaceRepository(on).insert({
       id,
       name: 'W',
       webhook_secret: `sealed-${id}`,
@@ -63,7 +64,7 @@ describe('SQLite: a name search walks the name index in creation order', () => {
       updated_at: at(0),
     });
     const blob = newUuid();
-    await db.kysely
+    await on
       .insertInto('blobs')
       .values({ id: blob, workspace_id: id, sha256: 'a'.repeat(64), size: 1, storage_key: blob, created_at: at(0) })
       .execute();
@@ -71,8 +72,12 @@ describe('SQLite: a name search walks the name index in creation order', () => {
   }
 
   /** Inserts the files in the order given (each gets the next `seq`). */
-  async function insert(ws: { id: string; blob: string }, files: { name: string; created_at: string }[]) {
-    const repo = new FileRepository(db.kysely);
+  async function insert(
+    ws: { id: string; blob: string },
+    files: { name: string; created_at: string }[],
+    on: Kysely<Database> = db.kysely,
+  ) {
+    const repo = new FileRepository(on);
     const made: Made[] = [];
     for (const f of files) {
       const row: FileRow = {
@@ -104,6 +109,13 @@ describe('SQLite: a name search walks the name index in creation order', () => {
     }
     return made;
   }
+
+  /** The workspace's created_lag_ms (SQLite's migration 0014). */
+  const lagOf = async (ws: string, on: Kysely<Database> = db.kysely) =>
+    Number(
+      (await sql<{ lag: number }>`select created_lag_ms as lag from workspaces where id = ${ws}`.execute(on)).rows[0]
+        .lag,
+    );
 
   /** The matches of `text` in the order of the date index (created_at, then id), newest first. */
   const expected = (made: Made[], text: string, atMost?: string) =>
@@ -164,8 +176,7 @@ describe('SQLite: a name search walks the name index in creation order', () => {
     const forest = expected(made, 'forest');
     assert.equal(forest.length, 50);
     const { walked, all } = await pages(ws.id, { nameContains: ['forest'] }, forest, 7);
-    // Only a cursor's last page, which runs out of matches, is left to the date index.
-    assert.equal(all - walked, 2, `the walk answered ${walked} of ${all} pages`);
+    assert.equal(walked, all, `the walk answered ${walked} of ${all} pages`);
     // A snapshot: the files created after it are left out, and the walk still answers the first page.
     captured.length = 0;
     const snap = await new FileRepository(logged).page(
@@ -181,6 +192,92 @@ describe('SQLite: a name search walks the name index in creation order', () => {
     // Few matches: the walk holds them all, in any order.
     const rare = await pages(ws.id, { nameContains: ['t-14'] }, expected(made, 't-14'), 7);
     assert.ok(rare.walked > 0);
+  });
+
+  test('dates a few seconds behind insertion order: the lag is kept, and the walk checks windows that wide', async () => {
+    const ws = await workspace();
+    // Every fifth file is dated 5 s earlier than its place: it sorts before the two inserted just
+    // before it, so pages of 6 often end between them and the walk's order differs from the list's.
+    const files = [];
+    for (let i = 0; i < 200; i++)
+      files.push({ name: `${i % 2 === 0 ? 'forest' : 'sun'}-${i}.png`, created_at: at(2 * i - (i % 5 === 4 ? 5 : 0)) });
+    const made = await insert(ws, files);
+    assert.equal(await lagOf(ws.id), 3_001, 'behind the file two before it by 3 s, and a margin of 1 ms');
+    const forest = expected(made, 'forest');
+    assert.notDeepEqual(
+      forest,
+      made
+        .filter((m) => m.name.startsWith('forest'))
+        .map((m) => m.name)
+        .reverse(),
+      'the list order is not the insertion order',
+    );
+    const { walked, all } = await pages(ws.id, { nameContains: ['forest'] }, forest, 6);
+    assert.equal(walked, all, `the walk answered ${walked} of ${all} pages`);
+
+    // Ten files a second, and one inserted last but dated 3.4 s before the newest: far behind
+    // in seq order, so the walk meets it only where the date index would, and the window around
+    // the cursor has to find it when a page's walk starts after it.
+    const dense = await workspace();
+    const late = [];
+    for (let i = 0; i < 300; i++) late.push({ name: `forest-${i}.png`, created_at: at(i / 10) });
+    late.push({ name: 'forest-late.png', created_at: at(26.5) });
+    const placed = await insert(dense, late);
+    assert.equal(await lagOf(dense.id), 3_401);
+    const byDate = expected(placed, 'forest');
+    const lateAt = byDate.indexOf('forest-late.png');
+    assert.ok(lateAt > 20 && lateAt < 40, `${lateAt}`);
+    const seen = await pages(dense.id, { nameContains: ['forest'] }, byDate, 7);
+    assert.ok(seen.walked < seen.all, 'the window around a cursor found the late file at least once');
+    assert.ok(seen.walked >= seen.all - 6, `the walk answered ${seen.walked} of ${seen.all} pages`);
+  });
+
+  test('the lag: kept on insert, unbounded when a date changes in place, computed by migration 0014', async () => {
+    const ws = await workspace();
+    await insert(ws, [
+      { name: 'a.png', created_at: at(10) },
+      { name: 'b.png', created_at: at(20) },
+      { name: 'c.png', created_at: at(20) },
+    ]);
+    assert.equal(await lagOf(ws.id), 0, 'in order (a tie is not behind)');
+    await insert(ws, [{ name: 'd.png', created_at: at(12.5) }]);
+    assert.equal(await lagOf(ws.id), 7_501);
+    await insert(ws, [{ name: 'e.png', created_at: at(19) }]);
+    assert.equal(await lagOf(ws.id), 7_501, 'the largest lag stays');
+    const other = await workspace();
+    await insert(other, [{ name: 'a.png', created_at: at(0) }]);
+    assert.equal(await lagOf(other.id), 0, 'per workspace');
+    await sql`update files set created_at = ${at(50)} where workspace_id = ${ws.id} and name = 'a.png'`.execute(
+      db.kysely,
+    );
+    assert.equal(await lagOf(ws.id), CREATED_LAG_UNBOUNDED);
+
+    // A database as release 0013 left it, with files out of order: the migration computes it.
+    const old = mkdtempSync(join(tmpdir(), 'stowage-lag-'));
+    const before = openDatabase({ dataDir: old });
+    try {
+      await migrateTo(before.kysely, '0013_undo_function');
+      const a = await workspace(before.kysely);
+      const b = await workspace(before.kysely);
+      await insert(
+        a,
+        [0, 30, 29.25, 40, 10].map((n, i) => ({ name: `f${i}`, created_at: at(n) })),
+        before.kysely,
+      );
+      await insert(
+        b,
+        [0, 1, 2].map((n, i) => ({ name: `f${i}`, created_at: at(n) })),
+        before.kysely,
+      );
+      await migrateToLatest(before.kysely);
+      assert.deepEqual([await lagOf(a.id, before.kysely), await lagOf(b.id, before.kysely)], [30_001, 0]);
+      // Its triggers keep it from then on.
+      await insert(b, [{ name: 'late', created_at: at(1.5) }], before.kysely);
+      assert.equal(await lagOf(b.id, before.kysely), 501);
+    } finally {
+      await before.close();
+      rmSync(old, { recursive: true, force: true });
+    }
   });
 
   test('files whose dates disagree with their order: every page still as the date index gives it', async () => {

@@ -99,6 +99,55 @@ end $$`;
 const PG_TRIGGER = `create trigger files_derived after insert or update or delete on files
   for each row execute function stowage_files_derived()`;
 
+/**
+ * SQLite: how far behind an earlier-inserted file of its workspace a file's created_at can be, in
+ * ms (`workspaces.created_lag_ms`, migration 0014). Files are inserted in `seq` order, nearly
+ * always their date order too; the name search that walks the trigram table in `seq` order
+ * (FileRepository.walkNames) checks only a window this wide around its page's ends. A file
+ * inserted with an older date than one before it widens the lag to the difference; a created_at
+ * changed in place (nothing does so today) makes it unbounded. An unreadable date counts as
+ * unbounded too.
+ */
+export const CREATED_LAG_UNBOUNDED = 1e15;
+const lagBehind = (newest: string, created: string) =>
+  `coalesce(cast(round((julianday(${newest}) - julianday(${created})) * 86400000) as integer) + 1, ${CREATED_LAG_UNBOUNDED})`;
+const SQLITE_ORDER_TRIGGERS = [
+  `create trigger files_created_lag after insert on files
+     when new.created_at < (select max(created_at) from files where workspace_id = new.workspace_id) begin
+     update workspaces
+        set created_lag_ms = max(created_lag_ms, ${lagBehind('(select max(created_at) from files where workspace_id = new.workspace_id)', 'new.created_at')})
+      where id = new.workspace_id;
+   end`,
+  `create trigger files_created_moved after update of created_at on files
+     when old.created_at <> new.created_at begin
+     update workspaces set created_lag_ms = ${CREATED_LAG_UNBOUNDED} where id = new.workspace_id;
+   end`,
+];
+const SQLITE_ORDER_TRIGGER_NAMES = ['files_created_lag', 'files_created_moved'];
+
+/** SQLite: the triggers that keep `created_lag_ms` (migration 0014, and the seeder after a bulk load). */
+export async function createOrderTriggers<T>(db: Kysely<T>): Promise<void> {
+  if (flavourOf(db) !== 'sqlite') return;
+  for (const t of SQLITE_ORDER_TRIGGERS) await run(db, t);
+}
+
+/** SQLite: computes every workspace's `created_lag_ms` from its files, in `seq` order (one sorted pass). */
+export async function rebuildCreatedLag<T>(db: Kysely<T>): Promise<void> {
+  if (flavourOf(db) !== 'sqlite') return;
+  await run(db, 'update workspaces set created_lag_ms = 0');
+  await run(
+    db,
+    `update workspaces set created_lag_ms = s.lag
+       from (select workspace_id, max(${lagBehind('newest', 'created_at')}) as lag
+               from (select workspace_id, created_at,
+                            max(created_at) over (partition by workspace_id order by seq) as newest
+                       from files)
+              where created_at < newest
+              group by workspace_id) s
+      where workspaces.id = s.workspace_id`,
+  );
+}
+
 /** Creates the triggers (the migration, and the seeder after a bulk load). */
 export async function createFileTriggers<T>(db: Kysely<T>): Promise<void> {
   if (flavourOf(db) === 'sqlite') {
@@ -112,7 +161,8 @@ export async function createFileTriggers<T>(db: Kysely<T>): Promise<void> {
 /** Drops the triggers: only for a bulk load that calls `rebuildDerived` and `createFileTriggers` after. */
 export async function dropFileTriggers<T>(db: Kysely<T>): Promise<void> {
   if (flavourOf(db) === 'sqlite') {
-    for (const name of SQLITE_TRIGGER_NAMES) await run(db, `drop trigger if exists ${name}`);
+    for (const name of [...SQLITE_TRIGGER_NAMES, ...SQLITE_ORDER_TRIGGER_NAMES])
+      await run(db, `drop trigger if exists ${name}`);
     return;
   }
   await run(db, 'drop trigger if exists files_derived on files');

@@ -2,7 +2,7 @@
 // filtered and sorted pages, and the writes an upload or the Files API makes.
 import { type Insertable, type Kysely, type Updateable, sql } from 'kysely';
 import { isUniqueViolation } from './database.ts';
-import { flavourOf, NAME_FTS } from './derived.ts';
+import { CREATED_LAG_UNBOUNDED as CREATED_LAG_UNBOUNDED_MS, flavourOf, NAME_FTS } from './derived.ts';
 import { likeContains, likeEscaped } from './like.ts';
 import type { Database, FileRow, FileTable } from './schema.ts';
 
@@ -132,6 +132,23 @@ export const NAME_WALK_MAX = 1_000;
  * gives way to the date index.
  */
 export const NAME_WALK_SPAN = 20_000;
+
+/**
+ * SQLite, a name search by date: matches the walk reads past its page, so that a file inserted
+ * just before the page's last one but dated after it is in hand rather than a reason to give way;
+ * and the seqs it starts past its cursor's row, for files inserted just after that row.
+ */
+export const NAME_WALK_SLACK = 16;
+
+/**
+ * SQLite, a name search by date: while files' dates lag at most this far (ms) behind files
+ * inserted before them (`workspaces.created_lag_ms`), the walk's check reads two windows of
+ * that width instead of every file its page spans.
+ */
+export const NAME_WALK_LAG_MAX = 10_000;
+
+/** Added to the lag: dates are compared as text, and a date written without its milliseconds sorts apart. */
+const LAG_MARGIN_MS = 1_000;
 
 /** How a search reads names: see `namePlan`. */
 interface NamePlan {
@@ -447,9 +464,12 @@ export class FileRepository {
    * (12,000 for a word in 1% of 1M names: 4 ms) to check the date index's files against. The
    * order is checked, not assumed: every file of the workspace whose key lies between the walk's
    * farthest candidate and the page's start must have a `seq` the walk covered, else a match
-   * could have been passed over, and the date index answers instead (undefined). So does any
-   * page the walk cannot bound: other filters, a deep offset, or a walk that ran out of matches
-   * after a cursor, or whose check would read more than NAME_WALK_SPAN files.
+   * could have been passed over, and the date index answers instead (undefined). While dates lag
+   * insertion order by at most NAME_WALK_LAG_MAX (`created_lag_ms`), such a file can only lie
+   * within that lag of the farthest candidate's date or of the cursor's, and only those windows
+   * are read; else every file in between, if not more than NAME_WALK_SPAN. Any page the walk
+   * cannot bound goes to the date index too: other filters, a deep offset, or a walk that ran
+   * out of matches after a cursor.
    */
   private async walkNames(workspaceId: string, f: FileFilter, p: FilePage): Promise<FoundPage | undefined> {
     const texts = f.nameContains ?? [];
@@ -479,7 +499,9 @@ export class FileRepository {
         .orderBy('id', desc ? 'asc' : 'desc')
         .limit(1)
         .executeTakeFirst();
-      bound = row === undefined ? undefined : Number(row.seq);
+      // A few seqs past it too (the cursor's key keeps listed rows out): files inserted just after
+      // the cursor's row but dated before it are then read rather than a reason to give way.
+      bound = row === undefined ? undefined : Number(row.seq) + (desc ? NAME_WALK_SLACK : -NAME_WALK_SLACK);
     }
     const x = sql.table(NAME_FTS);
     const rowid = sql.ref('x.rowid');
@@ -494,6 +516,8 @@ export class FileRepository {
         sql<string>`${sql.ref('files.id')}`.as('id'),
         // The other end of the seq range the check covers when no cursor bounds it.
         sql<number>`(select ${sql.raw(desc ? 'max' : 'min')}(seq) from files)`.as('end'),
+        // How far a file's date may lag behind one inserted before it (derived.ts, migration 0014).
+        sql<number>`(select created_lag_ms from workspaces where id = ${workspaceId})`.as('lag'),
       ])
       .where(sql<boolean>`${sql.ref(`x.${NAME_FTS}`)} match ${ftsPhrase(texts[0])}`)
       .where(sql<boolean>`+${sql.ref('files.workspace_id')} = ${workspaceId}`)
@@ -507,11 +531,10 @@ export class FileRepository {
         qb.where(sql<boolean>`+${sql.ref('files.created_at')} <= ${f.createdAtMost}`),
       )
       .orderBy(rowid, p.direction)
-      .limit(want)
+      .limit(want + NAME_WALK_SLACK)
       .execute();
-    // All of the workspace's matches past the start are in hand: the walk's order does not matter.
-    const complete = found.length < want;
-    if (complete && bound !== undefined) return undefined;
+    // Every match on the far side of the walk's start is in hand: none lies beyond it.
+    const complete = found.length < want + NAME_WALK_SLACK;
     const ahead = (a: { v: string; id: string }, b: { v: string; id: string }) => {
       const c = a.v < b.v ? -1 : a.v > b.v ? 1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
       return desc ? -c : c;
@@ -519,22 +542,59 @@ export class FileRepository {
     const keys = found.map((r) => ({ seq: Number(r.seq), v: String(r.v), id: String(r.id) })).sort(ahead);
     const start = offset > 0 ? keys[offset - 1] : after;
     const page = keys.slice(offset, offset + p.limit + 1);
-    if (page.length === 0) return { rows: [], start: offset > 0 ? null : (after ?? null), next: null };
+    if (page.length === 0 && bound === undefined)
+      return { rows: [], start: offset > 0 ? null : (after ?? null), next: null };
+    // A file the walk passed over would be one of the workspace's, listed between the page's last
+    // key (its extra row's) and its start, that the walk did not reach: inserted before its
+    // farthest candidate (`beyond`; none when the walk ran out of matches) or after the cursor's
+    // row (`behind`; none without a cursor). The page stands if there is none.
+    const g = (column: string) => sql.ref(`g.${column}`);
+    const gKey = sql`(${g('created_at')}, ${g('id')})`;
+    const last = complete ? undefined : page[page.length - 1];
+    const between = sql`${g('workspace_id')} = ${workspaceId}
+      ${last ? sql`and ${gKey} ${sql.raw(desc ? '>=' : '<=')} (${last.v}, ${last.id})` : sql``}
+      ${after ? sql`and ${gKey} ${before} (${after.v}, ${after.id})` : sql``}
+      ${f.createdAtMost !== undefined ? sql`and ${g('created_at')} <= ${f.createdAtMost}` : sql``}`;
+    const seqs = keys.map((k) => k.seq);
+    const far = desc ? Math.min(...seqs) : Math.max(...seqs);
+    const beyond = last ? sql`${g('seq')} ${before} ${far}` : undefined;
+    const behind = bound === undefined ? undefined : sql`${g('seq')} ${sql.raw(desc ? '>=' : '<=')} ${bound}`;
+    const lag = Number(found[0]?.lag ?? CREATED_LAG_UNBOUNDED_MS);
+    const dated = (v: string | number | undefined) => v === undefined || Number.isFinite(Date.parse(String(v)));
     let check = sql<number | null>`null`;
-    if (!complete) {
-      const seqs = keys.map((k) => k.seq);
-      const far = desc ? Math.min(...seqs) : Math.max(...seqs);
-      const near = bound ?? Number(found[0].end);
-      if (Math.abs(near - far) > NAME_WALK_SPAN) return undefined;
-      const last = keys[keys.length - 1];
-      const g = (column: string) => sql.ref(`g.${column}`);
-      // A file between the farthest candidate and the start whose seq the walk did not cover.
-      check = sql<number | null>`(select ${g('seq')} from files as g where ${g('workspace_id')} = ${workspaceId}
-        and (${g('created_at')}, ${g('id')}) ${sql.raw(desc ? '>=' : '<=')} (${last.v}, ${last.id})
-        ${after ? sql`and (${g('created_at')}, ${g('id')}) ${before} (${after.v}, ${after.id})` : sql``}
-        ${f.createdAtMost !== undefined ? sql`and ${g('created_at')} <= ${f.createdAtMost}` : sql``}
-        and (${g('seq')} ${before} ${far}${bound !== undefined ? sql` or ${g('seq')} ${sql.raw(desc ? '>=' : '<=')} ${bound}` : sql``})
-        limit 1)`;
+    if (lag <= NAME_WALK_LAG_MAX && dated(last?.v) && dated(after?.v)) {
+      // A file inserted after another is dated at most `lag` before it: one passed over lies
+      // within that (and a margin) of the farthest candidate's date, or of the cursor's, so only
+      // those two windows are read.
+      const window = lag + LAG_MARGIN_MS;
+      const shift = (v: string | number, ms: number) => new Date(Date.parse(String(v)) + ms).toISOString();
+      const within = (v: string | number, towardStart: boolean) =>
+        sql`${g('created_at')} ${sql.raw(desc === towardStart ? '<=' : '>=')} ${shift(v, desc === towardStart ? window : -window)}`;
+      const windows = [
+        last && beyond
+          ? sql`(select ${g('seq')} from files as g where ${between} and ${within(last.v, true)} and ${beyond} limit 1)`
+          : undefined,
+        after && behind
+          ? sql`(select ${g('seq')} from files as g where ${between} and ${within(after.v, false)} and ${behind} limit 1)`
+          : undefined,
+      ].filter((w) => w !== undefined);
+      if (windows.length > 0) check = sql<number | null>`coalesce(${sql.join(windows)}, null)`;
+    } else if (beyond || behind) {
+      // Dates out of step by more than that: every file in between is read, if not too many.
+      const near = bound ?? Number(found[0]?.end);
+      if (complete || Math.abs(near - far) > NAME_WALK_SPAN) return undefined;
+      check = sql<number | null>`(select ${g('seq')} from files as g where ${between}
+        and (${sql.join(
+          [beyond, behind].filter((c) => c !== undefined),
+          sql` or `,
+        )}) limit 1)`;
+    }
+    if (page.length === 0) {
+      // Past the last match: so says the check, on a statement of its own.
+      const probe = await this.db.selectFrom(sql`(select 1)`.as('one')).select(check.as('missed')).executeTakeFirst();
+      return probe?.missed === null || probe?.missed === undefined
+        ? { rows: [], start: offset > 0 ? null : (after ?? null), next: null }
+        : undefined;
     }
     const rows = await this.withRefs()
       .select([sql<string>`${sql.ref('files.created_at')}`.as('page_v'), check.as('missed')])

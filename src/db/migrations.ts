@@ -1,7 +1,14 @@
 // Migrations live in code so that the service and the CLI run them at start on both dialects.
 // Append new ones; never edit one that has shipped.
 import { type Kysely, type Migration, type MigrationProvider, Migrator, sql } from 'kysely';
-import { createFileTriggers, createNameIndex, flavourOf, rebuildDerived } from './derived.ts';
+import {
+  createFileTriggers,
+  createNameIndex,
+  createOrderTriggers,
+  flavourOf,
+  rebuildCreatedLag,
+  rebuildDerived,
+} from './derived.ts';
 import type { Database } from './schema.ts';
 import { withKyselySchemaLock } from './schema-lock.ts';
 
@@ -458,6 +465,23 @@ const migrations: Record<string, Migration> = {
     },
     async down(db: Kysely<unknown>) {
       if (flavourOf(db) === 'postgres') await sql`drop function if exists stowage_undo(text)`.execute(db);
+    },
+  },
+  '0014_created_lag': {
+    // Issue 18, SQLite: how far a file's date can lag behind a file inserted before it in its
+    // workspace, kept by triggers; a name search that walks the trigram table in insertion order
+    // checks that order in a window this wide instead of across its whole page (files.ts walkNames).
+    async up(db: Kysely<unknown>) {
+      if (flavourOf(db) !== 'sqlite') return;
+      await sql`alter table workspaces add column created_lag_ms integer not null default 0`.execute(db);
+      await rebuildCreatedLag(db);
+      await createOrderTriggers(db);
+    },
+    async down(db: Kysely<unknown>) {
+      if (flavourOf(db) !== 'sqlite') return;
+      await sql`drop trigger if exists files_created_lag`.execute(db);
+      await sql`drop trigger if exists files_created_moved`.execute(db);
+      await sql`alter table workspaces drop column created_lag_ms`.execute(db);
     },
   },
 };

@@ -11,7 +11,14 @@ import { loadConfig } from '../../../src/config.ts';
 import { SecretBox } from '../../../src/crypto/secret-box.ts';
 import { type Dialect, openDatabase } from '../../../src/db/database.ts';
 import { sql } from 'kysely';
-import { createFileTriggers, dropFileTriggers, rebuildDerived, tuneNameStatistics } from '../../../src/db/derived.ts';
+import {
+  createFileTriggers,
+  createOrderTriggers,
+  dropFileTriggers,
+  rebuildCreatedLag,
+  rebuildDerived,
+  tuneNameStatistics,
+} from '../../../src/db/derived.ts';
 import { migrateToLatest } from '../../../src/db/migrations.ts';
 import { WorkspaceService } from '../../../src/services/workspaces.ts';
 import { checkInvariants } from './check.ts';
@@ -103,6 +110,8 @@ export async function seed(o: SeedOptions): Promise<SeedInfo> {
     const at = Date.now();
     await rebuildDerived(derived.kysely);
     await createFileTriggers(derived.kysely);
+    await rebuildCreatedLag(derived.kysely);
+    await createOrderTriggers(derived.kysely);
     // As autovacuum would before long: statistics, and a visibility map for index-only scans.
     if (o.dialect === 'postgres') {
       // The name index was rebuilt from its definition, without its statistics target.
