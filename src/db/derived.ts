@@ -105,17 +105,22 @@ const PG_TRIGGER = `create trigger files_derived after insert or update or delet
  * always their date order too; the name search that walks the trigram table in `seq` order
  * (FileRepository.walkNames) checks only a window this wide around its page's ends. A file
  * inserted with an older date than one before it widens the lag to the difference; a created_at
- * changed in place (nothing does so today) makes it unbounded. An unreadable date counts as
- * unbounded too.
+ * changed in place (nothing does so today) makes it unbounded. So does a date written in any
+ * form but Stowage's own (`toISOString`, migration 0015): the walk compares dates as text, which
+ * is their time order only while all are written alike.
  */
 export const CREATED_LAG_UNBOUNDED = 1e15;
 const lagBehind = (newest: string, created: string) =>
   `coalesce(cast(round((julianday(${newest}) - julianday(${created})) * 86400000) as integer) + 1, ${CREATED_LAG_UNBOUNDED})`;
+/** SQL: whether the date is written as `toISOString` writes it (strftime gives null for no date). */
+const canonical = (created: string) => `(${created} is strftime('%Y-%m-%dT%H:%M:%fZ', ${created}))`;
+const newestOf = '(select max(created_at) from files where workspace_id = new.workspace_id)';
 const SQLITE_ORDER_TRIGGERS = [
   `create trigger files_created_lag after insert on files
-     when new.created_at < (select max(created_at) from files where workspace_id = new.workspace_id) begin
+     when not ${canonical('new.created_at')} or new.created_at < ${newestOf} begin
      update workspaces
-        set created_lag_ms = max(created_lag_ms, ${lagBehind('(select max(created_at) from files where workspace_id = new.workspace_id)', 'new.created_at')})
+        set created_lag_ms = case when ${canonical('new.created_at')}
+          then max(created_lag_ms, ${lagBehind(newestOf, 'new.created_at')}) else ${CREATED_LAG_UNBOUNDED} end
       where id = new.workspace_id;
    end`,
   `create trigger files_created_moved after update of created_at on files
@@ -131,6 +136,12 @@ export async function createOrderTriggers<T>(db: Kysely<T>): Promise<void> {
   for (const t of SQLITE_ORDER_TRIGGERS) await run(db, t);
 }
 
+/** SQLite: drops the triggers that keep `created_lag_ms`. */
+export async function dropOrderTriggers<T>(db: Kysely<T>): Promise<void> {
+  if (flavourOf(db) !== 'sqlite') return;
+  for (const name of SQLITE_ORDER_TRIGGER_NAMES) await run(db, `drop trigger if exists ${name}`);
+}
+
 /** SQLite: computes every workspace's `created_lag_ms` from its files, in `seq` order (one sorted pass). */
 export async function rebuildCreatedLag<T>(db: Kysely<T>): Promise<void> {
   if (flavourOf(db) !== 'sqlite') return;
@@ -138,11 +149,12 @@ export async function rebuildCreatedLag<T>(db: Kysely<T>): Promise<void> {
   await run(
     db,
     `update workspaces set created_lag_ms = s.lag
-       from (select workspace_id, max(${lagBehind('newest', 'created_at')}) as lag
+       from (select workspace_id,
+                    max(case when not ${canonical('created_at')} then ${CREATED_LAG_UNBOUNDED}
+                             when created_at < newest then ${lagBehind('newest', 'created_at')} else 0 end) as lag
                from (select workspace_id, created_at,
                             max(created_at) over (partition by workspace_id order by seq) as newest
                        from files)
-              where created_at < newest
               group by workspace_id) s
       where workspaces.id = s.workspace_id`,
   );
@@ -161,8 +173,8 @@ export async function createFileTriggers<T>(db: Kysely<T>): Promise<void> {
 /** Drops the triggers: only for a bulk load that calls `rebuildDerived` and `createFileTriggers` after. */
 export async function dropFileTriggers<T>(db: Kysely<T>): Promise<void> {
   if (flavourOf(db) === 'sqlite') {
-    for (const name of [...SQLITE_TRIGGER_NAMES, ...SQLITE_ORDER_TRIGGER_NAMES])
-      await run(db, `drop trigger if exists ${name}`);
+    for (const name of SQLITE_TRIGGER_NAMES) await run(db, `drop trigger if exists ${name}`);
+    await dropOrderTriggers(db);
     return;
   }
   await run(db, 'drop trigger if exists files_derived on files');

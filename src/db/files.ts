@@ -147,8 +147,17 @@ export const NAME_WALK_SLACK = 16;
  */
 export const NAME_WALK_LAG_MAX = 10_000;
 
-/** Added to the lag: dates are compared as text, and a date written without its milliseconds sorts apart. */
+/**
+ * Added to the lag: the triggers measure it with julianday arithmetic, which rounds to about a
+ * millisecond; a second covers that many times over. (Dates are compared as text, which is their
+ * time order only while every one is written the same way: a file's date written any other way
+ * makes the lag unbounded, and a cursor's makes the walk read the whole span instead.)
+ */
 const LAG_MARGIN_MS = 1_000;
+
+/** A created_at as Stowage writes it (`toISOString`): the only form whose text order is time order. */
+const canonicalDate = (v: string | number | undefined): v is string =>
+  typeof v === 'string' && /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/.test(v) && new Date(v).toISOString() === v;
 
 /** How a search reads names: see `namePlan`. */
 interface NamePlan {
@@ -540,10 +549,11 @@ export class FileRepository {
       return desc ? -c : c;
     };
     const keys = found.map((r) => ({ seq: Number(r.seq), v: String(r.v), id: String(r.id) })).sort(ahead);
-    const start = offset > 0 ? keys[offset - 1] : after;
+    // The key before the page, as the date index's plan gives it: the offset's last row, if any.
+    const before0 = offset > 0 ? keys[offset - 1] : after;
+    const start = before0 ? { v: before0.v, id: before0.id } : null;
     const page = keys.slice(offset, offset + p.limit + 1);
-    if (page.length === 0 && bound === undefined)
-      return { rows: [], start: offset > 0 ? null : (after ?? null), next: null };
+    if (page.length === 0 && bound === undefined) return { rows: [], start, next: null };
     // A file the walk passed over would be one of the workspace's, listed between the page's last
     // key (its extra row's) and its start, that the walk did not reach: inserted before its
     // farthest candidate (`beyond`; none when the walk ran out of matches) or after the cursor's
@@ -560,7 +570,8 @@ export class FileRepository {
     const beyond = last ? sql`${g('seq')} ${before} ${far}` : undefined;
     const behind = bound === undefined ? undefined : sql`${g('seq')} ${sql.raw(desc ? '>=' : '<=')} ${bound}`;
     const lag = Number(found[0]?.lag ?? CREATED_LAG_UNBOUNDED_MS);
-    const dated = (v: string | number | undefined) => v === undefined || Number.isFinite(Date.parse(String(v)));
+    // A cursor is the client's to write: any other form of date takes the reading of every file.
+    const dated = (v: string | number | undefined) => v === undefined || canonicalDate(v);
     let check = sql<number | null>`null`;
     if (lag <= NAME_WALK_LAG_MAX && dated(last?.v) && dated(after?.v)) {
       // A file inserted after another is dated at most `lag` before it: one passed over lies
@@ -592,26 +603,28 @@ export class FileRepository {
     if (page.length === 0) {
       // Past the last match: so says the check, on a statement of its own.
       const probe = await this.db.selectFrom(sql`(select 1)`.as('one')).select(check.as('missed')).executeTakeFirst();
-      return probe?.missed === null || probe?.missed === undefined
-        ? { rows: [], start: offset > 0 ? null : (after ?? null), next: null }
-        : undefined;
+      return probe?.missed === null || probe?.missed === undefined ? { rows: [], start, next: null } : undefined;
     }
+    // The rows are read by id and workspace, not by seq: a seq freed since the walk (its file
+    // deleted) may already hold another workspace's file.
     const rows = await this.withRefs()
       .select([sql<string>`${sql.ref('files.created_at')}`.as('page_v'), check.as('missed')])
-      .where(sql<boolean>`${sql.ref('files.seq')} in (${sql.join(page.map((k) => k.seq))})`)
+      .where(
+        'files.id',
+        'in',
+        page.map((k) => k.id),
+      )
+      .where('files.workspace_id', '=', workspaceId)
       .orderBy('files.created_at', p.direction)
       .orderBy('files.id', p.direction)
       .execute();
-    // A file passed over, or a row gone since the walk: the date index answers.
-    if (rows.length !== page.length || (rows[0] as { missed: number | null }).missed !== null) return undefined;
+    // A file passed over, or a row gone or moved since the walk: the date index answers.
+    const same = rows.length === page.length && rows.every((r, i) => r.id === page[i].id && r.created_at === page[i].v);
+    if (!same || (rows[0] as { missed: number | null }).missed !== null) return undefined;
     const more = rows.length > p.limit;
     const shown: FileWithRefs[] = rows.slice(0, p.limit);
     const end = shown[shown.length - 1];
-    return {
-      rows: shown,
-      start: start ? { v: start.v, id: start.id } : null,
-      next: more ? { v: end.created_at, id: end.id } : null,
-    };
+    return { rows: shown, start, next: more ? { v: end.created_at, id: end.id } : null };
   }
 
   /** How many files match `f`, counting no further than `cap` + 1 (then `exact` is false). */

@@ -6,6 +6,7 @@ import {
   createNameIndex,
   createOrderTriggers,
   flavourOf,
+  dropOrderTriggers,
   rebuildCreatedLag,
   rebuildDerived,
 } from './derived.ts';
@@ -482,6 +483,20 @@ const migrations: Record<string, Migration> = {
       await sql`drop trigger if exists files_created_lag`.execute(db);
       await sql`drop trigger if exists files_created_moved`.execute(db);
       await sql`alter table workspaces drop column created_lag_ms`.execute(db);
+    },
+  },
+  '0015_created_lag_format': {
+    // Issue 18, SQLite: the name walk compares dates as text, their time order only while all
+    // are written alike; a file dated in any other form (an import, a hand edit) now makes its
+    // workspace's lag unbounded, and the lag is recomputed with that rule.
+    async up(db: Kysely<unknown>) {
+      if (flavourOf(db) !== 'sqlite') return;
+      await dropOrderTriggers(db);
+      await rebuildCreatedLag(db);
+      await createOrderTriggers(db);
+    },
+    async down() {
+      // The stricter triggers stay: they keep 0014's column as 0014's did, and more cautiously.
     },
   },
 };
