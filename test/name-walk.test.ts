@@ -31,6 +31,7 @@ describe('SQLite: a name search walks the name index in creation order', () => {
   let db: Db;
   let logged: Kysely<Database>;
   const captured: string[] = [];
+  const lastParameters = new Map<string, readonly unknown[]>();
 
   before(async () => {
     db = openDatabase({ dataDir: dir });
@@ -39,6 +40,7 @@ describe('SQLite: a name search walks the name index in creation order', () => {
       dialect: new SqliteDialect({ database: new SQLite(join(dir, 'stowage.db')) }),
       log: (e) => {
         captured.push(e.query.sql);
+        lastParameters.set(e.query.sql, e.query.parameters);
       },
     });
   });
@@ -189,6 +191,22 @@ describe('SQLite: a name search walks the name index in creation order', () => {
       expected(made, 'forest', at(100)).slice(0, 7),
     );
     assert.equal(fellBack(captured), false);
+    // The page's rows are found by seq (a rowid lookup each), their workspace checked on each row:
+    // were it read from its index, a page would read every file of the workspace.
+    const rowsSql = captured.find((q) => q.includes('"missed"') && !q.includes(' match '));
+    assert.ok(rowsSql, captured.join('\n'));
+    const raw = new SQLite(join(dir, 'stowage.db'), { readonly: true });
+    try {
+      const detail = (
+        raw.prepare(`explain query plan ${rowsSql}`).all(...(lastParameters.get(rowsSql) ?? [])) as { detail: string }[]
+      ).map((r) => r.detail);
+      assert.ok(
+        detail.some((d) => /^SEARCH files USING INTEGER PRIMARY KEY \(rowid=\?\)/.test(d)),
+        detail.join(' | '),
+      );
+    } finally {
+      raw.close();
+    }
     // Few matches: the walk holds them all, in any order.
     const rare = await pages(ws.id, { nameContains: ['t-14'] }, expected(made, 't-14'), 7);
     assert.ok(rare.walked > 0);
@@ -294,29 +312,31 @@ describe('SQLite: a name search walks the name index in creation order', () => {
     return { walk, byDate, walked };
   }
 
-  test('a seq freed and taken by another workspace between the walk and its rows: nothing of that workspace shows', async () => {
-    const ws = await workspace();
-    const other = await workspace();
-    await insert(other, [{ name: 'forest-secret.png', created_at: at(1) }]);
-    const made = await insert(
-      ws,
-      Array.from({ length: 30 }, (_, i) => ({ name: `forest-${i}.png`, created_at: at(i) })),
-    );
-    const newest = made.at(-1) as Made;
-    // A third connection, written to synchronously right after the walk's statement ran: the
-    // newest file (the table's highest seq) is deleted, and the other workspace's next file takes
-    // its seq, as SQLite gives a new row the highest rowid plus one.
-    const raw = new SQLite(join(dir, 'stowage.db'));
-    try {
-      const columns = (raw.pragma('table_info(files)') as { name: string }[])
-        .map((c) => c.name)
-        .filter((c) => c !== 'seq');
-      const copy = columns.map((c) => (c === 'id' || c === 'file_no' || c === 'name' ? '?' : c)).join(', ');
-      const { seq } = raw.prepare('select seq from files where id = ?').get(newest.id) as { seq: number };
-      let raced = 0;
-      captured.length = 0;
-      const repo = new FileRepository(
-        new Kysely<Database>({
+  test("a seq freed and taken between the walk and its rows, by another workspace or its own: the page is still the date index's", async () => {
+    for (const by of ['another workspace', 'the same workspace'] as const) {
+      const ws = await workspace();
+      const other = await workspace();
+      await insert(other, [{ name: 'forest-secret.png', created_at: at(1) }]);
+      const made = await insert(
+        ws,
+        Array.from({ length: 30 }, (_, i) => ({ name: `forest-${i}.png`, created_at: at(i) })),
+      );
+      const newest = made.at(-1) as Made;
+      const taker = by === 'another workspace' ? other.id : ws.id;
+      // A third connection, written to synchronously right after the walk's statement ran: the
+      // newest file (the table's highest seq) is deleted, and the next file inserted takes its
+      // seq, as SQLite gives a new row the highest rowid plus one.
+      const raw = new SQLite(join(dir, 'stowage.db'));
+      let racing: Kysely<Database> | undefined;
+      try {
+        const columns = (raw.pragma('table_info(files)') as { name: string }[])
+          .map((c) => c.name)
+          .filter((c) => c !== 'seq');
+        const copy = columns.map((c) => (c === 'id' || c === 'file_no' || c === 'name' ? '?' : c)).join(', ');
+        const { seq } = raw.prepare('select seq from files where id = ?').get(newest.id) as { seq: number };
+        let raced = 0;
+        captured.length = 0;
+        racing = new Kysely<Database>({
           dialect: new SqliteDialect({ database: new SQLite(join(dir, 'stowage.db')) }),
           log: (e) => {
             captured.push(e.query.sql);
@@ -327,26 +347,37 @@ describe('SQLite: a name search walks the name index in creation order', () => {
               .prepare(
                 `insert into files (${columns.join(', ')}) select ${copy} from files where workspace_id = ? and name = ?`,
               )
-              .run(newUuid(), newShortId(), 'forest-taken.png', other.id, 'forest-secret.png');
+              .run(
+                newUuid(),
+                newShortId(),
+                'forest-taken.png',
+                taker,
+                taker === ws.id ? 'forest-0.png' : 'forest-secret.png',
+              );
           },
-        }),
-      );
-      const page = await repo.page(
-        ws.id,
-        { nameContains: ['forest'] },
-        { sort: 'created_at', direction: 'desc', limit: 5 },
-      );
-      assert.equal(raced, 1);
-      const taken = raw.prepare('select workspace_id from files where seq = ?').get(seq) as { workspace_id: string };
-      assert.equal(taken.workspace_id, other.id, 'the other workspace holds the freed seq');
-      assert.deepEqual(
-        page.rows.map((r) => r.name),
-        ['forest-28.png', 'forest-27.png', 'forest-26.png', 'forest-25.png', 'forest-24.png'],
-      );
-      assert.ok(page.rows.every((r) => r.workspace_id === ws.id));
-      assert.equal(fellBack(captured), true, 'a row gone since the walk: the date index answered');
-    } finally {
-      raw.close();
+        });
+        const page = await new FileRepository(racing).page(
+          ws.id,
+          { nameContains: ['forest'] },
+          { sort: 'created_at', direction: 'desc', limit: 5 },
+        );
+        assert.equal(raced, 1);
+        const taken = raw.prepare('select workspace_id, name from files where seq = ?').get(seq) as {
+          workspace_id: string;
+          name: string;
+        };
+        assert.deepEqual(taken, { workspace_id: taker, name: 'forest-taken.png' }, `${by} holds the freed seq`);
+        assert.deepEqual(
+          page.rows.map((r) => r.name),
+          ['forest-28.png', 'forest-27.png', 'forest-26.png', 'forest-25.png', 'forest-24.png'],
+          by,
+        );
+        assert.ok(page.rows.every((r) => r.workspace_id === ws.id));
+        assert.equal(fellBack(captured), true, `${by}: a row gone since the walk, so the date index answered`);
+      } finally {
+        await racing?.destroy();
+        raw.close();
+      }
     }
   });
 

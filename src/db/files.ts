@@ -605,16 +605,14 @@ export class FileRepository {
       const probe = await this.db.selectFrom(sql`(select 1)`.as('one')).select(check.as('missed')).executeTakeFirst();
       return probe?.missed === null || probe?.missed === undefined ? { rows: [], start, next: null } : undefined;
     }
-    // The rows are read by id and workspace, not by seq: a seq freed since the walk (its file
-    // deleted) may already hold another workspace's file.
+    // The rows are read by seq (a rowid lookup each; by id, 0.2 ms more a page), and each must
+    // still be the file the walk found: a seq freed since the walk (its file deleted) may already
+    // hold another file, of any workspace. `+` keeps the workspace off its index, which would
+    // read every file of the workspace (157 ms at 1M files).
     const rows = await this.withRefs()
       .select([sql<string>`${sql.ref('files.created_at')}`.as('page_v'), check.as('missed')])
-      .where(
-        'files.id',
-        'in',
-        page.map((k) => k.id),
-      )
-      .where('files.workspace_id', '=', workspaceId)
+      .where(sql<boolean>`${sql.ref('files.seq')} in (${sql.join(page.map((k) => k.seq))})`)
+      .where(sql<boolean>`+${sql.ref('files.workspace_id')} = ${workspaceId}`)
       .orderBy('files.created_at', p.direction)
       .orderBy('files.id', p.direction)
       .execute();
