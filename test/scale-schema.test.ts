@@ -19,7 +19,7 @@ import { FolderRepository } from '../src/db/folders.ts';
 import { migrateTo, migrateToLatest } from '../src/db/migrations.ts';
 import type { Database } from '../src/db/schema.ts';
 import { PageBoundaries, SHALLOW_ROWS } from '../src/services/page-boundaries.ts';
-import { SEARCH_COUNT_CAP } from '../src/services/files.ts';
+import { SEARCH_COUNT_CAP, TAG_COUNT_CAP } from '../src/services/files.ts';
 import { DIALECTS, freshPostgres, type Harness, makeHarness } from './helpers/harness.ts';
 import { call } from './helpers/http.ts';
 
@@ -632,7 +632,8 @@ describe('deep pages through the API (SQLite, 10,250 files)', () => {
                 format: null,
                 width: null,
                 height: null,
-                tags: '[]',
+                // More files carry it than a tag's count would go (TAG_COUNT_CAP).
+                tags: i + k < TAG_COUNT_CAP + 100 ? '["common"]' : '["rare"]',
                 metadata: '{}',
                 custom_id: null,
                 is_private: 0,
@@ -674,6 +675,30 @@ describe('deep pages through the API (SQLite, 10,250 files)', () => {
     }
     const total_ = (await api('/api/v1/files?limit=100&page=2')).body.meta;
     assert.deepEqual([total_.total, total_.totalEstimated], [total, false]);
+  });
+
+  test("SQLite: a tag's total is its kept count, exact however many files carry it", async () => {
+    const common = (await api('/api/v1/files?limit=100&tags=common')).body;
+    assert.deepEqual([common.meta.total, common.meta.totalEstimated], [TAG_COUNT_CAP + 100, false]);
+    assert.equal(common.files.length, 100);
+    const rare = (await api('/api/v1/files?limit=100&tags=rare')).body;
+    assert.deepEqual([rare.meta.total, rare.meta.totalEstimated], [total - TAG_COUNT_CAP - 100, false]);
+    const none = (await api('/api/v1/files?limit=100&tags=nobody')).body;
+    assert.deepEqual([none.meta.total, none.meta.totalEstimated, none.files.length], [0, false, 0]);
+    // The count follows deletes and tag changes made in SQL, as the triggers see them all.
+    const db = h.services.db.kysely;
+    await sql`delete from files where name in ('f-0.bin', 'f-1.bin', 'f-2.bin')`.execute(db);
+    await sql`update files set tags = '["rare","common"]' where name = 'f-10249.bin'`.execute(db);
+    const after = (await api('/api/v1/files?limit=100&tags=common')).body.meta;
+    assert.equal(after.total, TAG_COUNT_CAP + 100 - 3 + 1);
+    const counted = await sql<{
+      n: number;
+    }>`select count(*) as n from files, json_each(files.tags) where value = 'common'`.execute(db);
+    assert.equal(Number(counted.rows[0].n), after.total);
+    assert.deepEqual(
+      Object.entries(await derivedDrift(db)).filter(([, n]) => n !== 0),
+      [],
+    );
   });
 
   test('a name search counts up to its cap, then says its total is a lower bound', async () => {

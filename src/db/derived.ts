@@ -160,6 +160,56 @@ export async function rebuildCreatedLag<T>(db: Kysely<T>): Promise<void> {
   );
 }
 
+/**
+ * SQLite: how many files of a workspace carry each tag (`tag_counts`, migration 0016), kept from
+ * the tag rows, so that a list filtered by one tag is totalled exactly by one lookup instead of
+ * counting up to TAG_COUNT_CAP of the tag's rows on every request. A tag's row goes when its
+ * count reaches 0. (PostgreSQL counts: its uploads commit in parallel, and a popular tag's row
+ * would make them queue on one another.)
+ */
+const SQLITE_TAG_COUNT_TRIGGERS = [
+  `create trigger file_tags_count_insert after insert on file_tags begin
+     insert into tag_counts (workspace_id, tag, n) values (new.workspace_id, new.tag, 1)
+       on conflict (workspace_id, tag) do update set n = n + 1;
+   end`,
+  `create trigger file_tags_count_delete after delete on file_tags begin
+     update tag_counts set n = n - 1 where workspace_id = old.workspace_id and tag = old.tag;
+     delete from tag_counts where workspace_id = old.workspace_id and tag = old.tag and n <= 0;
+   end`,
+];
+const SQLITE_TAG_COUNT_TRIGGER_NAMES = ['file_tags_count_insert', 'file_tags_count_delete'];
+
+/** SQLite: the table of tag counts, filled from the tag rows, and its triggers (migration 0016). */
+export async function createTagCounts<T>(db: Kysely<T>): Promise<void> {
+  if (flavourOf(db) !== 'sqlite') return;
+  await run(
+    db,
+    `create table tag_counts (
+       workspace_id varchar(32) not null,
+       tag varchar(255) not null,
+       n integer not null,
+       primary key (workspace_id, tag)) without rowid`,
+  );
+  await rebuildTagCounts(db);
+  await createTagCountTriggers(db);
+}
+
+/** SQLite: recomputes every tag count from the tag rows (one pass over their unique index). */
+export async function rebuildTagCounts<T>(db: Kysely<T>): Promise<void> {
+  if (flavourOf(db) !== 'sqlite') return;
+  await run(db, 'delete from tag_counts');
+  await run(
+    db,
+    'insert into tag_counts (workspace_id, tag, n) select workspace_id, tag, count(*) from file_tags group by workspace_id, tag',
+  );
+}
+
+/** SQLite: the triggers that keep `tag_counts` (after `rebuildTagCounts`, for a bulk load). */
+export async function createTagCountTriggers<T>(db: Kysely<T>): Promise<void> {
+  if (flavourOf(db) !== 'sqlite') return;
+  for (const t of SQLITE_TAG_COUNT_TRIGGERS) await run(db, t);
+}
+
 /** Creates the triggers (the migration, and the seeder after a bulk load). */
 export async function createFileTriggers<T>(db: Kysely<T>): Promise<void> {
   if (flavourOf(db) === 'sqlite') {
@@ -173,7 +223,8 @@ export async function createFileTriggers<T>(db: Kysely<T>): Promise<void> {
 /** Drops the triggers: only for a bulk load that calls `rebuildDerived` and `createFileTriggers` after. */
 export async function dropFileTriggers<T>(db: Kysely<T>): Promise<void> {
   if (flavourOf(db) === 'sqlite') {
-    for (const name of SQLITE_TRIGGER_NAMES) await run(db, `drop trigger if exists ${name}`);
+    for (const name of [...SQLITE_TRIGGER_NAMES, ...SQLITE_TAG_COUNT_TRIGGER_NAMES])
+      await run(db, `drop trigger if exists ${name}`);
     await dropOrderTriggers(db);
     return;
   }
@@ -298,6 +349,11 @@ export async function derivedDrift<T>(db: Kysely<T>): Promise<Record<string, num
        where not exists (select 1 from ${NAME_FTS} x where x.rowid = f.seq and x.name = f.name)`;
     checks['name index rows without a file'] = `select count(*) as n from ${NAME_FTS} x
        where not exists (select 1 from files f where f.seq = x.rowid)`;
+    const counted = 'select workspace_id, tag, count(*) as n from file_tags group by workspace_id, tag';
+    checks['tag counts out of step'] = `select count(*) as n from (
+       select * from (${counted} except select workspace_id, tag, n from tag_counts)
+       union all
+       select * from (select workspace_id, tag, n from tag_counts except ${counted}))`;
   }
   const drift: Record<string, number> = {};
   for (const [name, query] of Object.entries(checks)) {

@@ -625,6 +625,18 @@ export class FileRepository {
     return { rows: shown, start, next: more ? { v: end.created_at, id: end.id } : null };
   }
 
+  /**
+   * SQLite: how many of the workspace's files carry the tag, from `tag_counts` (kept by triggers,
+   * migration 0016): exact, one lookup. Undefined on PostgreSQL, which counts.
+   */
+  async tagTotal(workspaceId: string, tag: string): Promise<number | undefined> {
+    if (!this.sqlite) return undefined;
+    const { rows } = await sql<{
+      n: number;
+    }>`select n from tag_counts where workspace_id = ${workspaceId} and tag = ${tag}`.execute(this.db);
+    return Number(rows[0]?.n ?? 0);
+  }
+
   /** How many files match `f`, counting no further than `cap` + 1 (then `exact` is false). */
   async countUpTo(workspaceId: string, f: FileFilter, cap: number): Promise<{ count: number; exact: boolean }> {
     const onlyTags = !f.folderId && !f.under && !f.nameContains?.length && !hasRowFilters(f) && f.tags?.length === 1;

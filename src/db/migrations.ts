@@ -5,6 +5,7 @@ import {
   createFileTriggers,
   createNameIndex,
   createOrderTriggers,
+  createTagCounts,
   flavourOf,
   dropOrderTriggers,
   rebuildCreatedLag,
@@ -497,6 +498,19 @@ const migrations: Record<string, Migration> = {
     },
     async down() {
       // The stricter triggers stay: they keep 0014's column as 0014's did, and more cautiously.
+    },
+  },
+  '0016_tag_counts': {
+    // Issue 18, SQLite: how many files carry each tag, kept by triggers on the tag rows, so that a
+    // list filtered by one tag is totalled by one lookup (derived.ts, createTagCounts).
+    async up(db: Kysely<unknown>) {
+      await createTagCounts(db);
+    },
+    async down(db: Kysely<unknown>) {
+      if (flavourOf(db) !== 'sqlite') return;
+      await sql`drop trigger if exists file_tags_count_insert`.execute(db);
+      await sql`drop trigger if exists file_tags_count_delete`.execute(db);
+      await sql`drop table if exists tag_counts`.execute(db);
     },
   },
 };

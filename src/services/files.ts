@@ -32,8 +32,9 @@ export const MAX_PAGE_OFFSET = 1_000_000;
 
 /**
  * Filtered lists count their matches up to this many (a single tag, from its index alone, up to
- * ten times more); past it their total is an estimate: PostgreSQL's planner's, or on SQLite the
- * count so far, a lower bound (Elasticsearch's track_total_hits does the same at 10,000).
+ * ten times more, and on SQLite not at all: its kept count is exact); past it their total is an
+ * estimate: PostgreSQL's planner's, or on SQLite the count so far, a lower bound
+ * (Elasticsearch's track_total_hits does the same at 10,000).
  */
 export const COUNT_CAP = 1_000;
 export const TAG_COUNT_CAP = 10_000;
@@ -194,6 +195,11 @@ export class FileService {
       return { count: top ? (await this.folders.contentTotals(top.id)).items : 0, estimated: false };
     }
     const oneTag = !f.folderId && !f.under && !f.nameContains?.length && !hasRowFilters(f) && f.tags?.length === 1;
+    if (oneTag) {
+      // SQLite keeps each tag's count; PostgreSQL counts to TAG_COUNT_CAP below.
+      const held = await this.files.tagTotal(workspaceId, (f.tags as string[])[0]);
+      if (held !== undefined) return { count: held, estimated: false };
+    }
     const cap = oneTag ? TAG_COUNT_CAP : f.nameContains?.length ? SEARCH_COUNT_CAP : COUNT_CAP;
     const counted = await this.files.countUpTo(workspaceId, f, cap);
     if (counted.exact) return { count: counted.count, estimated: false };

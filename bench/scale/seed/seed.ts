@@ -14,8 +14,10 @@ import { sql } from 'kysely';
 import {
   createFileTriggers,
   createOrderTriggers,
+  createTagCountTriggers,
   dropFileTriggers,
   rebuildCreatedLag,
+  rebuildTagCounts,
   rebuildDerived,
   tuneNameStatistics,
 } from '../../../src/db/derived.ts';
@@ -112,6 +114,8 @@ export async function seed(o: SeedOptions): Promise<SeedInfo> {
     await createFileTriggers(derived.kysely);
     await rebuildCreatedLag(derived.kysely);
     await createOrderTriggers(derived.kysely);
+    await rebuildTagCounts(derived.kysely);
+    await createTagCountTriggers(derived.kysely);
     // As autovacuum would before long: statistics, and a visibility map for index-only scans.
     if (o.dialect === 'postgres') {
       // The name index was rebuilt from its definition, without its statistics target.
