@@ -312,8 +312,8 @@ describe('SQLite: a name search walks the name index in creation order', () => {
     return { walk, byDate, walked };
   }
 
-  test("a seq freed and taken between the walk and its rows, by another workspace or its own: the page is still the date index's", async () => {
-    for (const by of ['another workspace', 'the same workspace'] as const) {
+  test("a seq freed and taken between the walk and its rows (by another workspace or its own), or a file renamed: the page is still the date index's", async () => {
+    for (const by of ['another workspace', 'the same workspace', 'a rename'] as const) {
       const ws = await workspace();
       const other = await workspace();
       await insert(other, [{ name: 'forest-secret.png', created_at: at(1) }]);
@@ -342,6 +342,10 @@ describe('SQLite: a name search walks the name index in creation order', () => {
             captured.push(e.query.sql);
             if (raced > 0 || !/ match /.test(e.query.sql)) return;
             raced++;
+            if (by === 'a rename') {
+              raw.prepare("update files set name = 'desert.png' where id = ?").run(newest.id);
+              return;
+            }
             raw.prepare('delete from files where id = ?').run(newest.id);
             raw
               .prepare(
@@ -366,14 +370,24 @@ describe('SQLite: a name search walks the name index in creation order', () => {
           workspace_id: string;
           name: string;
         };
-        assert.deepEqual(taken, { workspace_id: taker, name: 'forest-taken.png' }, `${by} holds the freed seq`);
+        assert.deepEqual(
+          taken,
+          by === 'a rename'
+            ? { workspace_id: ws.id, name: 'desert.png' }
+            : { workspace_id: taker, name: 'forest-taken.png' },
+          `${by} holds the seq`,
+        );
         assert.deepEqual(
           page.rows.map((r) => r.name),
           ['forest-28.png', 'forest-27.png', 'forest-26.png', 'forest-25.png', 'forest-24.png'],
           by,
         );
         assert.ok(page.rows.every((r) => r.workspace_id === ws.id));
-        assert.equal(fellBack(captured), true, `${by}: a row gone since the walk, so the date index answered`);
+        assert.equal(
+          fellBack(captured),
+          true,
+          `${by}: a row gone or changed since the walk, so the date index answered`,
+        );
       } finally {
         await racing?.destroy();
         raw.close();
@@ -403,6 +417,11 @@ describe('SQLite: a name search walks the name index in creation order', () => {
       v.toLowerCase(),
       v.slice(0, 10),
       'not a date',
+      // Written as Stowage writes dates, but no time at all (a month 13, an hour 24 or 25).
+      v.replace(/-\d\dT/, '-13T'),
+      v.replace(/T\d\d/, 'T24'),
+      v.replace(/T\d\d/, 'T25'),
+      '+010000-01-01T00:00:00.000Z',
     ];
     let compared = 0;
     let count = 0;
@@ -416,18 +435,26 @@ describe('SQLite: a name search walks the name index in creation order', () => {
           compared++;
         }
     }
-    assert.equal(compared, count * 9 * 2);
+    assert.equal(compared, count * 13 * 2);
   });
 
   test('a file dated in another form: the lag is unbounded (kept by the triggers, computed by migration 0015)', async () => {
-    for (const odd of ['2025-01-01T00:10:00Z', '2025-01-01 00:10:00.000', '2025-01-01T00:10:00.000+00:00', 'soon']) {
+    for (const odd of [
+      '2025-01-01T00:10:00Z',
+      '2025-01-01 00:10:00.000',
+      '2025-01-01T00:10:00.000+00:00',
+      'soon',
+      // Written back unchanged by SQLite's strftime, yet not toISOString's: an hour 24, a negative year.
+      '2025-01-01T24:10:00.000Z',
+      '-2025-01-01T00:10:00.000Z',
+    ]) {
       const ws = await workspace();
       await insert(ws, [
         { name: 'a.png', created_at: at(10) },
         { name: 'b.png', created_at: at(20) },
       ]);
       assert.equal(await lagOf(ws.id), 0);
-      // Later than every file, as text and as a time: only its form makes it unbounded.
+      // Nearly all later than every file, as text and as a time: only its form makes it unbounded.
       await insert(ws, [{ name: 'c.png', created_at: odd }]);
       assert.equal(await lagOf(ws.id), CREATED_LAG_UNBOUNDED, odd);
       await insert(ws, [{ name: 'd.png', created_at: at(700) }]);
@@ -481,6 +508,21 @@ describe('SQLite: a name search walks the name index in creation order', () => {
       await before.close();
       rmSync(old, { recursive: true, force: true });
     }
+  });
+
+  test('dates in the last seconds of year 9999: windows past it are not read as dates', async () => {
+    const ws = await workspace();
+    const end = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
+    // The newest file is inserted first; the others, inserted after it, are dated up to 9.5 s
+    // before it (under NAME_WALK_LAG_MAX): a page's window toward the newest reaches past 9999.
+    const files = [{ name: 'forest-newest.png', created_at: new Date(end - 499).toISOString() }];
+    for (let i = 0; i < 40; i++)
+      files.push({ name: `forest-${i}.png`, created_at: new Date(end - 9_999 + i * 10).toISOString() });
+    const made = await insert(ws, files);
+    assert.equal(await lagOf(ws.id), 9_501);
+    const want = expected(made, 'forest');
+    const { all } = await pages(ws.id, { nameContains: ['forest'] }, want, 5);
+    assert.ok(all > 0);
   });
 
   test('an offset as deep as the matches: the same empty page and start as the date index gives', async () => {

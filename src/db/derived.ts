@@ -112,8 +112,15 @@ const PG_TRIGGER = `create trigger files_derived after insert or update or delet
 export const CREATED_LAG_UNBOUNDED = 1e15;
 const lagBehind = (newest: string, created: string) =>
   `coalesce(cast(round((julianday(${newest}) - julianday(${created})) * 86400000) as integer) + 1, ${CREATED_LAG_UNBOUNDED})`;
-/** SQL: whether the date is written as `toISOString` writes it (strftime gives null for no date). */
-const canonical = (created: string) => `(${created} is strftime('%Y-%m-%dT%H:%M:%fZ', ${created}))`;
+/**
+ * SQL: whether the date is written as `toISOString` writes it, with a four-digit year. strftime
+ * gives null for no date, but writes back some that are not toISOString's as they came (hour
+ * 24, a negative year), so those parts are checked too.
+ */
+const canonical = (created: string) =>
+  `(substr(${created}, 1, 1) between '0' and '9' and substr(${created}, 12, 2) < '24'
+    and substr(${created}, 15, 2) < '60' and substr(${created}, 18, 2) < '60'
+    and ${created} is strftime('%Y-%m-%dT%H:%M:%fZ', ${created}))`;
 const newestOf = '(select max(created_at) from files where workspace_id = new.workspace_id)';
 const SQLITE_ORDER_TRIGGERS = [
   `create trigger files_created_lag after insert on files

@@ -155,9 +155,15 @@ export const NAME_WALK_LAG_MAX = 10_000;
  */
 const LAG_MARGIN_MS = 1_000;
 
-/** A created_at as Stowage writes it (`toISOString`): the only form whose text order is time order. */
-const canonicalDate = (v: string | number | undefined): v is string =>
-  typeof v === 'string' && /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/.test(v) && new Date(v).toISOString() === v;
+/**
+ * A created_at as Stowage writes it (`toISOString`, a four-digit year): the only form whose text
+ * order is time order. Never throws, whatever a client wrote into its cursor.
+ */
+const canonicalDate = (v: string | number | undefined): v is string => {
+  if (typeof v !== 'string' || !/^\d{4}-/.test(v)) return false;
+  const t = Date.parse(v);
+  return Number.isFinite(t) && new Date(t).toISOString() === v;
+};
 
 /** How a search reads names: see `namePlan`. */
 interface NamePlan {
@@ -523,6 +529,7 @@ export class FileRepository {
         sql<number>`${sql.ref('files.seq')}`.as('seq'),
         sql<string>`${sql.ref('files.created_at')}`.as('v'),
         sql<string>`${sql.ref('files.id')}`.as('id'),
+        sql<string>`${sql.ref('files.name')}`.as('name'),
         // The other end of the seq range the check covers when no cursor bounds it.
         sql<number>`(select ${sql.raw(desc ? 'max' : 'min')}(seq) from files)`.as('end'),
         // How far a file's date may lag behind one inserted before it (derived.ts, migration 0014).
@@ -548,7 +555,12 @@ export class FileRepository {
       const c = a.v < b.v ? -1 : a.v > b.v ? 1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
       return desc ? -c : c;
     };
-    const keys = found.map((r) => ({ seq: Number(r.seq), v: String(r.v), id: String(r.id) })).sort(ahead);
+    const keys = found
+      .map((r) => ({ seq: Number(r.seq), v: String(r.v), id: String(r.id), name: String(r.name) }))
+      .sort(ahead);
+    // That sort compares UTF-16 units, SQLite's compares UTF-8 bytes: the same order for ASCII
+    // (dates and uuids are); any other key takes the date index.
+    if (keys.some((k) => /[^\x20-\x7e]/.test(k.v) || /[^\x20-\x7e]/.test(k.id))) return undefined;
     // The key before the page, as the date index's plan gives it: the offset's last row, if any.
     const before0 = offset > 0 ? keys[offset - 1] : after;
     const start = before0 ? { v: before0.v, id: before0.id } : null;
@@ -573,20 +585,31 @@ export class FileRepository {
     // A cursor is the client's to write: any other form of date takes the reading of every file.
     const dated = (v: string | number | undefined) => v === undefined || canonicalDate(v);
     let check = sql<number | null>`null`;
-    if (lag <= NAME_WALK_LAG_MAX && dated(last?.v) && dated(after?.v)) {
-      // A file inserted after another is dated at most `lag` before it: one passed over lies
-      // within that (and a margin) of the farthest candidate's date, or of the cursor's, so only
-      // those two windows are read.
-      const window = lag + LAG_MARGIN_MS;
-      const shift = (v: string | number, ms: number) => new Date(Date.parse(String(v)) + ms).toISOString();
-      const within = (v: string | number, towardStart: boolean) =>
-        sql`${g('created_at')} ${sql.raw(desc === towardStart ? '<=' : '>=')} ${shift(v, desc === towardStart ? window : -window)}`;
+    // A file inserted after another is dated at most `lag` before it: one passed over lies within
+    // that (and a margin) of the farthest candidate's date, or of the cursor's, so only those two
+    // windows need reading. A window's edge is a date as Stowage writes them, or there is none
+    // (an edge past year 9999 is written "+010000-…", which sorts before every date).
+    const window = lag + LAG_MARGIN_MS;
+    const edge = (v: string, towardStart: boolean) => {
+      const e = new Date(Date.parse(v) + (desc === towardStart ? window : -window)).toISOString();
+      return canonicalDate(e) ? e : undefined;
+    };
+    const edges =
+      lag <= NAME_WALK_LAG_MAX && dated(last?.v) && dated(after?.v)
+        ? {
+            last: last && beyond ? edge(last.v, true) : null,
+            after: after && behind ? edge(String(after.v), false) : null,
+          }
+        : undefined;
+    if (edges && edges.last !== undefined && edges.after !== undefined) {
+      const within = (e: string, towardStart: boolean) =>
+        sql`${g('created_at')} ${sql.raw(desc === towardStart ? '<=' : '>=')} ${e}`;
       const windows = [
-        last && beyond
-          ? sql`(select ${g('seq')} from files as g where ${between} and ${within(last.v, true)} and ${beyond} limit 1)`
+        edges.last !== null
+          ? sql`(select ${g('seq')} from files as g where ${between} and ${within(edges.last, true)} and ${beyond} limit 1)`
           : undefined,
-        after && behind
-          ? sql`(select ${g('seq')} from files as g where ${between} and ${within(after.v, false)} and ${behind} limit 1)`
+        edges.after !== null
+          ? sql`(select ${g('seq')} from files as g where ${between} and ${within(edges.after, false)} and ${behind} limit 1)`
           : undefined,
       ].filter((w) => w !== undefined);
       if (windows.length > 0) check = sql<number | null>`coalesce(${sql.join(windows)}, null)`;
@@ -617,7 +640,9 @@ export class FileRepository {
       .orderBy('files.id', p.direction)
       .execute();
     // A file passed over, or a row gone or moved since the walk: the date index answers.
-    const same = rows.length === page.length && rows.every((r, i) => r.id === page[i].id && r.created_at === page[i].v);
+    const same =
+      rows.length === page.length &&
+      rows.every((r, i) => r.id === page[i].id && r.created_at === page[i].v && r.name === page[i].name);
     if (!same || (rows[0] as { missed: number | null }).missed !== null) return undefined;
     const more = rows.length > p.limit;
     const shown: FileWithRefs[] = rows.slice(0, p.limit);
