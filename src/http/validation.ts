@@ -5,6 +5,7 @@
 import Ajv, { type Options } from 'ajv';
 import addFormats from 'ajv-formats';
 import type { FastifyInstance } from 'fastify';
+import { errors } from '../errors.ts';
 
 export function installValidation(app: FastifyInstance): void {
   // An empty body with a JSON content type is an empty object (the hosted service's Python SDK
@@ -22,4 +23,11 @@ export function installValidation(app: FastifyInstance): void {
   const strictAjv = addFormats.default(new Ajv.default({ ...base, coerceTypes: false }));
   const coercingAjv = addFormats.default(new Ajv.default({ ...base, coerceTypes: 'array' }));
   app.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? strictAjv : coercingAjv).compile(schema));
+
+  // A NUL in the path or the query: PostgreSQL's text cannot hold one (the statement fails) and
+  // it ends SQLite's FTS5 phrase early, while no name, tag, id or setting the service keeps can
+  // contain one. Refused before any route reads its parameters, whichever carries it.
+  app.addHook('preValidation', async (request) => {
+    if (request.url.includes('%00')) throw errors.validation("the request's path and query must not contain NUL (%00)");
+  });
 }
