@@ -562,6 +562,35 @@ for (const dialect of DIALECTS) {
       assert.equal(left.meta.total, left.files.length);
     });
 
+    test('a file moved between folders while uploads replace it: neither side fails (no deadlock)', async () => {
+      // An upload replacing a file holds the workspace's row (the bytes' usage), then the file's;
+      // a move held the file's row, then (the files trigger) the workspace's. On PostgreSQL, run
+      // at once, they deadlocked: an upload failed, or the PATCH answered 500, a few times in 360.
+      // Every write of files now takes the workspace's row first (holdWorkspace).
+      const folders = await Promise.all(
+        ['mv-a', 'mv-b'].map(async (name) => (await api('POST', '/api/v1/folders', { name })).body),
+      );
+      const [a, b] = folders.map((f) => f.folder_no ?? f.data?.folder_no);
+      const failures: string[] = [];
+      for (let round = 0; round < 30; round++) {
+        const first = await upload(`moving-${round}.bin`, ['mv-a'], [], 100);
+        const fileNo = first.file_no;
+        await Promise.all(
+          Array.from({ length: 6 }, (_, k) => [
+            upload(`moving-${round}.bin`, [k % 2 ? 'mv-a' : 'mv-b'], [], 100 + k).catch((e: Error) => {
+              failures.push(`upload: ${e.message}`);
+            }),
+            api('PATCH', `/api/v1/files/${fileNo}`, { folder_no: k % 2 ? b : a }).then((r) => {
+              // 409 when the other folder holds that name already: the move is refused, nothing fails.
+              if (r.status !== 200 && r.status !== 409) failures.push(`PATCH ${r.status} ${JSON.stringify(r.body)}`);
+            }),
+          ]).flat(),
+        );
+      }
+      assert.deepEqual(failures, []);
+      assert.deepEqual(await drift(), [], 'after the moves and replacements');
+    });
+
     test("parallel tag edits taking the same tags in opposite orders: none fails, and each tag's total is its files", async () => {
       const tags = ['t-one', 't-two', 't-three', 't-four'];
       await Promise.all(Array.from({ length: 24 }, (_, i) => upload(`tagged-${i}.bin`, ['tagged'], tags, 10 + i)));

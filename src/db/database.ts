@@ -4,7 +4,7 @@ import SQLite from 'better-sqlite3';
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import type { Database } from './schema.ts';
-import { NAME_FTS } from './derived.ts';
+import { flavourOf, NAME_FTS } from './derived.ts';
 import { prepareOn } from './pg-prepared.ts';
 import { SqliteCheckpointer } from './sqlite-checkpointer.ts';
 import { SqliteReaderPool, SqliteReadersDialect } from './sqlite-readers.ts';
@@ -129,6 +129,20 @@ export function openDatabase(opts: OpenOptions): Db {
       await kysely.destroy();
     },
   };
+}
+
+/**
+ * PostgreSQL: holds the workspace's row until the transaction ends, before any of its files.
+ * The files trigger (derived.ts) updates that row after locking the file row it fires for,
+ * while an upload that replaces a file updates it first (the bytes' usage) and the file after:
+ * run at once, a move of that file and that upload deadlocked, and one of them failed with 500.
+ * So every transaction that writes a workspace's files (an upload's, a file's change or delete,
+ * a folder's delete) takes this first, and they queue on the workspace in one order. SQLite
+ * writes one transaction at a time: nothing to do.
+ */
+export async function holdWorkspace(trx: Kysely<Database>, workspaceId: string): Promise<void> {
+  if (flavourOf(trx) !== 'postgres') return;
+  await sql`select 1 from workspaces where id = ${workspaceId} for no key update`.execute(trx);
 }
 
 /**

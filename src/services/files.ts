@@ -1,6 +1,6 @@
 // The Files API (list, get, rename, update, delete) over file records (file-records.ts).
 import type { FileDetails, FileListQuery, FileUpdateBody } from '../contract/files.ts';
-import { type Db, inTransaction, nowIso } from '../db/database.ts';
+import { type Db, holdWorkspace, inTransaction, nowIso } from '../db/database.ts';
 import {
   type FileFilter,
   type FileSortColumn,
@@ -301,7 +301,16 @@ export class FileService {
   }
 
   private async write(workspaceId: string, id: string, changes: Partial<FileRow>): Promise<void> {
-    if (!(await this.files.update(id, { ...changes, updated_at: nowIso() }))) throw errors.fileNameTaken();
+    const row = { ...changes, updated_at: nowIso() };
+    // On PostgreSQL behind the workspace's row, as every write of files (holdWorkspace).
+    const done =
+      this.db.dialect === 'postgres'
+        ? await inTransaction(this.db.kysely, async (trx) => {
+            await holdWorkspace(trx, workspaceId);
+            return new FileRepository(trx).update(id, row);
+          })
+        : await this.files.update(id, row);
+    if (!done) throw errors.fileNameTaken();
     this.events?.emit('files.changed', { workspaceId });
   }
 
@@ -331,6 +340,7 @@ export class FileService {
 
   async delete(workspaceId: string, fileNo: string): Promise<void> {
     const released = await inTransaction(this.db.kysely, async (trx) => {
+      await holdWorkspace(trx, workspaceId);
       const files = new FileRepository(trx);
       const row = await this.row(workspaceId, fileNo, files);
       await files.delete(row.id);

@@ -3,7 +3,7 @@
 import type { Kysely } from 'kysely';
 import type { Folder, FolderCreateBody, FolderListQuery } from '../contract/folders.ts';
 import { newShortId, newUuid } from '../crypto/ids.ts';
-import { type Db, inTransaction, nowIso } from '../db/database.ts';
+import { type Db, holdWorkspace, inTransaction, nowIso } from '../db/database.ts';
 import { FolderRepository, type NewFolder } from '../db/folders.ts';
 import type { Database, FolderRow } from '../db/schema.ts';
 import { errors } from '../errors.ts';
@@ -169,6 +169,7 @@ export class FolderService {
    */
   async delete(workspaceId: string, folderNo: string, opts: { recursive?: boolean } = {}): Promise<void> {
     const released = await inTransaction(this.db.kysely, async (trx) => {
+      await holdWorkspace(trx, workspaceId);
       const repo = new FolderRepository(trx);
       const row = await this.byNo(workspaceId, folderNo, repo);
       if (!opts.recursive && (await repo.hasContents(row))) throw errors.folderNotEmpty();

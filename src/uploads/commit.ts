@@ -10,7 +10,7 @@
 // nothing is left behind.
 import type { DomainEvents } from '../events.ts';
 import type { Kysely } from 'kysely';
-import { type Db, inTransaction } from '../db/database.ts';
+import { type Db, holdWorkspace, inTransaction } from '../db/database.ts';
 import type { Database, FileRow, FolderRow } from '../db/schema.ts';
 import { detect, extensionOf } from '../media/detect.ts';
 import type { OutboundGuard } from '../outbound/guard.ts';
@@ -109,6 +109,7 @@ export async function commitUpload(
     const row =
       quick?.row ??
       (await inTransaction(deps.db.kysely, async (trx) => {
+        await holdWorkspace(trx, current.workspaceId);
         folder = await ensureFolderPath(trx, current.workspaceId, opts.folder);
         const committed = await blobs.commit(trx, current);
         duplicate = committed.duplicate;
