@@ -19,7 +19,7 @@ import { FolderRepository } from '../src/db/folders.ts';
 import { migrateTo, migrateToLatest } from '../src/db/migrations.ts';
 import type { Database } from '../src/db/schema.ts';
 import { PageBoundaries, SHALLOW_ROWS } from '../src/services/page-boundaries.ts';
-import { SEARCH_COUNT_CAP, TAG_COUNT_CAP } from '../src/services/files.ts';
+import { SEARCH_COUNT_CAP } from '../src/services/files.ts';
 import { DIALECTS, freshPostgres, type Harness, makeHarness } from './helpers/harness.ts';
 import { call } from './helpers/http.ts';
 
@@ -593,6 +593,7 @@ for (const dialect of DIALECTS) {
 
     test("parallel tag edits taking the same tags in opposite orders: none fails, and each tag's total is its files", async () => {
       const tags = ['t-one', 't-two', 't-three', 't-four'];
+      const before = new Date(Date.now() - 1).toISOString();
       await Promise.all(Array.from({ length: 24 }, (_, i) => upload(`tagged-${i}.bin`, ['tagged'], tags, 10 + i)));
       const listed = (await api('GET', '/api/v1/files?limit=100&search=tagged-')).body.files as { file_no: string }[];
       assert.equal(listed.length, 24);
@@ -613,6 +614,9 @@ for (const dialect of DIALECTS) {
       for (const tag of tags) {
         const meta = (await api('GET', `/api/v1/files?limit=1&tags=${tag}`)).body.meta;
         assert.deepEqual([meta.total, meta.totalEstimated], [24, false], tag);
+        // As of a snapshot taken before them, none of them: the kept count less the newer rows.
+        const asOf = (await api('GET', `/api/v1/files?limit=1&tags=${tag}&snapshot=${before}`)).body.meta;
+        assert.deepEqual([asOf.total, asOf.totalEstimated], [0, false], `${tag} as of ${before}`);
       }
     });
   });
@@ -648,6 +652,8 @@ describe('deep pages through the API (SQLite, 10,250 files)', () => {
   let h: Harness;
   const api = (url: string) => call(h.app, 'GET', url, { headers: { 'x-api-key': h.ws.private_key } });
   const total = SHALLOW_ROWS + 250;
+  /** How far a lone tag's matches were counted before its count was kept (migration 0016). */
+  const TAG_COUNT_CAP = 10_000;
 
   before(async () => {
     h = await makeHarness('sqlite');
@@ -686,7 +692,7 @@ describe('deep pages through the API (SQLite, 10,250 files)', () => {
                 format: null,
                 width: null,
                 height: null,
-                // More files carry it than a tag's count would go (TAG_COUNT_CAP).
+                // More files carry it than a tag's count went to before tags' counts were kept.
                 tags: i + k < TAG_COUNT_CAP + 100 ? '["common"]' : '["rare"]',
                 metadata: '{}',
                 custom_id: null,

@@ -168,15 +168,13 @@ export async function rebuildCreatedLag<T>(db: Kysely<T>): Promise<void> {
 }
 
 /**
- * SQLite: how many files of a workspace carry each tag (`tag_counts`, migration 0016), kept from
- * the tag rows, so that a list filtered by one tag is totalled exactly by one lookup instead of
- * counting up to TAG_COUNT_CAP of the tag's rows on every request. A tag's row goes when its
- * count reaches 0. PostgreSQL counts instead: its writers run in parallel, and two tag edits
- * would take two tags' count rows in opposite orders (a test saw deadlocks). Holding the
- * workspace's row first in the trigger prevents that but makes file-then-workspace lock order,
- * which deadlocks with the paths that lock the workspace first (an upload replacing a file, a
- * recursive folder delete): every transaction writing files would have to lock the workspace
- * row first, which is not so yet.
+ * How many files of a workspace carry each tag (`tag_counts`, migration 0016), kept from the tag
+ * rows by a trigger on them, so that a list filtered by one tag is totalled exactly by one lookup
+ * instead of counting up to 10,000 of the tag's rows on every request. A tag's row goes when its
+ * count reaches 0. On PostgreSQL two transactions changing tags could take two tags' count rows
+ * in opposite orders and deadlock (a test saw it): they don't, because every transaction that
+ * writes a workspace's files holds the workspace's row first (holdWorkspace, database.ts), so
+ * they change one workspace's counts one at a time.
  */
 const SQLITE_TAG_COUNT_TRIGGERS = [
   `create trigger file_tags_count_insert after insert on file_tags begin
@@ -189,24 +187,40 @@ const SQLITE_TAG_COUNT_TRIGGERS = [
    end`,
 ];
 const SQLITE_TAG_COUNT_TRIGGER_NAMES = ['file_tags_count_insert', 'file_tags_count_delete'];
+const PG_TAG_COUNT_FUNCTION = `
+create or replace function stowage_tag_counts() returns trigger language plpgsql as $$
+begin
+  if tg_op = 'INSERT' then
+    insert into tag_counts (workspace_id, tag, n) values (new.workspace_id, new.tag, 1)
+      on conflict (workspace_id, tag) do update set n = tag_counts.n + 1;
+  else
+    update tag_counts set n = n - 1 where workspace_id = old.workspace_id and tag = old.tag;
+    delete from tag_counts where workspace_id = old.workspace_id and tag = old.tag and n <= 0;
+  end if;
+  return null;
+end $$`;
+const PG_TAG_COUNT_TRIGGER = `create trigger file_tags_count after insert or delete on file_tags
+  for each row execute function stowage_tag_counts()`;
 
 /**
- * SQLite: the table of tag counts, filled from the tag rows, and its triggers (migration 0016).
- * In one transaction: another process's writes to the tag rows wait until the counts and the
- * triggers that keep them are in place, and a crash halfway leaves nothing made.
+ * The table of tag counts, filled from the tag rows, and its triggers (migration 0016). In one
+ * transaction, the tag rows held against writers on PostgreSQL (a node of the old release may
+ * still be writing during a rolling upgrade): no tag row changes between the counting and the
+ * triggers that keep the counts from then on, and a crash halfway leaves nothing made.
  */
 export async function createTagCounts<T>(db: Kysely<T>): Promise<void> {
-  if (flavourOf(db) !== 'sqlite') return;
+  const sqlite = flavourOf(db) === 'sqlite';
   const make = async (trx: Kysely<T>) => {
+    if (!sqlite) await run(trx, 'lock table file_tags in share row exclusive mode');
     await run(
       trx,
       `create table if not exists tag_counts (
          workspace_id varchar(32) not null,
          tag varchar(255) not null,
-         n integer not null,
-         primary key (workspace_id, tag)) without rowid`,
+         n bigint not null,
+         primary key (workspace_id, tag))${sqlite ? ' without rowid' : ''}`,
     );
-    for (const name of SQLITE_TAG_COUNT_TRIGGER_NAMES) await run(trx, `drop trigger if exists ${name}`);
+    await dropTagCountTriggers(trx);
     await rebuildTagCounts(trx);
     await createTagCountTriggers(trx);
   };
@@ -214,9 +228,8 @@ export async function createTagCounts<T>(db: Kysely<T>): Promise<void> {
   else await db.transaction().execute(make);
 }
 
-/** SQLite: recomputes every tag count from the tag rows (one pass over their unique index). */
+/** Recomputes every tag count from the tag rows (one pass over their unique index). */
 export async function rebuildTagCounts<T>(db: Kysely<T>): Promise<void> {
-  if (flavourOf(db) !== 'sqlite') return;
   await run(db, 'delete from tag_counts');
   await run(
     db,
@@ -224,10 +237,23 @@ export async function rebuildTagCounts<T>(db: Kysely<T>): Promise<void> {
   );
 }
 
-/** SQLite: the triggers that keep `tag_counts` (after `rebuildTagCounts`, for a bulk load). */
+/** The triggers that keep `tag_counts` (after `rebuildTagCounts`, for a bulk load). */
 export async function createTagCountTriggers<T>(db: Kysely<T>): Promise<void> {
-  if (flavourOf(db) !== 'sqlite') return;
-  for (const t of SQLITE_TAG_COUNT_TRIGGERS) await run(db, t);
+  if (flavourOf(db) === 'sqlite') {
+    for (const t of SQLITE_TAG_COUNT_TRIGGERS) await run(db, t);
+    return;
+  }
+  await run(db, PG_TAG_COUNT_FUNCTION);
+  await run(db, PG_TAG_COUNT_TRIGGER);
+}
+
+/** Drops the triggers that keep `tag_counts` (migration 0016's down, and a bulk load). */
+export async function dropTagCountTriggers<T>(db: Kysely<T>): Promise<void> {
+  if (flavourOf(db) === 'sqlite') {
+    for (const name of SQLITE_TAG_COUNT_TRIGGER_NAMES) await run(db, `drop trigger if exists ${name}`);
+    return;
+  }
+  await run(db, 'drop trigger if exists file_tags_count on file_tags');
 }
 
 /** Creates the triggers (the migration, and the seeder after a bulk load). */
@@ -242,17 +268,18 @@ export async function createFileTriggers<T>(db: Kysely<T>): Promise<void> {
 
 /**
  * Drops the triggers: only for a bulk load that calls `rebuildDerived` and `createFileTriggers`
- * after, and on SQLite `rebuildCreatedLag`, `createOrderTriggers`, `rebuildTagCounts` and
- * `createTagCountTriggers` too (this drops those triggers as well), as the seeder does.
+ * after, `rebuildTagCounts` and `createTagCountTriggers` too, and on SQLite `rebuildCreatedLag` and
+ * `createOrderTriggers` (this drops those triggers as well), as the seeder does.
  */
 export async function dropFileTriggers<T>(db: Kysely<T>): Promise<void> {
   if (flavourOf(db) === 'sqlite') {
-    for (const name of [...SQLITE_TRIGGER_NAMES, ...SQLITE_TAG_COUNT_TRIGGER_NAMES])
-      await run(db, `drop trigger if exists ${name}`);
+    for (const name of SQLITE_TRIGGER_NAMES) await run(db, `drop trigger if exists ${name}`);
     await dropOrderTriggers(db);
+    await dropTagCountTriggers(db);
     return;
   }
   await run(db, 'drop trigger if exists files_derived on files');
+  await dropTagCountTriggers(db);
 }
 
 /**
@@ -377,12 +404,13 @@ export async function derivedDrift<T>(db: Kysely<T>): Promise<Record<string, num
        where not exists (select 1 from ${NAME_FTS} x where x.rowid = f.seq and x.name = f.name)`;
     checks['name index rows without a file'] = `select count(*) as n from ${NAME_FTS} x
        where not exists (select 1 from files f where f.seq = x.rowid)`;
-    const counted = 'select workspace_id, tag, count(*) as n from file_tags group by workspace_id, tag';
-    checks['tag counts out of step'] = `select count(*) as n from (
-       select * from (${counted} except select workspace_id, tag, n from tag_counts)
-       union all
-       select * from (select workspace_id, tag, n from tag_counts except ${counted}))`;
   }
+  const counted = 'select workspace_id, tag, count(*) as n from file_tags group by workspace_id, tag';
+  const kept = 'select workspace_id, tag, n from tag_counts';
+  checks['tag counts out of step'] = `select count(*) as n from (
+     select * from (${counted} except ${kept}) a
+     union all
+     select * from (${kept} except ${counted}) b) d`;
   const drift: Record<string, number> = {};
   for (const [name, query] of Object.entries(checks)) {
     const { rows } = await sql<{ n: number }>`${sql.raw(query)}`.execute(db);

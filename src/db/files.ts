@@ -651,12 +651,11 @@ export class FileRepository {
   }
 
   /**
-   * SQLite: how many of the workspace's files carry the tag, from `tag_counts` (kept by triggers,
+   * How many of the workspace's files carry the tag, from `tag_counts` (kept by triggers,
    * migration 0016): exact, one lookup; with `createdAtMost` (a snapshot), less those created
-   * after it, counted on the tag rows' index. Undefined on PostgreSQL, which counts.
+   * after it, counted on the tag rows' index.
    */
-  async tagTotal(workspaceId: string, tag: string, createdAtMost?: string): Promise<number | undefined> {
-    if (!this.sqlite) return undefined;
+  async tagTotal(workspaceId: string, tag: string, createdAtMost?: string): Promise<number> {
     const { rows } = await sql<{
       n: number;
     }>`select n from tag_counts where workspace_id = ${workspaceId} and tag = ${tag}`.execute(this.db);
@@ -673,32 +672,15 @@ export class FileRepository {
 
   /** How many files match `f`, counting no further than `cap` + 1 (then `exact` is false). */
   async countUpTo(workspaceId: string, f: FileFilter, cap: number): Promise<{ count: number; exact: boolean }> {
-    const onlyTags = !f.folderId && !f.under && !f.nameContains?.length && !hasRowFilters(f) && f.tags?.length === 1;
-    const one = sql<number>`1`.as('one');
-    const n = sql<number>`count(*)`.as('n');
-    // One tag and nothing else: its index range alone answers, without visiting the files.
-    const row = onlyTags
-      ? await this.db
-          .selectFrom(
-            this.db
-              .selectFrom('file_tags')
-              .select(one)
-              .where('workspace_id', '=', workspaceId)
-              .where('tag', '=', (f.tags as string[])[0])
-              .limit(cap + 1)
-              .as('m'),
-          )
-          .select(n)
-          .executeTakeFirstOrThrow()
-      : await this.db
-          .selectFrom(
-            this.matching(workspaceId, f, 'created_at', true, await this.namePlan(workspaceId, f, true))
-              .q.select(one)
-              .limit(cap + 1)
-              .as('m'),
-          )
-          .select(n)
-          .executeTakeFirstOrThrow();
+    const row = await this.db
+      .selectFrom(
+        this.matching(workspaceId, f, 'created_at', true, await this.namePlan(workspaceId, f, true))
+          .q.select(sql<number>`1`.as('one'))
+          .limit(cap + 1)
+          .as('m'),
+      )
+      .select(sql<number>`count(*)`.as('n'))
+      .executeTakeFirstOrThrow();
     const count = Number(row.n);
     return { count: Math.min(count, cap), exact: count <= cap };
   }

@@ -8,6 +8,7 @@ import {
   createTagCounts,
   flavourOf,
   dropOrderTriggers,
+  dropTagCountTriggers,
   rebuildCreatedLag,
   rebuildDerived,
 } from './derived.ts';
@@ -501,15 +502,14 @@ const migrations: Record<string, Migration> = {
     },
   },
   '0016_tag_counts': {
-    // Issue 18, SQLite: how many files carry each tag, kept by triggers on the tag rows, so that a
-    // list filtered by one tag is totalled by one lookup (derived.ts, createTagCounts).
+    // Issue 18: how many files carry each tag, kept by triggers on the tag rows, so that a list
+    // filtered by one tag is totalled by one lookup (derived.ts, createTagCounts).
     async up(db: Kysely<unknown>) {
       await createTagCounts(db);
     },
     async down(db: Kysely<unknown>) {
-      if (flavourOf(db) !== 'sqlite') return;
-      await sql`drop trigger if exists file_tags_count_insert`.execute(db);
-      await sql`drop trigger if exists file_tags_count_delete`.execute(db);
+      await dropTagCountTriggers(db);
+      if (flavourOf(db) === 'postgres') await sql`drop function if exists stowage_tag_counts()`.execute(db);
       await sql`drop table if exists tag_counts`.execute(db);
     },
   },

@@ -31,13 +31,11 @@ export type { FileDetails, FileListQuery, FileSort } from '../contract/files.ts'
 export const MAX_PAGE_OFFSET = 1_000_000;
 
 /**
- * Filtered lists count their matches up to this many (a single tag, from its index alone, up to
- * ten times more, and on SQLite not at all: its kept count is exact); past it their total is an
- * estimate: PostgreSQL's planner's, or on SQLite the count so far, a lower bound
- * (Elasticsearch's track_total_hits does the same at 10,000).
+ * Filtered lists count their matches up to this many (a single tag is not counted: its kept
+ * count is exact); past it their total is an estimate: PostgreSQL's planner's, or on SQLite the
+ * count so far, a lower bound (Elasticsearch's track_total_hits does the same at 10,000).
  */
 export const COUNT_CAP = 1_000;
-export const TAG_COUNT_CAP = 10_000;
 /**
  * A name search counts no further than this: each match counted is a name read, and a common
  * fragment ("forest" in 1.2% of 10M names) took 16 to 38 ms to count to 1,000 on PostgreSQL
@@ -194,16 +192,13 @@ export class FileService {
       const top = await this.folders.byPath(workspaceId, f.under);
       return { count: top ? (await this.folders.contentTotals(top.id)).items : 0, estimated: false };
     }
-    const oneTag = !f.folderId && !f.under && !f.nameContains?.length && !hasRowFilters(f) && f.tags?.length === 1;
-    const asOf = { ...f, createdAtMost: undefined };
-    if (!f.folderId && !f.under && !f.nameContains?.length && !hasRowFilters(asOf) && f.tags?.length === 1) {
-      // One tag, with or without a snapshot: SQLite keeps each tag's count (so a listing's later
-      // pages, which carry its snapshot, give the same exact total as its first); PostgreSQL
-      // counts, to TAG_COUNT_CAP below without a snapshot.
-      const held = await this.files.tagTotal(workspaceId, (f.tags as string[])[0], f.createdAtMost);
-      if (held !== undefined) return { count: held, estimated: false };
+    if (!f.folderId && !f.under && !f.nameContains?.length && !hasRowFilters({ ...f, createdAtMost: undefined })) {
+      // One tag, with or without a snapshot: its kept count (tag_counts, migration 0016), so a
+      // listing's later pages, which carry its snapshot, give the same exact total as its first.
+      if (f.tags?.length === 1)
+        return { count: await this.files.tagTotal(workspaceId, f.tags[0], f.createdAtMost), estimated: false };
     }
-    const cap = oneTag ? TAG_COUNT_CAP : f.nameContains?.length ? SEARCH_COUNT_CAP : COUNT_CAP;
+    const cap = f.nameContains?.length ? SEARCH_COUNT_CAP : COUNT_CAP;
     const counted = await this.files.countUpTo(workspaceId, f, cap);
     if (counted.exact) return { count: counted.count, estimated: false };
     const guess = await this.files.estimate(workspaceId, f);
