@@ -8,7 +8,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { newUuid } from '../src/crypto/ids.ts';
 import { BlobRepository } from '../src/db/blobs.ts';
-import { nowIso } from '../src/db/database.ts';
+import { holdWorkspace, inTransaction, nowIso } from '../src/db/database.ts';
 import type { BlobRow, FileRow } from '../src/db/schema.ts';
 import { DIALECTS, type Harness, makeHarness } from './helpers/harness.ts';
 
@@ -203,6 +203,38 @@ for (const dialect of DIALECTS)
         .where('workspace_id', '=', ws())
         .executeTakeFirstOrThrow();
       assert.equal(s.used, Number(blobsTotal.n), 'usage is the sum of the blobs');
+    });
+
+    test("the same new bytes in an upload's transaction at once: the statement waits its turn, neither fails", async () => {
+      // The upload's transaction holds the workspace's row first (holdWorkspace), then adds its
+      // blob. The statement took the blob's key before the workspace's row: on PostgreSQL, with
+      // the same bytes, each waited for the other until the server broke the deadlock (500).
+      const sha = randomBytes(32).toString('hex');
+      const mine = await staged(500, sha);
+      const theirs = await staged(500, sha);
+      const before = await state();
+      const k = h.services.db.kysely;
+      let release: () => void = () => {};
+      const held = new Promise<void>((r) => {
+        release = r;
+      });
+      const transaction = inTransaction(k, async (trx) => {
+        await holdWorkspace(trx, ws());
+        await held;
+        return new BlobRepository(trx).adopt(theirs);
+      });
+      await new Promise((r) => setTimeout(r, 50));
+      const statement = repo.adoptWithFile(mine, fileOf(mine, 'same-bytes.bin'));
+      await new Promise((r) => setTimeout(r, 200));
+      release();
+      const [adopted, filed] = await Promise.all([transaction, statement]);
+      // Whichever went first: one blob of these bytes, charged once; a statement that found them
+      // known already did nothing, and its upload takes the transaction path (not checked here).
+      assert.equal(adopted === 'adopted' || adopted === 'exists', true, String(adopted));
+      const after = await state();
+      assert.equal(after.blobs, before.blobs + 1);
+      assert.equal(after.used, before.used + 500);
+      assert.equal(after.files, before.files + (filed ? 1 : 0));
     });
 
     test('parallel uploads of new files: all stored, usage exact', async () => {

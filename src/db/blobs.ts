@@ -90,14 +90,19 @@ export const UNDO_SQLSTATE = 'SWUND';
 const blobValues = (b: BlobRow) => sql.join([b.id, b.workspace_id, b.sha256, b.size, b.storage_key, b.created_at]);
 
 /**
- * PostgreSQL: the CTEs that make a staged object the blob `blob` (see `adopt`), as `ins` (the
- * blob row, when no blob of these bytes exists), then `gone` and `held` (the intent and what it
- * reserved) and `charged` (the usage, within the quota). `source` gives the blob's values.
+ * PostgreSQL: the CTEs that make a staged object the blob `blob` (see `adopt`), as `hold` (the
+ * workspace's row, before anything else: holdWorkspace in database.ts), `ins` (the blob row,
+ * when no blob of these bytes exists and `condition` holds), then `gone` and `held` (the intent
+ * and what it reserved) and `charged` (the usage, within the quota). Without `hold` first, the
+ * statement took the blob's key before the workspace's row, and an upload's transaction, which
+ * holds the workspace first, bringing the same bytes at once deadlocked with it.
  */
-function adoptSteps(blob: BlobRow, source: RawBuilder<unknown>) {
-  return sql`with ins as (
+function adoptSteps(blob: BlobRow, condition?: RawBuilder<unknown>) {
+  return sql`with hold as (
+        select 1 from workspaces where id = ${blob.workspace_id} for no key update
+      ), ins as (
         insert into blobs (id, workspace_id, sha256, size, storage_key, created_at)
-        ${source}
+        select ${blobValues(blob)} where exists (select 1 from hold) ${condition ? sql`and ${condition}` : sql``}
         on conflict (workspace_id, sha256) do nothing
         returning id
       ), gone as (
@@ -299,7 +304,7 @@ export class BlobRepository {
       return 'adopted';
     }
     const { rows } = await sql<{ inserted: number | string; charged: number | string }>`
-      ${adoptSteps(blob, sql`values (${blobValues(blob)})`)}
+      ${adoptSteps(blob)}
       select (select count(*) from ins) as inserted, (select count(*) from charged) as charged`.execute(this.q);
     if (Number(rows[0]?.inserted) === 0) return 'exists';
     return Number(rows[0]?.charged) === 1 ? 'adopted' : 'over-quota';
@@ -335,7 +340,7 @@ export class BlobRepository {
        where workspace_id = ${file.workspace_id} and coalesce(folder_id, '') = ${file.folder_id ?? ''} and name = ${file.name})`;
     try {
       const statement = sql<{ outcome: string }>`
-        ${adoptSteps(blob, sql`select ${blobValues(blob)} where ${nameFree}`)}, filed as (
+        ${adoptSteps(blob, nameFree)}, filed as (
           insert into files (${sql.join(columns.map((c) => sql.ref(c)))})
           select ${sql.join(columns.map((c) => file[c]))} where exists (select 1 from charged)
           on conflict do nothing

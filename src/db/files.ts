@@ -656,18 +656,14 @@ export class FileRepository {
    * after it, counted on the tag rows' index.
    */
   async tagTotal(workspaceId: string, tag: string, createdAtMost?: string): Promise<number> {
-    const { rows } = await sql<{
-      n: number;
-    }>`select n from tag_counts where workspace_id = ${workspaceId} and tag = ${tag}`.execute(this.db);
-    if (createdAtMost === undefined) return Number(rows[0]?.n ?? 0);
-    const newer = await this.db
-      .selectFrom('file_tags')
-      .select((eb) => eb.fn.countAll<number>().as('n'))
-      .where('workspace_id', '=', workspaceId)
-      .where('tag', '=', tag)
-      .where('created_at', '>', createdAtMost)
-      .executeTakeFirstOrThrow();
-    return Number(rows[0]?.n ?? 0) - Number(newer.n);
+    // One statement, so the count and the newer rows are read as of one moment.
+    const kept = sql`coalesce((select n from tag_counts where workspace_id = ${workspaceId} and tag = ${tag}), 0)`;
+    const newer =
+      createdAtMost === undefined
+        ? sql`0`
+        : sql`(select count(*) from file_tags where workspace_id = ${workspaceId} and tag = ${tag} and created_at > ${createdAtMost})`;
+    const { rows } = await sql<{ n: number }>`select ${kept} - ${newer} as n`.execute(this.db);
+    return Math.max(0, Number(rows[0]?.n ?? 0));
   }
 
   /** How many files match `f`, counting no further than `cap` + 1 (then `exact` is false). */

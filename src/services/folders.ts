@@ -127,6 +127,8 @@ export class FolderService {
     if (typeof rawName !== 'string') throw errors.validation('name is required');
     const name = checkName(rawName, 'name');
     const renamed = await inTransaction(this.db.kysely, async (trx) => {
+      // Behind the workspace's row, as uploads (which may create folders below) and deletes.
+      await holdWorkspace(trx, workspaceId);
       const repo = new FolderRepository(trx);
       const row = await this.byNo(workspaceId, folderNo, repo);
       const oldPath = row.path;
@@ -147,6 +149,7 @@ export class FolderService {
    */
   async move(workspaceId: string, folderNo: string, parentNo: string | null): Promise<Folder> {
     const moved = await inTransaction(this.db.kysely, async (trx) => {
+      await holdWorkspace(trx, workspaceId);
       const repo = new FolderRepository(trx);
       const row = await this.byNo(workspaceId, folderNo, repo);
       const parent = parentNo === null ? null : await this.byNo(workspaceId, parentNo, repo);
