@@ -61,7 +61,7 @@ for (const prepare of [true, false])
         assert.equal(rows[0].mode, 'force_custom_plan');
         const texts = names.map((r) => r.statement).join('\n');
         assert.match(texts, /insert into "storage_intents"/);
-        assert.match(texts, /with ins as/);
+        assert.match(texts, /with hold as .* ins as/s);
         assert.match(texts, /from "api_keys"/);
         for (const r of names) assert.match(r.name, /^stowage_\d+$/);
       } else {
