@@ -182,6 +182,31 @@ describe('delivery limits: output size, enlargement, effect strength', () => {
     }
     assert.equal(h.services.delivery.stats.renditionsMade, before);
   });
+
+  test('a full render queue does not hide the limits: over-limit requests get 400, not 503', async () => {
+    // One slot, no waiting room: before the limits were checked ahead of the queue, all but one
+    // of these answered 503 RENDER_BUSY.
+    const tight = await makeHarness('sqlite', {
+      config: { render: { ...renderDefaults(), concurrency: 1, queue: 0 } },
+    });
+    try {
+      const url = await tight.app.listen({ host: '127.0.0.1', port: 0 });
+      await add(tight, 'big.jpg', await flat(6000, 5000));
+      await add(tight, 'photo.jpg', photo);
+      const paths = Array.from({ length: 24 }, (_, i) =>
+        i % 2 ? `f_webp,q_${50 + i}/big.jpg` : `w_100,e_blur:${100 + i}/photo.jpg`,
+      );
+      const answers = await Promise.all(paths.map((p) => fetchAll(url, `/${tight.ws.workspace_id}/${p}`)));
+      assert.deepEqual(
+        answers.map((a) => [a.status, a.json?.errorCode]),
+        paths.map((_, i) => [400, i % 2 ? 'RENDITION_TOO_LARGE' : 'EFFECT_TOO_STRONG']),
+      );
+      assert.equal(tight.services.delivery.stats.renditionsMade, 0);
+      assert.equal(tight.services.delivery.queue.active, 0, 'no slot was taken');
+    } finally {
+      await tight.close();
+    }
+  });
 });
 
 describe('renders from storage that is not local disk (S3)', { skip: s3.skip }, () => {

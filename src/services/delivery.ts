@@ -14,7 +14,7 @@ import type { Db } from '../db/database.ts';
 import { FileRepository } from '../db/files.ts';
 import { AppError, appError, errors } from '../errors.ts';
 import { parseTransform } from '../media/transform/parse.ts';
-import { planRendition } from '../media/transform/plan.ts';
+import { planRendition, type Size } from '../media/transform/plan.ts';
 import { formatOfMime, renderImage } from '../media/transform/pipeline.ts';
 import { focusedPlan } from '../media/transform/render.ts';
 import { canonical, canonicalName } from '../media/transform/canonical.ts';
@@ -416,14 +416,25 @@ export class DeliveryService {
     if (info) {
       this.stats.renditionCacheHits++;
       this.renditions?.used(key);
-    } else
+    } else {
+      // On local disk the limits are checked before the render queue: a request over them is
+      // refused 400 whatever the queue holds, never 503 busy (and never takes a slot).
+      const local = isSvgType(file.mime_type) ? undefined : this.storage.localPath?.(file.storage_key);
+      const size = local ? await this.dimensions(local) : undefined;
+      if (size) planRendition({ ...spec, format }, size, this.limits);
       info = await this.make(key, (slot) =>
-        this.render(file.storage_key, { ...spec, format }, key, file.mime_type, target.workspaceId, slot, {
-          workspaceId: target.workspaceId,
-          sha256: file.sha256,
-          storageKey: file.storage_key,
-        }),
+        this.render(
+          file.storage_key,
+          { ...spec, format },
+          key,
+          file.mime_type,
+          target.workspaceId,
+          slot,
+          { workspaceId: target.workspaceId, sha256: file.sha256, storageKey: file.storage_key },
+          size,
+        ),
       );
+    }
     return {
       ...this.storedRendition(file, key, name, info.size, MIME[format]),
       varyAccept: spec.format === 'auto',
@@ -814,6 +825,7 @@ export class DeliveryService {
     workspaceId: string,
     slot?: Slot,
     owner?: Owner,
+    size?: Size,
   ): Promise<void> {
     // SVG guard (svg-guard.ts): never by path, where librsvg would resolve references against
     // the blob directory; the checked bytes are rendered from memory (10 MiB at most).
@@ -823,7 +835,7 @@ export class DeliveryService {
     }
     // On local disk libvips reads the file itself; elsewhere the object is streamed in.
     const path = this.storage.localPath?.(sourceKey);
-    return this.renderStream(path ?? (await this.storage.get(sourceKey)), spec, key, workspaceId, slot, owner);
+    return this.renderStream(path ?? (await this.storage.get(sourceKey)), spec, key, workspaceId, slot, owner, size);
   }
 
   /**
@@ -864,6 +876,8 @@ export class DeliveryService {
     workspaceId: string,
     slot?: Slot,
     owner?: Owner,
+    /** The source's size when already read (a local file, checked before the queue). */
+    known?: Size,
   ): Promise<void> {
     const spooled =
       typeof source === 'string' || Buffer.isBuffer(source)
@@ -873,7 +887,7 @@ export class DeliveryService {
     const cleanup = () => (spooled ? rm(spooled, { force: true }) : Promise.resolve());
     let handed = false;
     try {
-      const size = await this.dimensions(path);
+      const size = known ?? (await this.dimensions(path));
       const checked = planRendition(spec, size, this.limits);
       const { timeoutMs } = this.limits;
       const seconds = Math.ceil(timeoutMs / 1000);
