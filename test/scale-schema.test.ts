@@ -591,6 +591,41 @@ for (const dialect of DIALECTS) {
       assert.deepEqual(await drift(), [], 'after the moves and replacements');
     });
 
+    test("parallel PATCHes of one file each keep the others' changes (no lost update)", async () => {
+      const made = await upload('patched.bin', [], ['base'], 64);
+      const fileNo = made.file_no;
+      const n = 16;
+      const answers = await Promise.all(
+        Array.from({ length: n }, (_, i) =>
+          api('PATCH', `/api/v1/files/${fileNo}`, { add_tags: [`p-${i}`], metadata: { [`k${i}`]: i } }),
+        ),
+      );
+      for (const r of answers) assert.equal(r.status, 200, JSON.stringify(r.body));
+      const got = (await api('GET', `/api/v1/files/${fileNo}`)).body.data;
+      assert.deepEqual(
+        [...got.tags].sort(),
+        ['base', ...Array.from({ length: n }, (_, i) => `p-${i}`)].sort(),
+        'every PATCH kept its tag',
+      );
+      assert.deepEqual(
+        Object.keys(got.metadata).sort(),
+        Array.from({ length: n }, (_, i) => `k${i}`).sort(),
+        'every PATCH kept its metadata key',
+      );
+      // Half take a tag away while the other half add theirs: each removal and addition holds.
+      const mixed = await Promise.all(
+        Array.from({ length: n }, (_, i) =>
+          api('PATCH', `/api/v1/files/${fileNo}`, i % 2 ? { remove_tags: [`p-${i}`] } : { add_tags: [`q-${i}`] }),
+        ),
+      );
+      for (const r of mixed) assert.equal(r.status, 200, JSON.stringify(r.body));
+      const after = (await api('GET', `/api/v1/files/${fileNo}`)).body.data;
+      const want = ['base'];
+      for (let i = 0; i < n; i++) want.push(...(i % 2 ? [] : [`p-${i}`, `q-${i}`]));
+      assert.deepEqual([...after.tags].sort(), want.sort());
+      assert.deepEqual(await drift(), [], 'tag counts follow');
+    });
+
     test("parallel tag edits taking the same tags in opposite orders: none fails, and each tag's total is its files", async () => {
       const tags = ['t-one', 't-two', 't-three', 't-four'];
       const before = new Date(Date.now() - 1).toISOString();

@@ -1,6 +1,8 @@
 // The Files API (list, get, rename, update, delete) over file records (file-records.ts).
 import type { FileDetails, FileListQuery, FileUpdateBody } from '../contract/files.ts';
 import { type Db, holdWorkspace, inTransaction, nowIso } from '../db/database.ts';
+import type { Database } from '../db/schema.ts';
+import type { Kysely } from 'kysely';
 import {
   type FileFilter,
   type FileSortColumn,
@@ -244,69 +246,83 @@ export class FileService {
    */
   async rename(workspaceId: string, fileNo: string, rawName: unknown): Promise<FileRecord> {
     if (typeof rawName !== 'string') throw errors.validation('name must be a string');
-    const row = await this.row(workspaceId, fileNo);
-    const dot = row.name.lastIndexOf('.');
-    const ext = dot > 0 ? row.name.slice(dot) : '';
     const wanted = rawName.normalize('NFC');
-    const name = checkName(
-      ext && !wanted.toLowerCase().endsWith(ext.toLowerCase()) ? `${wanted}${ext}` : wanted,
-      'name',
-    );
-    if (name !== row.name) await this.write(workspaceId, row.id, { name });
+    await this.write(workspaceId, fileNo, async (row) => {
+      const dot = row.name.lastIndexOf('.');
+      const ext = dot > 0 ? row.name.slice(dot) : '';
+      const name = checkName(
+        ext && !wanted.toLowerCase().endsWith(ext.toLowerCase()) ? `${wanted}${ext}` : wanted,
+        'name',
+      );
+      return name === row.name ? undefined : { name };
+    });
     return this.get(workspaceId, fileNo);
   }
 
   async update(workspaceId: string, fileNo: string, patch: FileUpdateBody): Promise<FileRecord> {
-    const row = await this.row(workspaceId, fileNo);
-    const changes: Partial<FileRow> = {};
-    if (patch.add_tags !== undefined || patch.remove_tags !== undefined) {
-      const remove = new Set(parseTags(patch.remove_tags));
-      const tags = [...new Set([...(JSON.parse(row.tags) as string[]), ...parseTags(patch.add_tags)])].filter(
-        (t) => !remove.has(t),
-      );
-      if (tags.length > 50) throw errors.validation('at most 50 tags');
-      changes.tags = JSON.stringify(tags);
-    }
-    if (patch.metadata !== undefined) {
-      const merged: Record<string, unknown> = {
-        ...(JSON.parse(row.metadata) as Record<string, unknown>),
-        ...parseMetadata(patch.metadata),
-      };
-      for (const [k, v] of Object.entries(merged)) if (v === null) delete merged[k];
-      changes.metadata = JSON.stringify(parseMetadata(merged));
-    }
-    if (patch.custom_id !== undefined) changes.custom_id = parseCustomId(patch.custom_id);
+    // Everything that does not depend on the row is checked before its transaction.
+    const tagEdit = patch.add_tags !== undefined || patch.remove_tags !== undefined;
+    const remove = new Set(parseTags(patch.remove_tags));
+    const add = parseTags(patch.add_tags);
+    const metadata = patch.metadata === undefined ? undefined : parseMetadata(patch.metadata);
+    const fixed: Partial<FileRow> = {};
+    if (patch.custom_id !== undefined) fixed.custom_id = parseCustomId(patch.custom_id);
     if (patch.is_private !== undefined) {
       if (typeof patch.is_private !== 'boolean') throw errors.validation('is_private must be a boolean');
-      changes.is_private = patch.is_private ? 1 : 0;
+      fixed.is_private = patch.is_private ? 1 : 0;
     }
-    if (patch.folder_no !== undefined) {
-      if (patch.folder_no === null || patch.folder_no === '') {
-        changes.folder_id = null;
-      } else {
-        if (typeof patch.folder_no !== 'string')
-          throw errors.validation('folder_no must be a string, or null for the root');
-        const folder = await this.folders.byNo(workspaceId, patch.folder_no);
+    const folderNo = patch.folder_no === null || patch.folder_no === '' ? null : patch.folder_no;
+    if (folderNo !== undefined && folderNo !== null && typeof folderNo !== 'string')
+      throw errors.validation('folder_no must be a string, or null for the root');
+    // Tags and metadata merge into what the row holds when its transaction reads it, so two
+    // PATCHes at once each keep the other's change (no lost update).
+    await this.write(workspaceId, fileNo, async (row, trx) => {
+      const changes: Partial<FileRow> = { ...fixed };
+      if (tagEdit) {
+        const tags = [...new Set([...(JSON.parse(row.tags) as string[]), ...add])].filter((t) => !remove.has(t));
+        if (tags.length > 50) throw errors.validation('at most 50 tags');
+        changes.tags = JSON.stringify(tags);
+      }
+      if (metadata !== undefined) {
+        const merged: Record<string, unknown> = {
+          ...(JSON.parse(row.metadata) as Record<string, unknown>),
+          ...metadata,
+        };
+        for (const [k, v] of Object.entries(merged)) if (v === null) delete merged[k];
+        changes.metadata = JSON.stringify(parseMetadata(merged));
+      }
+      if (folderNo === null) changes.folder_id = null;
+      else if (folderNo !== undefined) {
+        const folder = await new FolderRepository(trx).byNo(workspaceId, folderNo);
         if (!folder) throw errors.folderNotFound();
         changes.folder_id = folder.id;
       }
-    }
-    await this.write(workspaceId, row.id, changes);
+      return changes;
+    });
     return this.get(workspaceId, fileNo);
   }
 
-  private async write(workspaceId: string, id: string, changes: Partial<FileRow>): Promise<void> {
-    const row = { ...changes, updated_at: nowIso() };
-    // On PostgreSQL behind the workspace's row, as every write of files (holdWorkspace).
-    const done =
-      this.db.dialect === 'postgres'
-        ? await inTransaction(this.db.kysely, async (trx) => {
-            await holdWorkspace(trx, workspaceId);
-            return new FileRepository(trx).update(id, row);
-          })
-        : await this.files.update(id, row);
-    if (!done) throw errors.fileNameTaken();
-    this.events?.emit('files.changed', { workspaceId });
+  /**
+   * Reads the file's row and writes what `decide` makes of it (nothing when it gives undefined)
+   * in one transaction, behind the workspace's row on PostgreSQL (holdWorkspace), as every write
+   * of files. `decide` runs inside that transaction: its queries go through `trx` only (on
+   * SQLite the one connection is the transaction's until it ends).
+   */
+  private async write(
+    workspaceId: string,
+    fileNo: string,
+    decide: (row: FileWithRefs, trx: Kysely<Database>) => Promise<Partial<FileRow> | undefined>,
+  ): Promise<void> {
+    const written = await inTransaction(this.db.kysely, async (trx) => {
+      await holdWorkspace(trx, workspaceId);
+      const files = new FileRepository(trx);
+      const row = await this.row(workspaceId, fileNo, files);
+      const changes = await decide(row, trx);
+      if (!changes) return false;
+      if (!(await files.update(row.id, { ...changes, updated_at: nowIso() }))) throw errors.fileNameTaken();
+      return true;
+    });
+    if (written) this.events?.emit('files.changed', { workspaceId });
   }
 
   /** A signed URL for the file (or a rendition of it), valid for `expiresIn` seconds. */
