@@ -591,6 +591,51 @@ for (const dialect of DIALECTS) {
       assert.deepEqual(await drift(), [], 'after the moves and replacements');
     });
 
+    test('folders created below a folder while it is renamed and deleted take its path as it is then', async () => {
+      const made = await api('POST', '/api/v1/folders', { name: 'race-parent' });
+      assert.equal(made.status, 201, JSON.stringify(made.body));
+      const parentNo = made.body.folder_no ?? made.body.data?.folder_no;
+      const answers = await Promise.all(
+        Array.from({ length: 24 }, (_, i) =>
+          i % 4 === 3
+            ? api('POST', `/api/v1/folders/rename/${parentNo}`, { name: `race-parent-${i}` })
+            : api('POST', '/api/v1/folders', { name: `child-${i}`, parent_folder_no: parentNo }),
+        ),
+      );
+      for (const r of answers) assert.ok([200, 201].includes(r.status), JSON.stringify(r.body));
+      // Every folder's path is its parent's path and its name.
+      const paths = async () => {
+        const rows = await h.services.db.kysely
+          .selectFrom('folders')
+          .select(['id', 'parent_id', 'name', 'path'])
+          .where('workspace_id', '=', h.ws.workspace_id)
+          .execute();
+        const byId = new Map(rows.map((r) => [r.id, r]));
+        return rows
+          .filter((r) => r.path !== (r.parent_id ? `${byId.get(r.parent_id)?.path}/${r.name}` : r.name))
+          .map((r) => r.path);
+      };
+      assert.deepEqual(await paths(), [], "no folder at its parent's old path");
+      // Creates racing a recursive delete: each either lands before it (and goes with it) or is 404.
+      const removing = await Promise.all(
+        Array.from({ length: 12 }, (_, i) =>
+          i === 4
+            ? api('DELETE', `/api/v1/folders/${parentNo}?recursive=true`)
+            : api('POST', '/api/v1/folders', { name: `late-${i}`, parent_folder_no: parentNo }),
+        ),
+      );
+      for (const r of removing) assert.ok([200, 201, 404].includes(r.status), JSON.stringify(r.body));
+      const left = await h.services.db.kysely
+        .selectFrom('folders')
+        .select('path')
+        .where('workspace_id', '=', h.ws.workspace_id)
+        .where('path', 'like', 'race-parent%')
+        .execute();
+      assert.deepEqual(left, [], 'nothing left below the deleted folder');
+      assert.deepEqual(await paths(), []);
+      assert.deepEqual(await drift(), []);
+    });
+
     test("parallel PATCHes of one file each keep the others' changes (no lost update)", async () => {
       const made = await upload('patched.bin', [], ['base'], 64);
       const fileNo = made.file_no;

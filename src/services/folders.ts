@@ -99,26 +99,34 @@ export class FolderService {
     const rawName = input.name ?? input.folder_name;
     if (typeof rawName !== 'string') throw errors.validation('name is required');
     const name = checkName(rawName, 'name');
-    let parent: FolderRow | null = null;
-    if (input.parent_folder_no !== undefined && input.parent_folder_no !== null)
-      parent = await this.byNo(workspaceId, input.parent_folder_no);
-    else if (typeof input.path === 'string' && parseFolderPath(input.path).length > 0) {
-      const path = parseFolderPath(input.path).join('/');
-      parent = (await this.repo.byPath(workspaceId, path)) ?? null;
-      if (!parent) throw errors.folderNotFound();
-    }
-    const now = nowIso();
-    const fresh: NewFolder = {
-      id: newUuid(),
-      folder_no: newShortId(),
-      workspace_id: workspaceId,
-      parent_id: parent?.id ?? null,
-      name,
-      path: parent ? `${parent.path}/${name}` : name,
-      created_at: now,
-      updated_at: now,
-    };
-    if (!(await this.repo.insert(fresh))) throw errors.folderExists();
+    const path = typeof input.path === 'string' ? parseFolderPath(input.path).join('/') : '';
+    const byParentNo = input.parent_folder_no !== undefined && input.parent_folder_no !== null;
+    // The parent is read inside the transaction that inserts below it, behind the workspace's row
+    // (as renames, moves and deletes of folders): a rename cannot leave the new folder at the
+    // parent's old path, nor a delete leave it without its parent.
+    const fresh = await inTransaction(this.db.kysely, async (trx) => {
+      await holdWorkspace(trx, workspaceId);
+      const repo = new FolderRepository(trx);
+      let parent: FolderRow | null = null;
+      if (byParentNo) parent = await this.byNo(workspaceId, input.parent_folder_no, repo);
+      else if (path) {
+        parent = (await repo.byPath(workspaceId, path)) ?? null;
+        if (!parent) throw errors.folderNotFound();
+      }
+      const now = nowIso();
+      const row: NewFolder = {
+        id: newUuid(),
+        folder_no: newShortId(),
+        workspace_id: workspaceId,
+        parent_id: parent?.id ?? null,
+        name,
+        path: parent ? `${parent.path}/${name}` : name,
+        created_at: now,
+        updated_at: now,
+      };
+      if (!(await repo.insert(row))) throw errors.folderExists();
+      return row;
+    });
     return this.view({ ...fresh, parent_id: fresh.parent_id ?? null, file_count: 0, file_bytes: 0 });
   }
 
