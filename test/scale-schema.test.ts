@@ -860,3 +860,122 @@ describe('deep pages through the API (SQLite, 10,250 files)', () => {
     assert.deepEqual([few.meta.total, few.meta.totalEstimated, few.files.length], [61, false, 61]);
   });
 });
+
+for (const dialect of DIALECTS) {
+  describe(`a name search's first page counts its matches on ${dialect.name}`, { skip: dialect.skip }, () => {
+    let h: Harness;
+    const api = (url: string) => call(h.app, 'GET', url, { headers: { 'x-api-key': h.ws.private_key } });
+    // 'pair' is in 300 names, 'third' in 200, 'tenth' in 60, 'seventh' in 86 (dated out of name order).
+    const N = 600;
+    const words = (i: number) =>
+      [i % 2 === 0 && 'pair', i % 3 === 0 && 'third', i % 10 === 0 && 'tenth', i % 7 === 0 && 'seventh']
+        .filter(Boolean)
+        .join('-');
+
+    before(async () => {
+      h = await makeHarness(dialect.name);
+      const ws = h.ws.workspace_id;
+      const blob = newUuid();
+      const db = h.services.db.kysely;
+      await db
+        .insertInto('blobs')
+        .values({
+          id: blob,
+          workspace_id: ws,
+          sha256: 'b'.repeat(64),
+          size: 1,
+          storage_key: 'k',
+          created_at: '2025-01-01T00:00:00.000Z',
+        })
+        .execute();
+      await db
+        .insertInto('files')
+        .values(
+          Array.from({ length: N }, (_, i) => {
+            // Pairs of files share a date, so ties are broken by id.
+            const at = new Date(Date.UTC(2025, 0, 1) + Math.floor(((i * 37) % N) / 2) * 1000).toISOString();
+            return {
+              id: newUuid(),
+              file_no: newShortId(),
+              workspace_id: ws,
+              folder_id: null,
+              name: `n${i}-${words(i)}.bin`,
+              blob_id: blob,
+              size: i + 1,
+              mime_type: 'application/octet-stream',
+              extension: 'bin',
+              format: null,
+              width: null,
+              height: null,
+              tags: '[]',
+              metadata: '{}',
+              custom_id: null,
+              is_private: 0,
+              is_duplicate: 0,
+              upload_source: 'direct' as const,
+              created_at: at,
+              updated_at: at,
+            };
+          }),
+        )
+        .execute();
+    });
+    after(() => h?.close());
+
+    test('the total is exact up to the cap, an estimate past it, and the pages are those the cursor walks', async () => {
+      const files = new FileRepository(h.services.db.kysely);
+      const cases: [string, number][] = [
+        ['nobody', 0],
+        ['tenth', 60],
+        ['seventh', 86],
+        ['third', 200],
+        ['pair', 300],
+      ];
+      for (const sort of ['', '&sort=name_asc', '&sort=size_desc']) {
+        for (const [word, matches] of cases) {
+          const first = (await api(`/api/v1/files?limit=50&search=${word}${sort}`)).body;
+          const exact = matches <= SEARCH_COUNT_CAP;
+          assert.equal(first.meta.totalEstimated, !exact, `${word}${sort}`);
+          if (exact) assert.equal(first.meta.total, matches, `${word}${sort}`);
+          else assert.ok(first.meta.total > SEARCH_COUNT_CAP, `${word}${sort}: ${first.meta.total}`);
+          // Every match once, in order, by cursor; each later page gives the same total.
+          const seen: string[] = first.files.map((f: { name: string }) => f.name);
+          let cursor = first.meta.nextCursor;
+          while (cursor) {
+            const next = (await api(`/api/v1/files?limit=50&search=${word}${sort}&cursor=${cursor}`)).body;
+            if (exact) assert.equal(next.meta.total, matches);
+            seen.push(...next.files.map((f: { name: string }) => f.name));
+            cursor = next.meta.nextCursor;
+          }
+          assert.equal(seen.length, matches, `${word}${sort}`);
+          assert.equal(new Set(seen).size, matches);
+          assert.ok(seen.every((n) => n.includes(word)));
+          // The same rows as the page read without counting, and the same count as countUpTo.
+          const p = {
+            sort: sort === '&sort=name_asc' ? ('name' as const) : sort ? ('size' as const) : ('created_at' as const),
+            direction: sort === '&sort=name_asc' ? ('asc' as const) : ('desc' as const),
+            limit: 50,
+          };
+          const plain = await files.page(h.ws.workspace_id, { nameContains: [word] }, p);
+          const counting = await files.page(
+            h.ws.workspace_id,
+            { nameContains: [word] },
+            { ...p, countTo: SEARCH_COUNT_CAP },
+          );
+          assert.deepEqual(
+            counting.rows.map((r) => r.id),
+            plain.rows.map((r) => r.id),
+          );
+          assert.deepEqual(counting.next, plain.next);
+          assert.deepEqual(
+            first.files.map((f: { name: string }) => f.name),
+            plain.rows.map((r) => r.name),
+          );
+          const counted = await files.countUpTo(h.ws.workspace_id, { nameContains: [word] }, SEARCH_COUNT_CAP);
+          if (dialect.name === 'postgres') assert.deepEqual(counting.matched, counted, `${word}${sort}`);
+          else assert.equal(counting.matched, undefined, 'SQLite counts apart');
+        }
+      }
+    });
+  });
+}

@@ -1,6 +1,6 @@
 // File records in the database: lookups by number, by name in a folder and by delivery path,
 // filtered and sorted pages, and the writes an upload or the Files API makes.
-import { type Insertable, type Kysely, type Updateable, sql } from 'kysely';
+import { type Expression, type Insertable, type Kysely, type Updateable, sql } from 'kysely';
 import { isUniqueViolation } from './database.ts';
 import { CREATED_LAG_UNBOUNDED as CREATED_LAG_UNBOUNDED_MS, flavourOf, NAME_FTS } from './derived.ts';
 import { likeContains, likeEscaped } from './like.ts';
@@ -78,6 +78,12 @@ export interface FilePage {
   /** The page starts after this row (or at the start), and then `offset` rows further. */
   after?: PageKey;
   offset?: number;
+  /**
+   * PostgreSQL, a first page (no `after`, no `offset`): the same walk also counts the matches,
+   * up to this many + 1 (`FoundPage.matched`), so that a search's page and its count read the
+   * matches once, in one statement, rather than twice (`countUpTo`).
+   */
+  countTo?: number;
 }
 
 /** A page of files: its rows, the key of the row before it, and the key of its last row when more follow. */
@@ -85,6 +91,8 @@ export interface FoundPage {
   rows: FileWithRefs[];
   start: PageKey | null;
   next: PageKey | null;
+  /** With `countTo`: the matches counted, at most max(limit, countTo) + 1 (more exist when it is that). */
+  matched?: { count: number; exact: boolean };
 }
 
 /** What delivery needs of a file: its type, dates, privacy and its blob. */
@@ -442,6 +450,8 @@ export class FileRepository {
       if (!boundary) return { rows: [], start: null, next: null };
       after = { v: boundary.v, id: boundary.id };
     }
+    if (p.countTo !== undefined && !this.sqlite && after === undefined && !p.offset)
+      return this.countingPage(keys(undefined), p, p.countTo);
     // The page's rows with their blob and folder, in one statement: the keys' walk (one past the
     // page, which says whether more follow) joined to its rows by id, a primary-key lookup each.
     // As two statements it cost a second round trip, on SQLite a reader thread's message each way.
@@ -470,6 +480,38 @@ export class FileRepository {
     const rows: FileWithRefs[] = found.slice(0, p.limit);
     const last = found[rows.length - 1];
     return { rows, start: after ?? null, next: more ? { v: last.page_v, id: last.id } : null };
+  }
+
+  /**
+   * PostgreSQL, a first page that also counts its matches: the keys' walk goes on to
+   * max(limit, countTo) + 1 matches (a CTE, materialized as it is read twice), the page's rows are
+   * joined for the first limit + 1 of them, and every row carries the number walked. A name
+   * search counted apart walked the same matches again: for a fragment in 1% of 5M names, 7,700
+   * rows for the page and 22,000 for the count, against 17,000 for both here.
+   */
+  private async countingPage(
+    keys: { limit(n: number): Expression<unknown> },
+    p: FilePage,
+    countTo: number,
+  ): Promise<FoundPage> {
+    const walk = Math.max(p.limit, countTo) + 1;
+    const dir = sql.raw(p.direction === 'desc' ? 'desc' : 'asc');
+    const { rows: found } = await sql<FileWithRefs & { page_v: string | number; matched: number | string }>`
+      with k as (${keys.limit(walk)})
+      select files.*, kk.v as page_v, blobs.sha256 as sha256, folders.folder_no as folder_no,
+             coalesce(folders.path, '') as folder_path, (select count(*) from k) as matched
+        from (select v, id from k order by v ${dir}, id ${dir} limit ${p.limit + 1}) kk
+        join files on files.id = kk.id
+        join blobs on blobs.id = files.blob_id
+        left join folders on folders.id = files.folder_id
+       order by kk.v ${dir}, kk.id ${dir}`.execute(this.db);
+    const count = found.length === 0 ? 0 : Number(found[0].matched);
+    const matched = { count: Math.min(count, walk - 1), exact: count < walk };
+    if (found.length === 0) return { rows: [], start: null, next: null, matched };
+    const more = found.length > p.limit;
+    const rows: FileWithRefs[] = found.slice(0, p.limit);
+    const last = found[rows.length - 1];
+    return { rows, start: null, next: more ? { v: last.page_v, id: last.id } : null, matched };
   }
 
   /**

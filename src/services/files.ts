@@ -142,15 +142,25 @@ export class FileService {
     const asOf = nowIso();
     const list = JSON.stringify([workspaceId, filter, sort, direction]);
     const from = cursor ? { offset, key: cursor.key } : this.boundaries.nearest(list, offset);
+    // A name search's first page on PostgreSQL counts its matches in the page's own walk
+    // (FilePage.countTo); a search is always counted, up to SEARCH_COUNT_CAP (see `total`).
+    const countTo =
+      this.db.dialect === 'postgres' && filter.nameContains.length > 0 && !from && offset === 0
+        ? SEARCH_COUNT_CAP
+        : undefined;
+    const paged = this.files.page(workspaceId, filter, {
+      sort,
+      direction,
+      limit: q.limit,
+      after: from?.key,
+      offset: offset - (from?.offset ?? 0),
+      countTo,
+    });
     const [{ rows, start, next }, total] = await Promise.all([
-      this.files.page(workspaceId, filter, {
-        sort,
-        direction,
-        limit: q.limit,
-        after: from?.key,
-        offset: offset - (from?.offset ?? 0),
-      }),
-      this.total(workspaceId, filter, snapshot, folder),
+      paged,
+      countTo === undefined
+        ? this.total(workspaceId, filter, snapshot, folder)
+        : paged.then((found) => this.countedTotal(workspaceId, filter, found.matched)),
     ]);
     const transformKey = await this.records.transformKey(workspaceId);
     if (start) this.boundaries.remember(list, offset, start);
@@ -201,7 +211,16 @@ export class FileService {
         return { count: await this.files.tagTotal(workspaceId, f.tags[0], f.createdAtMost), estimated: false };
     }
     const cap = f.nameContains?.length ? SEARCH_COUNT_CAP : COUNT_CAP;
-    const counted = await this.files.countUpTo(workspaceId, f, cap);
+    return this.countedTotal(workspaceId, f, await this.files.countUpTo(workspaceId, f, cap));
+  }
+
+  /** A count up to a cap: exact under it, else the planner's estimate (never below what was counted). */
+  private async countedTotal(
+    workspaceId: string,
+    f: FileFilter,
+    counted: { count: number; exact: boolean } | undefined,
+  ): Promise<{ count: number; estimated: boolean }> {
+    if (!counted) counted = await this.files.countUpTo(workspaceId, f, SEARCH_COUNT_CAP);
     if (counted.exact) return { count: counted.count, estimated: false };
     const guess = await this.files.estimate(workspaceId, f);
     return { count: Math.max(counted.count + 1, guess ?? 0), estimated: true };
