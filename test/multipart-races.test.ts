@@ -9,7 +9,7 @@ import { PassThrough } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import { MultipartSealedError } from '../src/storage/driver.ts';
 import type { LocalStorage } from '../src/storage/local.ts';
-import { type Harness, makeHarness } from './helpers/harness.ts';
+import { DIALECTS, type Harness, makeHarness } from './helpers/harness.ts';
 
 const MiB = 1024 * 1024;
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
@@ -217,3 +217,87 @@ describe('multipart races on local disk', () => {
     assert.ok(!existsSync(join(dir, 'multipart', row.upload_id)));
   });
 });
+
+for (const dialect of DIALECTS) {
+  describe(`abort racing complete on ${dialect.name}`, { skip: dialect.skip }, () => {
+    let h: Harness;
+    let base: string;
+    before(async () => {
+      h = await makeHarness(dialect.name, { config: { storage: { driver: 'local', fsync: false } } });
+      base = await h.app.listen({ host: '127.0.0.1', port: 0 });
+    });
+    after(async () => {
+      const errs = h?.logs.filter((l) => l.includes('unhandled error')) ?? [];
+      await h?.close();
+      assert.deepEqual(errs, [], 'no unhandled errors');
+    });
+
+    test('one of them wins each round: a completed file keeps its bytes, an aborted session gives 404, nothing hangs', async () => {
+      const local = (url: string) => url.replace(h.config.publicUrl, base);
+      const api = async (method: string, path: string, body?: unknown) => {
+        // A complete that waited for itself never answered: a bounded wait makes that a failure.
+        const res = await fetch(`${base}${path}`, {
+          method,
+          signal: AbortSignal.timeout(15_000),
+          headers: { 'x-api-key': h.ws.private_key, ...(body ? { 'content-type': 'application/json' } : {}) },
+          body: body ? JSON.stringify(body) : undefined,
+        });
+        return { status: res.status, body: (await res.json()) as any };
+      };
+      const outcomes: string[] = [];
+      for (let i = 0; i < 16; i++) {
+        const data = randomBytes(MiB + i);
+        const s = (
+          await api('POST', '/api/v1/multipart/start', {
+            file_name: `race-${i}.bin`,
+            size: data.length,
+            format: 'application/octet-stream',
+          })
+        ).body;
+        const put = await fetch(local(s.parts[0]), {
+          method: 'PUT',
+          body: new Uint8Array(data),
+          headers: { 'content-type': 'application/octet-stream' },
+        });
+        assert.equal(put.status, 200);
+        const completing = api('POST', '/api/v1/multipart/complete', { session_id: s.session_id });
+        await sleep(i % 8);
+        const aborted = await api('DELETE', `/api/v1/multipart/${s.session_id}`);
+        const completed = await completing;
+        const row = await h.services.db.kysely
+          .selectFrom('multipart_sessions')
+          .select('status')
+          .where('id', '=', s.session_id)
+          .executeTakeFirstOrThrow();
+        const outcome = `complete ${completed.status}, abort ${aborted.status}, session ${row.status}`;
+        outcomes.push(outcome);
+        if (completed.status === 200) {
+          assert.equal(aborted.status, 409, outcome);
+          assert.equal(aborted.body.errorCode, 'SESSION_COMPLETED');
+          assert.equal(row.status, 'completed');
+          const got = await fetch(local(completed.body.url));
+          assert.equal(got.status, 200, `${outcome}: the file's bytes are gone`);
+          assert.equal(sha(Buffer.from(await got.arrayBuffer())), sha(data));
+        } else {
+          assert.deepEqual([completed.status, aborted.status, row.status], [404, 200, 'aborted'], outcome);
+        }
+      }
+      // Acknowledged bytes are all that is charged; nothing stays reserved.
+      const ws = await h.services.db.kysely
+        .selectFrom('workspaces')
+        .select(['used_bytes', 'reserved_bytes'])
+        .where('id', '=', h.ws.workspace_id)
+        .executeTakeFirstOrThrow();
+      const blobs = await h.services.db.kysely
+        .selectFrom('blobs')
+        .select('size')
+        .where('workspace_id', '=', h.ws.workspace_id)
+        .execute();
+      assert.equal(
+        Number(ws.used_bytes),
+        blobs.reduce((n, b) => n + Number(b.size), 0),
+      );
+      assert.equal(Number(ws.reserved_bytes), 0);
+    });
+  });
+}

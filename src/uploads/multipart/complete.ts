@@ -18,6 +18,9 @@ export const STALE_COMPLETE_MS = 2 * 60 * 1000;
 /** How long a complete waits for another one of the same session (on another node) to finish. */
 const JOIN_COMPLETE_MS = 60 * 1000;
 
+/** Thrown by completeActive when its claim of the session found it no longer 'active'. */
+const MOVED_AWAY = Symbol('the session is no longer active');
+
 export class Completer {
   /** Completes running on this node, by session id: a second complete joins the first. */
   private readonly completing = new Map<string, Promise<FileRecord>>();
@@ -45,12 +48,19 @@ export class Completer {
       if (Date.now() - Date.parse(s.updated_at) >= STALE_COMPLETE_MS) return this.finishStale(s);
       return this.joinCompletion(workspaceId, s, input);
     }
-    const promise = this.completeActive(workspaceId, s, input);
+    const promise: Promise<FileRecord> = this.completeActive(workspaceId, s, input).catch((err) => {
+      if (err !== MOVED_AWAY) throw err;
+      // The session left 'active' between the read and the claim (an abort, another node's
+      // complete): answer from it as it is now, once this complete no longer stands for it
+      // here (else that answer would be this very promise, waiting for itself).
+      if (this.completing.get(s.id) === promise) this.completing.delete(s.id);
+      return this.complete(workspaceId, input);
+    });
     this.completing.set(s.id, promise);
     try {
       return await promise;
     } finally {
-      this.completing.delete(s.id);
+      if (this.completing.get(s.id) === promise) this.completing.delete(s.id);
     }
   }
 
@@ -65,7 +75,7 @@ export class Completer {
       throw err;
     });
     checkParts(s, listed, input.parts);
-    if (!(await sessions.move(s.id, 'active', 'completing'))) return this.complete(workspaceId, { session_id: s.id });
+    if (!(await sessions.move(s.id, 'active', 'completing'))) throw MOVED_AWAY;
     let runningHash: string | undefined;
     try {
       // From here no byte of a part may change (local disk: writes in flight are cut). What

@@ -147,7 +147,13 @@ export class Sessions {
     const s = await this.find(workspaceId, sessionId);
     if (s.status === 'completed' || s.status === 'completing') throw appError('SESSION_COMPLETED');
     if (s.status !== 'active') return;
-    await this.ctx.sessions.move(s.id, 'active', 'aborted');
+    // Only the abort that moved the session frees its parts and intent: a complete that claimed
+    // it first ('completing') owns them, and may already have made them a file.
+    if (!(await this.ctx.sessions.move(s.id, 'active', 'aborted'))) {
+      const now = await this.find(workspaceId, sessionId);
+      if (now.status === 'completed' || now.status === 'completing') throw appError('SESSION_COMPLETED');
+      return;
+    }
     await this.release(s);
   }
 
