@@ -48,7 +48,7 @@ export class Completer {
       if (Date.now() - Date.parse(s.updated_at) >= STALE_COMPLETE_MS) return this.finishStale(s);
       return this.joinCompletion(workspaceId, s, input);
     }
-    const promise: Promise<FileRecord> = this.completeActive(workspaceId, s, input).catch((err) => {
+    const promise: Promise<FileRecord> = this.completeActive(s, input).catch((err) => {
       if (err !== MOVED_AWAY) throw err;
       // The session left 'active' between the read and the claim (an abort, another node's
       // complete): answer from it as it is now, once this complete no longer stands for it
@@ -65,7 +65,6 @@ export class Completer {
   }
 
   private async completeActive(
-    workspaceId: string,
     s: MultipartSessionRow,
     input: MultipartCompleteBody,
   ): Promise<FileRecord> {
