@@ -161,6 +161,38 @@ for (const dialect of DIALECTS) {
     });
     after(() => h?.close());
 
+    test("two PATCHes at once each keep the other's change (a key rotation is never undone)", async () => {
+      for (let round = 0; round < 12; round++) {
+        const made = await create(`race-${round}`, 's3', {
+          access_key: 'AKOLD',
+          secret_key: 'old-secret',
+          region: 'r0',
+          bucket: 'bucket-0',
+        });
+        assert.equal(made.status, 201, JSON.stringify(made.body));
+        const id = made.body.data.id;
+        const patch = (configuration: unknown) =>
+          call(h.app, 'PATCH', `/api/v1/sources/${id}`, { body: { configuration }, headers: h.auth });
+        const answers = await Promise.all([
+          patch({ access_key: 'AKNEW', secret_key: 'new-secret' }),
+          patch({ region: 'r1' }),
+          call(h.app, 'PATCH', `/api/v1/sources/${id}`, { body: { is_active: false }, headers: h.auth }),
+        ]);
+        for (const a of answers) assert.equal(a.status, 200, JSON.stringify(a.body));
+        const row = await h.services.db.kysely
+          .selectFrom('sources')
+          .selectAll()
+          .where('id', '=', id)
+          .executeTakeFirstOrThrow();
+        const config = h.services.sources.configuration(row);
+        assert.deepEqual(
+          [config.access_key, config.secret_key, config.region, row.is_active],
+          ['AKNEW', 'new-secret', 'r1', 0],
+          `round ${round}`,
+        );
+      }
+    });
+
     test('create answers 201 {success, data} for every type, with secrets masked', async () => {
       for (const [type, configuration] of Object.entries(VALID)) {
         const res = await create(`create-${type}`, type, configuration);

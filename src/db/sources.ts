@@ -2,6 +2,7 @@
 // the sealed secrets re-sealed under a new master key.
 import type { Kysely, Updateable } from 'kysely';
 import { isUniqueViolation } from './database.ts';
+import { flavourOf } from './derived.ts';
 import { likeContains, likeEscaped } from './like.ts';
 import type { Database, SourceRow, SourceTable } from './schema.ts';
 
@@ -43,12 +44,14 @@ export class SourceRepository {
   }
 
   /** `id` as stored: a lower-case UUID. */
-  async byId(workspaceId: string, id: string): Promise<SourceRow | undefined> {
+  /** `lock`: PostgreSQL locks the row for the rest of the transaction (SQLite's one writer needs none). */
+  async byId(workspaceId: string, id: string, lock = false): Promise<SourceRow | undefined> {
     return this.db
       .selectFrom('sources')
       .selectAll()
       .where('id', '=', id)
       .where('workspace_id', '=', workspaceId)
+      .$if(lock && flavourOf(this.db) === 'postgres', (qb) => qb.forUpdate())
       .executeTakeFirst();
   }
 

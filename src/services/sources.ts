@@ -3,7 +3,7 @@
 import type { Source, SourceCreateBody, SourceListQuery, SourceUpdateBody } from '../contract/sources.ts';
 import { isUuid, newUuid } from '../crypto/ids.ts';
 import type { SecretBox } from '../crypto/secret-box.ts';
-import { type Db, nowIso } from '../db/database.ts';
+import { type Db, inTransaction, nowIso } from '../db/database.ts';
 import type { SourceRow } from '../db/schema.ts';
 import { SourceRepository } from '../db/sources.ts';
 import { AppError, appError, errors } from '../errors.ts';
@@ -36,12 +36,14 @@ export interface SourceServiceDeps {
 
 export class SourceService {
   private readonly repo: SourceRepository;
+  private readonly db: Db;
   private readonly box: SecretBox;
   private readonly probeDeps: ProbeDeps;
   private readonly debug: (why: string) => void;
 
   constructor(deps: SourceServiceDeps) {
     this.repo = new SourceRepository(deps.db.kysely);
+    this.db = deps.db;
     this.box = deps.box;
     this.probeDeps = deps.probeDeps;
     this.debug = deps.debug ?? (() => {});
@@ -99,27 +101,35 @@ export class SourceService {
     // `type` is not in the contract's body, yet read: sent anyway, it is refused unless unchanged.
     input: SourceUpdateBody & { type?: unknown },
   ): Promise<Source> {
-    const row = await this.row(workspaceId, id);
-    const type = row.type as SourceType;
-    if (input.type !== undefined && input.type !== type)
-      throw errors.validation('type cannot be changed; create a new source instead');
-    const changes: Partial<SourceRow> = {};
-    if (input.name !== undefined) changes.name = checkName(input.name);
-    if (input.is_active !== undefined) {
-      if (typeof input.is_active !== 'boolean') throw errors.validation('is_active must be a boolean');
-      changes.is_active = input.is_active ? 1 : 0;
-    }
-    if (input.configuration !== undefined) {
-      const merged = mergeConfiguration(this.configuration(row), input.configuration);
-      const config = validateConfiguration(type, merged, this.debug);
-      const { visible, secret } = splitSecrets(type, config);
-      changes.configuration = visibleJson(visible, secret);
-      changes.secrets = this.sealSecrets(row.id, secret);
-    }
-    // updated_at always moves forward, even within the same millisecond as the last write.
-    changes.updated_at = new Date(Math.max(Date.now(), Date.parse(row.updated_at) + 1)).toISOString();
-    if (!(await this.repo.update(workspaceId, row.id, changes))) throw errors.sourceNameTaken();
-    return this.view({ ...row, ...changes });
+    if (!isUuid(id)) throw errors.sourceNotFound();
+    // Read, merged and written in one transaction, the row locked on PostgreSQL: two PATCHes at
+    // once (a key rotation and a region change) each keep the other's change.
+    const updated = await inTransaction(this.db.kysely, async (trx) => {
+      const repo = new SourceRepository(trx);
+      const row = await repo.byId(workspaceId, id.toLowerCase(), true);
+      if (!row) throw errors.sourceNotFound();
+      const type = row.type as SourceType;
+      if (input.type !== undefined && input.type !== type)
+        throw errors.validation('type cannot be changed; create a new source instead');
+      const changes: Partial<SourceRow> = {};
+      if (input.name !== undefined) changes.name = checkName(input.name);
+      if (input.is_active !== undefined) {
+        if (typeof input.is_active !== 'boolean') throw errors.validation('is_active must be a boolean');
+        changes.is_active = input.is_active ? 1 : 0;
+      }
+      if (input.configuration !== undefined) {
+        const merged = mergeConfiguration(this.configuration(row), input.configuration);
+        const config = validateConfiguration(type, merged, this.debug);
+        const { visible, secret } = splitSecrets(type, config);
+        changes.configuration = visibleJson(visible, secret);
+        changes.secrets = this.sealSecrets(row.id, secret);
+      }
+      // updated_at always moves forward, even within the same millisecond as the last write.
+      changes.updated_at = new Date(Math.max(Date.now(), Date.parse(row.updated_at) + 1)).toISOString();
+      if (!(await repo.update(workspaceId, row.id, changes))) throw errors.sourceNameTaken();
+      return { ...row, ...changes };
+    });
+    return this.view(updated);
   }
 
   async delete(workspaceId: string, id: string): Promise<void> {
