@@ -84,6 +84,26 @@ for (const dialect of DIALECTS) {
       );
     });
 
+    test('a revocation racing a rotation with a grace period stays a revocation; a second rotation never extends the first', async () => {
+      for (let round = 0; round < 16; round++) {
+        const made = (await call('POST', '/api/v1/keys', undefined, { type: round % 2 ? 'public' : 'private' })).json()
+          .data;
+        const [revoked, rotated] = await Promise.all([
+          call('DELETE', `/api/v1/keys/${made.id}`),
+          call('POST', `/api/v1/keys/${made.id}/rotate`, undefined, { grace_seconds: 3600 }),
+        ]);
+        assert.equal(revoked.statusCode, 200, revoked.body);
+        assert.ok([200, 400].includes(rotated.statusCode), rotated.body);
+        assert.equal(await whoAmI(made.key), 401, `round ${round}: revoked, whatever the rotation did`);
+      }
+      const made = (await call('POST', '/api/v1/keys', undefined, { type: 'public' })).json().data;
+      const first = (await call('POST', `/api/v1/keys/${made.id}/rotate`, undefined, { grace_seconds: 60 })).json()
+        .data;
+      const second = (await call('POST', `/api/v1/keys/${made.id}/rotate`, undefined, { grace_seconds: 3600 })).json()
+        .data;
+      assert.equal(second.old.revoked_at, first.old.revoked_at, 'the earlier end stands');
+    });
+
     test("another workspace's key is unknown here: 404, and it keeps working", async () => {
       const theirs = (await h.services.workspaces.listKeys(other.workspace_id)).find((k) => k.type === 'private')!;
       assert.equal((await call('DELETE', `/api/v1/keys/${theirs.id}`)).statusCode, 404);

@@ -274,6 +274,15 @@ export class WorkspaceService {
 
   async createKey(workspaceId: string, type: KeyType): Promise<KeyInfo & { key: string }> {
     await this.get(workspaceId);
+    return this.insertNewKey(this.repo, workspaceId, type);
+  }
+
+  /** Makes a key of `type` and stores its hash through `repo` (a transaction's, or not). */
+  private async insertNewKey(
+    repo: WorkspaceRepository,
+    workspaceId: string,
+    type: KeyType,
+  ): Promise<KeyInfo & { key: string }> {
     const key = newApiKey(type);
     const info: KeyInfo = {
       id: newUuid(),
@@ -283,7 +292,7 @@ export class WorkspaceService {
       created_at: nowIso(),
       revoked_at: null,
     };
-    await this.repo.insertKey({
+    await repo.insertKey({
       id: info.id,
       workspace_id: workspaceId,
       type,
@@ -313,16 +322,23 @@ export class WorkspaceService {
    * `graceSeconds` (0: at once), so clients can switch over without an outage.
    */
   async rotateKey(keyId: string, graceSeconds = 0): Promise<{ old: KeyInfo; new: KeyInfo & { key: string } }> {
-    const row = await this.repo.keyById(keyId);
-    if (!row) throw errors.keyNotFound(keyId);
-    if (row.revoked_at && row.revoked_at <= nowIso()) throw errors.validation('this key is already revoked');
-    const created = await this.createKey(row.workspace_id, row.type);
-    const revokedAt = new Date(Date.now() + graceSeconds * 1000).toISOString();
-    await this.repo.setKeyRevokedAt(keyId, revokedAt);
-    return {
-      old: { ...keyInfoOf(row), revoked_at: revokedAt },
-      new: created,
-    };
+    const seen = await this.repo.keyById(keyId);
+    if (!seen) throw errors.keyNotFound(keyId);
+    // Under the workspace's lock, as a revocation: the key is read again inside, so a revocation
+    // that landed in between is seen (400), and the grace period never moves a revocation later
+    // (a second rotation with a longer grace keeps the first one's time).
+    return inTransaction(this.db.kysely, async (trx) => {
+      const repo = new WorkspaceRepository(trx);
+      await repo.lockWorkspace(seen.workspace_id);
+      const row = await repo.keyById(keyId);
+      if (!row) throw errors.keyNotFound(keyId);
+      if (row.revoked_at && row.revoked_at <= nowIso()) throw errors.validation('this key is already revoked');
+      const created = await this.insertNewKey(repo, row.workspace_id, row.type);
+      const wanted = new Date(Date.now() + graceSeconds * 1000).toISOString();
+      const revokedAt = row.revoked_at && row.revoked_at < wanted ? row.revoked_at : wanted;
+      await repo.setKeyRevokedAt(keyId, revokedAt);
+      return { old: { ...keyInfoOf(row), revoked_at: revokedAt }, new: created };
+    });
   }
 
   /** A key of this workspace; another workspace's key id is answered as unknown, like a made-up one. */
