@@ -64,10 +64,7 @@ export class Completer {
     }
   }
 
-  private async completeActive(
-    s: MultipartSessionRow,
-    input: MultipartCompleteBody,
-  ): Promise<FileRecord> {
+  private async completeActive(s: MultipartSessionRow, input: MultipartCompleteBody): Promise<FileRecord> {
     const { storage, sessions, hashes } = this.ctx;
     const listed = await storage.listParts(s.storage_key, s.upload_id).catch((err) => {
       if (err instanceof ObjectNotFoundError) throw errors.sessionNotFound();
