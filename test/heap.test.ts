@@ -62,7 +62,12 @@ describe('heap tuning for streamed uploads', () => {
         counts.control >= 4,
         `V8 at its quiet-spell growth collects again and again (${counts.control}): the upload exercises the problem`,
       );
-      assert.ok(counts.tuned <= 2, `the tuned server ran ${counts.tuned} full collections`);
+      // Quiet, the tuned server runs 0 to 2; on a loaded machine (a CI run beside other work) 3
+      // was seen, against 11 for the control: a third of the control's at most, and never over 3.
+      assert.ok(
+        counts.tuned <= 3 && counts.tuned * 3 <= counts.control,
+        `the tuned server ran ${counts.tuned} full collections, the control ${counts.control}`,
+      );
     } finally {
       for (const { server } of Object.values(servers)) await server.stop('SIGKILL');
     }
