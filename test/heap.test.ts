@@ -62,10 +62,10 @@ describe('heap tuning for streamed uploads', () => {
         counts.control >= 4,
         `V8 at its quiet-spell growth collects again and again (${counts.control}): the upload exercises the problem`,
       );
-      // Quiet, the tuned server runs 0 to 2; on a loaded machine (a CI run beside other work) 3
-      // was seen, against 11 for the control: a third of the control's at most, and never over 3.
+      // Quiet, the tuned server runs 0 to 2. Beside other test files on a loaded 2-core machine
+      // both run more (3 against 11, 6 against 19 seen in CI runs): judged against the control.
       assert.ok(
-        counts.tuned <= 3 && counts.tuned * 3 <= counts.control,
+        counts.tuned * 3 <= counts.control,
         `the tuned server ran ${counts.tuned} full collections, the control ${counts.control}`,
       );
     } finally {
