@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
 import pg from 'pg';
-import { GENERIC_FROM, prepareOn, preparedNaming } from '../src/db/pg-prepared.ts';
+import { GENERIC_FROM, prepareOn, preparedNaming, recheckPlanMode } from '../src/db/pg-prepared.ts';
 import { DIALECTS, type Harness, makeHarness } from './helpers/harness.ts';
 
 const postgres = DIALECTS.find((d) => d.name === 'postgres')!;
@@ -77,29 +77,46 @@ for (const prepare of [true, false])
     });
 
     if (prepare)
-      test('a connection keeps custom plans while files is small, and generic ones once it is large', async () => {
-        // The mode a new connection of a preparing pool gets, and what its named statements do.
-        const connectionMode = async () => {
+      test('a connection keeps custom plans while files is small, and generic ones once it is large', async (t) => {
+        // A pool of one connection that prepares as Stowage's does; `every`: how often it asks again.
+        const preparingPool = (every?: number) => {
           const pool = new pg.Pool({ connectionString: h.config.databaseUrl, max: 1 });
           pool.on('connect', prepareOn);
+          if (every !== undefined) pool.on('acquire', (client) => recheckPlanMode(client, every));
+          return pool;
+        };
+        // The mode of the pool's connection, and what a named statement run six times on it does.
+        const modeOf = async (pool: pg.Pool) => {
+          const client = await pool.connect();
           try {
-            const client = await pool.connect();
-            try {
-              const text = 'select id from files where id = $1';
-              for (let i = 0; i < 6; i++) await client.query({ name: 'probe', text, values: [`f${i}`] });
-              const { rows } = await client.query(
-                "select current_setting('plan_cache_mode') as mode, generic_plans from pg_prepared_statements where name = 'probe'",
-              );
-              return { mode: rows[0].mode as string, generic: Number(rows[0].generic_plans) };
-            } finally {
-              client.release();
-            }
+            const text = 'select id from files where id = $1';
+            for (let i = 0; i < 6; i++) await client.query({ name: 'probe', text, values: [`f${i}`] });
+            const { rows } = await client.query(
+              "select current_setting('plan_cache_mode') as mode, generic_plans from pg_prepared_statements where name = 'probe'",
+            );
+            return { mode: rows[0].mode as string, generic: Number(rows[0].generic_plans) };
+          } finally {
+            client.release();
+          }
+        };
+        // The mode a new connection gets.
+        const connectionMode = async () => {
+          const pool = preparingPool();
+          try {
+            return await modeOf(pool);
           } finally {
             await pool.end();
           }
         };
         // A new database: planned per run, so no generic plan made while the table is small.
         assert.deepEqual(await connectionMode(), { mode: 'force_custom_plan', generic: 0 });
+        // Two connections opened now and kept: one never asks again within the test, one asks at
+        // every checkout. While the table is small, asking again changes nothing.
+        const settled = preparingPool();
+        const asking = preparingPool(0);
+        t.after(() => Promise.all([settled.end(), asking.end()]));
+        assert.deepEqual(await modeOf(settled), { mode: 'force_custom_plan', generic: 0 });
+        assert.deepEqual(await modeOf(asking), { mode: 'force_custom_plan', generic: 0 });
 
         // The table grows past GENERIC_FROM rows (inserted directly, triggers and checks off) and
         // is analyzed: new connections keep the server's default, and a statement goes generic.
@@ -116,6 +133,12 @@ for (const prepare of [true, false])
         const large = await connectionMode();
         assert.equal(large.mode, 'auto');
         assert.ok(large.generic > 0, `generic plans: ${large.generic}`);
+        // The kept connection that asks again goes over at its next checkout; the other, whose
+        // interval has not passed, still plans every run.
+        const asked = await modeOf(asking);
+        assert.equal(asked.mode, 'auto');
+        assert.ok(asked.generic > 0, `generic plans after asking again: ${asked.generic}`);
+        assert.deepEqual(await modeOf(settled), { mode: 'force_custom_plan', generic: 0 });
         await k.transaction().execute(async (trx) => {
           await sql`set local session_replication_role = replica`.execute(trx);
           await sql`delete from files where id like 'big-%'`.execute(trx);

@@ -5,7 +5,7 @@ import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import type { Database } from './schema.ts';
 import { flavourOf, NAME_FTS } from './derived.ts';
-import { prepareOn } from './pg-prepared.ts';
+import { prepareOn, recheckPlanMode } from './pg-prepared.ts';
 import { SqliteCheckpointer } from './sqlite-checkpointer.ts';
 import { SqliteReaderPool, SqliteReadersDialect } from './sqlite-readers.ts';
 import { cacheStatements } from './statement-cache.ts';
@@ -65,7 +65,10 @@ export function openDatabase(opts: OpenOptions): Db {
     // Nor a checked-out client's (the connection dropped between two queries of a transaction):
     // its query fails on its own, and the pool replaces the client.
     pool.on('connect', (client) => client.on('error', () => {}));
-    if (opts.pgPreparedStatements !== false) pool.on('connect', prepareOn);
+    if (opts.pgPreparedStatements !== false) {
+      pool.on('connect', prepareOn);
+      pool.on('acquire', (client) => recheckPlanMode(client));
+    }
     const kysely = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
     return { kysely, dialect: 'postgres', close: () => kysely.destroy() };
   }

@@ -22,6 +22,13 @@
 // per run, 1.07 to 1.37 ms generic (sequentially 0.9 against 0.55 ms). Unnamed statements, every
 // other query, are planned for their values whatever the setting.
 //
+// A pool keeps its connections for as long as work keeps them busy, so a connection opened on a
+// new database would plan every run for good, however large `files` grows. A connection that
+// plans per run therefore asks again when it is checked out and PLAN_RECHECK_MS have passed
+// since it last asked (one catalog read, sent ahead of the checkout's first statement, never
+// inside a transaction), and goes over to the server's setting (what RESET would give, not the
+// session's own) once the table is large.
+//
 // Off with STOWAGE_PG_PREPARED_STATEMENTS=false, for a pooler in front of PostgreSQL that does not
 // keep prepared statements per client (PgBouncer in transaction mode before 1.21, or without
 // max_prepared_statements). Should PostgreSQL refuse a named statement all the same (it does not
@@ -40,7 +47,36 @@ export const GENERIC_FROM = 10_000;
  */
 const PLAN_MODE_SQL = `select set_config('plan_cache_mode',
   case when coalesce((select reltuples from pg_class where oid = to_regclass('files')), -1) >= ${GENERIC_FROM}
-    then current_setting('plan_cache_mode') else 'force_custom_plan' end, false)`;
+    then (select reset_val from pg_settings where name = 'plan_cache_mode') else 'force_custom_plan' end,
+  false) as mode`;
+
+/** How long a connection that plans every run goes before it asks again whether `files` is large. */
+export const PLAN_RECHECK_MS = 30_000;
+
+/** Per connection: whether it plans every run, and when it last asked. */
+const planModes = new WeakMap<pg.PoolClient, { custom: boolean; askedAt: number }>();
+
+/** Sets the connection's plan cache mode for `files` as it is now (see above). */
+function choosePlanMode(client: pg.PoolClient): void {
+  const state = planModes.get(client) ?? { custom: true, askedAt: 0 };
+  planModes.set(client, state);
+  state.askedAt = Date.now();
+  client.query(PLAN_MODE_SQL).then(
+    (result: pg.QueryResult<{ mode: string }>) => {
+      state.custom = result.rows[0]?.mode === 'force_custom_plan';
+    },
+    () => {},
+  );
+}
+
+/**
+ * A checked-out client of a pool that prepares (the pool's 'acquire' event, so nothing of the
+ * checkout has been sent yet): one that plans every run asks again once `every` ms have passed.
+ */
+export function recheckPlanMode(client: pg.PoolClient, every = PLAN_RECHECK_MS): void {
+  const state = planModes.get(client);
+  if (state?.custom && Date.now() - state.askedAt >= every) choosePlanMode(client);
+}
 
 /** Registered texts are few (one per call site and column set); past this, new ones go unnamed. */
 const MAX_NAMED = 64;
@@ -67,7 +103,7 @@ export const preparedNaming = (): boolean => naming;
 
 /** A new client of a pool that prepares: its plan cache mode (see above), and registered texts by name. */
 export function prepareOn(client: pg.PoolClient): void {
-  client.query(PLAN_MODE_SQL).catch(() => {});
+  choosePlanMode(client);
   const query = client.query.bind(client) as (...args: unknown[]) => unknown;
   client.query = ((text: unknown, values?: unknown, callback?: unknown) => {
     if (typeof values === 'function') [values, callback] = [undefined, values];
