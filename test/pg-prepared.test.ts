@@ -110,8 +110,8 @@ for (const prepare of [true, false])
         };
         // A new database: planned per run, so no generic plan made while the table is small.
         assert.deepEqual(await connectionMode(), { mode: 'force_custom_plan', generic: 0 });
-        // Two connections opened now and kept: one never asks again within the test, one asks at
-        // every checkout. While the table is small, asking again changes nothing.
+        // Two connections opened now and kept: one without the checkout hook (as before the
+        // re-check), one that asks at every checkout. While the table is small, asking changes nothing.
         const settled = preparingPool();
         const asking = preparingPool(0);
         t.after(() => Promise.all([settled.end(), asking.end()]));
@@ -133,8 +133,8 @@ for (const prepare of [true, false])
         const large = await connectionMode();
         assert.equal(large.mode, 'auto');
         assert.ok(large.generic > 0, `generic plans: ${large.generic}`);
-        // The kept connection that asks again goes over at its next checkout; the other, whose
-        // interval has not passed, still plans every run.
+        // The kept connection that asks again goes over at its next checkout; the one that never
+        // asks still plans every run.
         const asked = await modeOf(asking);
         assert.equal(asked.mode, 'auto');
         assert.ok(asked.generic > 0, `generic plans after asking again: ${asked.generic}`);
